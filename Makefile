@@ -1,0 +1,43 @@
+# Two commands matter: `make run` (portal + live simulated cluster + demo data)
+# and `make test` (lint, types, every test against real PostgreSQL and Redis).
+PYTHON ?= python3.11
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
+
+# Tests run against real services; override to point elsewhere.
+export TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/kai_portal
+export TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
+
+.PHONY: install run test lint typecheck pytest services bench scenarios clean
+
+$(STAMP): pyproject.toml
+	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) on PATH"; exit 1; }
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e ".[dev]"
+	rm -f $(VENV)/.installed-*
+	touch $(STAMP)
+
+install: $(STAMP)
+
+lint: install
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/lint-imports
+
+typecheck: install
+	$(VENV)/bin/mypy scheduler
+
+scenarios: install
+	$(PY) -m scheduler.scenario check ../shared/scenarios tests/scenarios
+
+pytest: install
+	$(PY) -m pytest
+
+test: lint typecheck pytest
+
+bench: install
+	$(PY) -m scheduler.bench
+
+clean:
+	rm -rf $(VENV) staticfiles var
