@@ -1,0 +1,183 @@
+"""The allocate action: place pending jobs on free (or releasing) resources, best job first
+(kai-semantics.md §3.3). It never evicts and never looks at fair share directly."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from scheduler import gang, reasons
+from scheduler.model import RESOURCES, Job, Task, TaskState, clean
+from scheduler.ordering import JobQueue
+from scheduler.placement import Fit, node_fit, score_nodes
+from scheduler.session import EPS, NodeState, Session, Statement
+from scheduler.topology import node_sets
+
+
+def allocate(session: Session) -> None:
+    queue = JobQueue(session, session.capacity)
+    for job in session.jobs.values():
+        if eligible(session, job):
+            queue.push(job)
+    while (next_job := queue.pop()) is not None:
+        if allocate_step(session, next_job) and gang.pending_tasks(session, next_job):
+            queue.push(next_job)  # elastic: re-compete for one more task
+
+
+def eligible(session: Session, job: Job) -> bool:
+    """Pending work in an existing leaf queue, and ready (enough pods for its gang)."""
+    if not gang.pending_tasks(session, job):
+        return False
+    qs = session.queues.get(job.queue)
+    if qs is None:
+        add_job_error(session, job, reasons.QUEUE_DOES_NOT_EXIST, reasons.queue_missing(job.queue))
+        return False
+    if not qs.is_leaf:
+        return False
+    if not gang.is_ready(session, job):
+        msg = reasons.not_ready(job.gang_min, gang.alive(session, job))
+        add_job_error(session, job, "NotReady", msg)
+        return False
+    return True
+
+
+def add_job_error(session: Session, job: Job, reason: str, message: str) -> None:
+    errors = session.job_errors.setdefault(job.name, [])
+    if (reason, message) not in errors:
+        errors.append((reason, message))
+
+
+def step_request(session: Session, tasks: Sequence[Task]) -> dict[str, float]:
+    total = dict.fromkeys(RESOURCES, 0.0)
+    for t in tasks:
+        for r, v in session.pending_request(t, for_limit=True).items():
+            total[r] = clean(total[r] + v)
+    return total
+
+
+def capacity_error(session: Session, job: Job, request: dict[str, float]) -> tuple[str, str] | None:
+    """Queue limit and non-preemptible quota checks on the leaf queue and every ancestor (§3.5)."""
+    for qs in session.ancestors(job.queue):
+        for r in RESOURCES:
+            j = request[r]
+            if j <= EPS:
+                continue
+            lim = qs.limit(r)
+            if lim >= 0 and clean(qs.allocated[r] + j) > lim + EPS:
+                return reasons.OVER_LIMIT, reasons.over_limit(qs.name, r, lim, qs.allocated[r], j)
+            d = qs.quota(r)
+            if not job.is_preemptible and d >= 0 and clean(qs.allocated_np[r] + j) > d + EPS:
+                return (
+                    reasons.NON_PREEMPTIBLE_OVER_QUOTA,
+                    reasons.non_preemptible_over_quota(qs.name, r, j, d, qs.allocated_np[r]),
+                )
+    return None
+
+
+def pre_predicate_error(session: Session, job: Job, task: Task) -> str | None:
+    """MaxNodePoolResources: no single node of the pool could ever hold this task."""
+    nodes = [ns.node for ns in session.nodes.values()]
+    max_gpu = max((n.gpus for n in nodes), default=0)
+    if (task.whole_gpus and task.whole_gpus > max_gpu) or (task.is_fractional and max_gpu == 0):
+        return reasons.max_node_pool_resources(
+            job.namespace, task.name, task.gpu, task.cpu_millis, task.memory_mib, session.pool, max_gpu
+        )
+    max_cpu = max((n.cpu_millis for n in nodes), default=0)
+    if task.cpu_millis > max_cpu + EPS:
+        top = reasons.human("cpu", max_cpu) + " cores"
+        return reasons.max_node_pool_other(job.namespace, task.name, "CPU", session.pool, top)
+    max_mem = max((n.memory_mib for n in nodes), default=0)
+    if task.memory_mib > max_mem + EPS:
+        top = reasons.human("memory", max_mem) + " GB"
+        return reasons.max_node_pool_other(job.namespace, task.name, "memory", session.pool, top)
+    return None
+
+
+def place_task(
+    session: Session, stmt: Statement, job: Job, task: Task, nodes: Sequence[NodeState]
+) -> str | None:
+    """Put one task on the best fitting node; return the pod fit error when none fits."""
+    fits = []
+    counts: dict[str, int] = {}
+    memory_request = task.gpu == 0 and task.gpu_memory_mib > 0
+    for ns in nodes:
+        fit = node_fit(session, ns, task, job.node_selector)
+        if fit.ok and memory_request:
+            # The batch check used the largest device; redo it with this node's exact fraction.
+            charge = {"gpu": session.gpu_fraction_on(task, ns.node.gpu_memory_mib), "cpu": 0.0, "memory": 0.0}
+            err = capacity_error(session, job, charge)
+            if err:
+                fit = Fit(False, reason=err[1])
+        if fit.ok:
+            fits.append((ns, fit))
+        elif fit.reason:
+            counts[fit.reason] = counts.get(fit.reason, 0) + 1
+    if not fits:
+        return reasons.fit_error(counts)
+    ns, fit = score_nodes(session, task, fits)[0]
+    stmt.place(task, ns.name, fit.devices, pipelined=not fit.now)
+    return None
+
+
+def allocate_step(session: Session, job: Job) -> bool:
+    """Try the job's next step (gang minimum or one elastic extra); commit or roll back."""
+    tasks = gang.step_tasks(session, job)
+    if not tasks:
+        return False
+    err = capacity_error(session, job, step_request(session, tasks))
+    if err:
+        add_job_error(session, job, *err)
+        return False
+    for t in tasks:
+        pre = pre_predicate_error(session, job, t)
+        if pre:
+            session.task_reasons[t.name] = pre
+            add_job_error(session, job, reasons.POD_SCHEDULING_ERRORS, pre)
+            return False
+
+    before = gang.active_allocated(session, job)
+    is_gang = job.gang_min > 1 and before < job.gang_min
+    sets = node_sets(session, job, tasks, list(session.nodes.values()))
+    if not sets:
+        topo = job.topology
+        level = topo.required if topo and topo.required else ""
+        msg = reasons.topology_unsatisfied(level, level, f"{job.namespace}/{job.name}", "the cluster")
+        add_job_error(session, job, reasons.NOT_ENOUGH_FOR_WORKLOAD, msg)
+        return False
+
+    failure: tuple[Task, str] | None = None
+    for node_set in sets:
+        stmt = session.statement()
+        failure = None
+        for i, task in enumerate(tasks):
+            error = place_task(session, stmt, job, task, node_set.nodes)
+            if error is not None:
+                if is_gang:
+                    text = reasons.gang_partial(before + i, job.gang_min, error)
+                else:
+                    text = reasons.pod_not_found(job.namespace, task.name, error)
+                failure = (task, text)
+                break
+        if failure is None:
+            _pipeline_partial_gang(session, stmt, job, tasks)
+            stmt.commit()
+            return True
+        stmt.rollback()
+
+    assert failure is not None
+    task, text = failure
+    session.task_reasons[task.name] = text
+    add_job_error(session, job, reasons.POD_SCHEDULING_ERRORS, text)
+    return False
+
+
+def _pipeline_partial_gang(session: Session, stmt: Statement, job: Job, tasks: Sequence[Task]) -> None:
+    """Never start part of a gang: if some tasks had to be pipelined and the ones that can start
+    now do not reach the minimum, every task of this step waits (§3.3 step 5)."""
+    placed = [session.placements[t.name] for t in tasks]
+    if not any(p.status == TaskState.PIPELINED for p in placed):
+        return
+    started = sum(1 for t in job.tasks if gang.status(session, t) in (TaskState.RUNNING, TaskState.ALLOCATED))
+    if started < job.gang_min:
+        for t in tasks:
+            if session.placements[t.name].status == TaskState.ALLOCATED:
+                stmt.set_status(t, TaskState.PIPELINED)

@@ -1,0 +1,173 @@
+"""One scheduling cycle: split into node pools, compute fair shares, run the actions."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+from scheduler import reasons
+from scheduler.actions import get_action
+from scheduler.fairshare import compute_fair_shares
+from scheduler.model import RESOURCES, Config, Job, Snapshot, TaskState, clean
+from scheduler.result import CycleResult, Event, QueueOutcome, TaskOutcome
+from scheduler.session import Session
+
+
+def run_cycle(snapshot: Snapshot, config: Config | None = None) -> CycleResult:
+    """Run ``config.actions`` in order on every node pool of the snapshot."""
+    config = config or Config()
+    actions = [get_action(name) for name in config.actions]  # unknown name -> ValueError first
+    pools = sorted({n.pool for n in snapshot.nodes} | {j.pool for j in snapshot.jobs})
+    result = CycleResult()
+    for pool in pools:
+        session = open_session(snapshot, config, pool)
+        for action in actions:
+            action(session)
+        _collect(session, result)
+    _sum_queues(result, snapshot)
+    result.counters = {
+        "allocated": len(result.allocations),
+        "pipelined": len(result.pipelined),
+        "evicted": len(result.evictions),
+        "pending": len(result.with_status(TaskState.PENDING)),
+    }
+    return result
+
+
+def open_session(snapshot: Snapshot, config: Config, pool: str) -> Session:
+    """Build the virtual state of one pool and its fair shares (computed once per cycle)."""
+    nodes = [n for n in snapshot.nodes if n.pool == pool]
+    jobs = [j for j in snapshot.jobs if j.pool == pool]
+    session = Session(pool, config, nodes, snapshot.queues, jobs)
+    for job in jobs:
+        for task in job.tasks:
+            session.load_task(task, job)
+    schedulable = [n for n in nodes if not n.unschedulable]
+    session.capacity = {
+        "gpu": float(sum(n.gpus for n in schedulable)),
+        "cpu": float(sum(n.cpu_millis for n in schedulable)),
+        "memory": float(sum(n.memory_mib for n in schedulable)),
+    }
+    requested: dict[str, dict[str, float]] = {}
+    for job in jobs:
+        acc = requested.setdefault(job.queue, dict.fromkeys(RESOURCES, 0.0))
+        for task in job.tasks:
+            p = session.placements[task.name]
+            if p.status == TaskState.PENDING:
+                amounts = session.pending_request(task)
+            elif p.status == TaskState.RUNNING:
+                amounts = p.charge
+            else:
+                continue  # releasing pods are no longer charged nor requested
+            for r in RESOURCES:
+                acc[r] = clean(acc[r] + amounts.get(r, 0.0))
+    usage = None
+    k = 0.0
+    if config.usage_enabled:
+        usage = {q.name: q.historical_usage for q in snapshot.queues}
+        k = config.usage_k if config.usage_k is not None else 1.0
+    shares = compute_fair_shares(snapshot.queues, session.capacity, requested, usage, k)
+    for name, qs in session.queues.items():
+        qs.fair_share = shares.fair_share.get(name, dict.fromkeys(RESOURCES, 0.0))
+        qs.requested = shares.requested.get(name, dict.fromkeys(RESOURCES, 0.0))
+    return session
+
+
+def _job_message(session: Session, job: Job) -> str | None:
+    errors = session.job_errors.get(job.name)
+    return reasons.job_message(errors) if errors else None
+
+
+def _collect(session: Session, result: CycleResult) -> None:
+    ns_of = {j.name: j.namespace for j in session.jobs.values()}
+    for job in session.jobs.values():
+        message = _job_message(session, job)
+        pending = False
+        for task in job.tasks:
+            p = session.placements[task.name]
+            outcome = TaskOutcome(task.name, job.name, p.status, p.node, p.devices, None, session.pool)
+            if p.status == TaskState.PENDING:
+                pending = True
+                outcome.node, outcome.gpu_devices = None, ()
+                outcome.reason = session.task_reasons.get(task.name) or message or reasons.DEFAULT_POD_TEXT
+                result.events.append(Event(task.name, "Unschedulable", outcome.reason))
+            elif p.status == TaskState.ALLOCATED and p.node:
+                msg = reasons.scheduled(ns_of[job.name], task.name, p.node, session.pool)
+                result.events.append(Event(task.name, "Scheduled", msg))
+            elif p.status == TaskState.PIPELINED and p.node:
+                result.events.append(
+                    Event(task.name, "Pipelined", reasons.pipelined(ns_of[job.name], task.name, p.node))
+                )
+            elif p.status == TaskState.RELEASING and task.name in session.task_reasons:
+                outcome.reason = session.task_reasons[task.name]
+            result.tasks[task.name] = outcome
+        if pending and message:
+            result.job_messages[job.name] = message
+            kind = (
+                "NotReady"
+                if any(r == "NotReady" for r, _ in session.job_errors[job.name])
+                else "Unschedulable"
+            )
+            result.events.append(Event(job.name, kind, message))
+    result.events.extend(Event(o, k, m) for o, k, m in session.events)
+    pool_out: dict[str, QueueOutcome] = {}
+    for name, qs in session.queues.items():
+        pool_out[name] = QueueOutcome(
+            deserved={r: qs.quota(r) for r in RESOURCES},
+            fair_share=dict(qs.fair_share),
+            allocated=dict(qs.allocated),
+            allocated_non_preemptible=dict(qs.allocated_np),
+            requested=dict(qs.requested),
+            limit={r: qs.limit(r) for r in RESOURCES},
+        )
+    result.pool_queues[session.pool] = pool_out
+
+
+def _sum_queues(result: CycleResult, snapshot: Snapshot) -> None:
+    for q in snapshot.queues:
+        per_pool = [p[q.name] for p in result.pool_queues.values() if q.name in p]
+        out = QueueOutcome(
+            deserved={r: q.res(r).quota for r in RESOURCES},
+            limit={r: q.res(r).limit for r in RESOURCES},
+        )
+        for field in ("fair_share", "allocated", "allocated_non_preemptible", "requested"):
+            setattr(out, field, {r: clean(sum(getattr(p, field)[r] for p in per_pool)) for r in RESOURCES})
+        result.queues[q.name] = out
+
+
+def advance(snapshot: Snapshot, result: CycleResult) -> Snapshot:
+    """The next cycle's snapshot: Allocated tasks run where they were placed (last start now),
+    Pipelined and Releasing tasks go back to Pending (scenario-format.md, ``rounds``)."""
+    jobs = []
+    for job in snapshot.jobs:
+        started = False
+        tasks = []
+        for task in job.tasks:
+            out = result.tasks.get(task.name)
+            if out is None:
+                tasks.append(task)
+            elif out.status == TaskState.ALLOCATED:
+                started = True
+                tasks.append(
+                    dataclasses.replace(
+                        task, state=TaskState.RUNNING, node=out.node, gpu_devices=out.gpu_devices
+                    )
+                )
+            elif out.status in (TaskState.PIPELINED, TaskState.RELEASING, TaskState.PENDING):
+                tasks.append(dataclasses.replace(task, state=TaskState.PENDING, node=None, gpu_devices=()))
+            else:
+                tasks.append(dataclasses.replace(task, gpu_devices=out.gpu_devices or task.gpu_devices))
+        jobs.append(dataclasses.replace(job, tasks=tasks, last_start_s=0.0 if started else job.last_start_s))
+    return Snapshot(nodes=list(snapshot.nodes), queues=list(snapshot.queues), jobs=jobs)
+
+
+def run_rounds(snapshot: Snapshot, config: Config) -> CycleResult:
+    """Run ``config.rounds`` cycles, moving the state on between them; return the last result."""
+    result = run_cycle(snapshot, config)
+    for _ in range(max(1, config.rounds) - 1):
+        snapshot = advance(snapshot, result)
+        result = run_cycle(snapshot, config)
+    return result
+
+
+__all__: Sequence[str] = ["run_cycle", "run_rounds", "advance", "open_session"]

@@ -1,0 +1,165 @@
+"""Plain data classes the engine reads: nodes, the queue tree, jobs and tasks.
+
+Units: GPUs are devices (fractions allowed, 2 decimals), CPU is millicores,
+memory (node, task and queue) is MiB. Times are seconds before ``Config.now``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from enum import StrEnum
+
+RESOURCES: tuple[str, ...] = ("gpu", "cpu", "memory")
+UNLIMITED = -1.0
+DEFAULT_POOL = "default"
+# Node label that names a node pool; a job's node selector may name it too.
+POOL_LABEL = "kai.scheduler/node-pool"
+DEFAULT_ACTIONS: tuple[str, ...] = ("allocate", "consolidation", "reclaim", "preempt", "stalegangeviction")
+
+
+class TaskState(StrEnum):
+    """Task status. Allocated/Pipelined only appear in results (virtual, inside a cycle)."""
+
+    PENDING = "Pending"
+    RUNNING = "Running"
+    RELEASING = "Releasing"
+    ALLOCATED = "Allocated"
+    PIPELINED = "Pipelined"
+
+
+@dataclass
+class Node:
+    name: str
+    gpus: int = 0
+    gpu_memory_mib: float = 81920
+    cpu_millis: float = 1_000_000
+    memory_mib: float = 1_073_741_824
+    pool: str = DEFAULT_POOL
+    labels: dict[str, str] = field(default_factory=dict)
+    unschedulable: bool = False
+    max_pods: int = 110
+
+
+@dataclass
+class QueueResource:
+    """Quota (deserved), limit and over-quota weight of one resource; -1 = unlimited."""
+
+    quota: float = 0.0
+    limit: float = UNLIMITED
+    over_quota_weight: float = 1.0
+
+
+@dataclass
+class Queue:
+    name: str
+    parent: str | None = None
+    priority: int = 100
+    resources: dict[str, QueueResource] = field(default_factory=dict)
+    reclaim_min_runtime_s: float | None = None
+    preempt_min_runtime_s: float | None = None
+    historical_usage: dict[str, float] = field(default_factory=dict)
+    # Creation order (older first) breaks ties between queues.
+    created_index: int = 0
+
+    def res(self, r: str) -> QueueResource:
+        return self.resources.get(r) or QueueResource()
+
+
+@dataclass
+class Task:
+    name: str
+    job: str = ""
+    gpu: float = 0.0
+    gpu_memory_mib: float = 0.0
+    cpu_millis: float = 0.0
+    memory_mib: float = 0.0
+    state: TaskState = TaskState.PENDING
+    node: str | None = None
+    # Devices a Running/Releasing task sits on (optional for whole GPUs).
+    gpu_devices: tuple[int, ...] = ()
+
+    @property
+    def is_fractional(self) -> bool:
+        """Shares a device: a fraction (0 < gpu < 1) or a GPU-memory request."""
+        return 0 < self.gpu < 1 or (self.gpu == 0 and self.gpu_memory_mib > 0)
+
+    @property
+    def whole_gpus(self) -> int:
+        return int(self.gpu) if self.gpu >= 1 else 0
+
+    @property
+    def needs_gpu(self) -> bool:
+        return self.gpu > 0 or self.gpu_memory_mib > 0
+
+
+@dataclass
+class TopologyConstraint:
+    """Node-label keys: all tasks in one value of ``required``; try one of ``preferred``."""
+
+    required: str | None = None
+    preferred: str | None = None
+
+
+@dataclass
+class Job:
+    name: str
+    queue: str
+    priority: int = 50
+    preemptible: bool | None = None
+    min_available: int | None = None
+    created_s: float = 0.0
+    last_start_s: float | None = None
+    node_selector: dict[str, str] = field(default_factory=dict)
+    topology: TopologyConstraint | None = None
+    tasks: list[Task] = field(default_factory=list)
+    namespace: str = "default"
+    pool: str = DEFAULT_POOL
+
+    def __post_init__(self) -> None:
+        # A node selector on the pool label places the job in that pool's shard.
+        if self.pool == DEFAULT_POOL and POOL_LABEL in self.node_selector:
+            self.pool = self.node_selector[POOL_LABEL]
+
+    @property
+    def is_preemptible(self) -> bool:
+        # KAI: an explicit value wins, otherwise priority < 100 means preemptible.
+        return self.preemptible if self.preemptible is not None else self.priority < 100
+
+    @property
+    def gang_min(self) -> int:
+        return len(self.tasks) if self.min_available is None else self.min_available
+
+
+@dataclass
+class Config:
+    actions: tuple[str, ...] = DEFAULT_ACTIONS
+    rounds: int = 1
+    placement: str = "binpack"
+    now: datetime = field(default_factory=lambda: datetime(2026, 1, 1, tzinfo=UTC))
+    usage_window_hours: float | None = None
+    usage_half_life_hours: float | None = None
+    usage_k: float | None = None
+
+    @property
+    def usage_enabled(self) -> bool:
+        return self.usage_window_hours is not None or self.usage_k is not None
+
+
+@dataclass
+class Snapshot:
+    """The cluster at the start of a cycle."""
+
+    nodes: list[Node]
+    queues: list[Queue]
+    jobs: list[Job] = field(default_factory=list)
+
+
+def round_gpu(x: float) -> float:
+    """GPU amounts are fixed point with 2 decimals (avoids 0.1+0.2 drift)."""
+    return round(x + 0.0, 2)
+
+
+def clean(x: float) -> float:
+    """Round away float noise from sums of fractional amounts."""
+    return round(x, 6)

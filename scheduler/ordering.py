@@ -1,0 +1,148 @@
+"""Which queue and which job go next (kai-semantics.md §2.6, §4.1, §4.2)."""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Mapping
+
+from scheduler import gang
+from scheduler.model import RESOURCES, Job, clean
+from scheduler.session import QueueState, Session
+
+INF = float("inf")
+
+
+def allocatable_share(qs: QueueState, r: str) -> float:
+    """AS: the quota when unlimited (-1 means unlimited), else max(quota, FS) capped at the limit."""
+    d, lim = qs.quota(r), qs.limit(r)
+    if d < 0:
+        return lim
+    share = max(d, qs.fair_share[r])
+    return min(share, lim) if lim >= 0 else share
+
+
+def _share(alloc: float, as_r: float, cap: float) -> float:
+    if as_r < 0:
+        as_r = cap
+    if as_r <= 0:
+        return alloc * 1000  # heavy penalty for holding what the queue has no share of
+    return alloc / as_r
+
+
+def drf_share(
+    qs: QueueState, capacity: Mapping[str, float], extra: Mapping[str, float] | None = None
+) -> float:
+    """Dominant resource share max_r (A_r [+ J_r]) / AS_r."""
+    return max(
+        _share(qs.allocated[r] + (extra or {}).get(r, 0.0), allocatable_share(qs, r), capacity.get(r, 0.0))
+        for r in RESOURCES
+    )
+
+
+def over_utilised(qs: QueueState) -> bool:
+    return all(qs.allocated[r] > qs.fair_share[r] + 1e-9 for r in RESOURCES)
+
+
+def starved_with(qs: QueueState, job_req: Mapping[str, float]) -> bool:
+    for r in RESOURCES:
+        d = qs.quota(r)
+        if d >= 0 and clean(qs.allocated[r] + job_req.get(r, 0.0)) > d + 1e-9:
+            return False
+    return True
+
+
+def queue_key(
+    qs: QueueState, job_req: Mapping[str, float], capacity: Mapping[str, float]
+) -> tuple[object, ...]:
+    """Sort key of a queue represented by its best pending job; smaller goes first (§4.1)."""
+    zero_share = any(
+        allocatable_share(qs, r) == 0 and qs.allocated[r] + job_req.get(r, 0.0) > 0 for r in RESOURCES
+    )
+    return (
+        over_utilised(qs),
+        not starved_with(qs, job_req),
+        -qs.queue.priority,
+        zero_share,
+        round(drf_share(qs, capacity, job_req), 9),
+        round(drf_share(qs, capacity), 9),
+    )
+
+
+def _pareto_tail(a: QueueState, b: QueueState) -> int:
+    """Key 7 and 8: allocatable-share vector Pareto-smaller first, then older, then name."""
+    va = [allocatable_share(a, r) for r in RESOURCES]
+    vb = [allocatable_share(b, r) for r in RESOURCES]
+    if va != vb:
+        if all(x <= y for x, y in zip(va, vb, strict=True)):
+            return -1
+        if all(y <= x for x, y in zip(va, vb, strict=True)):
+            return 1
+    ka = (a.queue.created_index, a.name)
+    kb = (b.queue.created_index, b.name)
+    return -1 if ka < kb else (1 if ka > kb else 0)
+
+
+def job_key(session: Session, job: Job) -> tuple[object, ...]:
+    """Order inside a leaf queue: priority, elastic state, age, name (§4.2)."""
+    return (-job.priority, gang.elastic_state(session, job), -job.created_s, job.name)
+
+
+def job_request(session: Session, job: Job) -> dict[str, float]:
+    """Resources of the job's next step, as fair share counts them."""
+    total = dict.fromkeys(RESOURCES, 0.0)
+    for t in gang.step_tasks(session, job):
+        for r, v in session.pending_request(t).items():
+            total[r] = clean(total[r] + v)
+    return total
+
+
+class JobQueue:
+    """Pending jobs in a heap per leaf queue; the best queue is chosen top-down on every pop."""
+
+    def __init__(self, session: Session, capacity: Mapping[str, float]) -> None:
+        self.session = session
+        self.capacity = capacity
+        self.heaps: dict[str, list[tuple[tuple[object, ...], str]]] = {}
+
+    def push(self, job: Job) -> None:
+        heapq.heappush(self.heaps.setdefault(job.queue, []), (job_key(self.session, job), job.name))
+
+    def _best_in(self, queue: str) -> Job | None:
+        qs = self.session.queues[queue]
+        if qs.is_leaf:
+            heap = self.heaps.get(queue)
+            return self.session.jobs[heap[0][1]] if heap else None
+        best: tuple[QueueState, Job, tuple[object, ...]] | None = None
+        for child in qs.children:
+            cand = self._best_in(child)
+            if cand is None:
+                continue
+            cqs = self.session.queues[child]
+            key = queue_key(cqs, job_request(self.session, cand), self.capacity)
+            if best is None or self._better(cqs, key, best[0], best[2]):
+                best = (cqs, cand, key)
+        return best[1] if best else None
+
+    @staticmethod
+    def _better(a: QueueState, ka: tuple[object, ...], b: QueueState, kb: tuple[object, ...]) -> bool:
+        if ka != kb:
+            return ka < kb  # type: ignore[operator]
+        return _pareto_tail(a, b) < 0
+
+    def pop(self) -> Job | None:
+        """Remove and return the job that goes next, or None when all are done."""
+        best: tuple[QueueState, Job, tuple[object, ...]] | None = None
+        for qs in self.session.queues.values():
+            if qs.queue.parent is not None and qs.queue.parent in self.session.queues:
+                continue
+            cand = self._best_in(qs.name)
+            if cand is None:
+                continue
+            key = queue_key(qs, job_request(self.session, cand), self.capacity)
+            if best is None or self._better(qs, key, best[0], best[2]):
+                best = (qs, cand, key)
+        if best is None:
+            return None
+        job = best[1]
+        heapq.heappop(self.heaps[job.queue])
+        return job

@@ -1,0 +1,96 @@
+"""What a cycle decided: per-task outcomes, per-queue numbers, events, counters."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from scheduler.model import TaskState
+
+
+@dataclass
+class TaskOutcome:
+    name: str
+    job: str
+    status: TaskState
+    node: str | None = None
+    gpu_devices: tuple[int, ...] = ()
+    reason: str | None = None  # why a Pending task waits (KAI's pod event text)
+    pool: str = "default"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "job": self.job,
+            "status": self.status.value,
+            "node": self.node,
+            "gpu_devices": list(self.gpu_devices),
+            "reason": self.reason,
+        }
+
+
+@dataclass
+class QueueOutcome:
+    """Numbers the UI shows for a queue; dicts keyed by gpu / cpu (millicores) / memory (MiB)."""
+
+    deserved: dict[str, float] = field(default_factory=dict)
+    fair_share: dict[str, float] = field(default_factory=dict)
+    allocated: dict[str, float] = field(default_factory=dict)
+    allocated_non_preemptible: dict[str, float] = field(default_factory=dict)
+    requested: dict[str, float] = field(default_factory=dict)
+    limit: dict[str, float] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "deserved": self.deserved,
+            "fair_share": self.fair_share,
+            "allocated": self.allocated,
+            "allocated_non_preemptible": self.allocated_non_preemptible,
+            "requested": self.requested,
+            "limit": self.limit,
+        }
+
+
+@dataclass
+class Event:
+    object: str  # task or job name
+    kind: str  # Scheduled, Pipelined, Unschedulable, NotReady, Evict
+    message: str
+
+    def to_json(self) -> dict[str, str]:
+        return {"object": self.object, "kind": self.kind, "message": self.message}
+
+
+@dataclass
+class CycleResult:
+    tasks: dict[str, TaskOutcome] = field(default_factory=dict)
+    # Summed over node pools (deserved is the configured quota); per pool in pool_queues.
+    queues: dict[str, QueueOutcome] = field(default_factory=dict)
+    pool_queues: dict[str, dict[str, QueueOutcome]] = field(default_factory=dict)
+    job_messages: dict[str, str] = field(default_factory=dict)  # PodGroup message of jobs left pending
+    events: list[Event] = field(default_factory=list)
+    counters: dict[str, int] = field(default_factory=dict)
+
+    def with_status(self, status: TaskState) -> list[TaskOutcome]:
+        return [t for t in self.tasks.values() if t.status == status]
+
+    @property
+    def allocations(self) -> list[TaskOutcome]:
+        return self.with_status(TaskState.ALLOCATED)
+
+    @property
+    def pipelined(self) -> list[TaskOutcome]:
+        return self.with_status(TaskState.PIPELINED)
+
+    @property
+    def evictions(self) -> list[TaskOutcome]:
+        """Tasks evicted this cycle (Releasing with an eviction reason)."""
+        return [t for t in self.with_status(TaskState.RELEASING) if t.reason]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "tasks": {n: t.to_json() for n, t in self.tasks.items()},
+            "queues": {n: q.to_json() for n, q in self.queues.items()},
+            "jobs": self.job_messages,
+            "events": [e.to_json() for e in self.events],
+            "counters": self.counters,
+        }

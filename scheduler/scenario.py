@@ -1,0 +1,382 @@
+"""Scenario files (shared/docs/scenario-format.md): load, run one cycle (or ``rounds``), check.
+
+python -m scheduler.scenario run FILE.yaml [--json]
+python -m scheduler.scenario check FILE_OR_DIR...
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from scheduler.cycle import run_rounds
+from scheduler.model import (
+    DEFAULT_ACTIONS,
+    DEFAULT_POOL,
+    POOL_LABEL,
+    RESOURCES,
+    Config,
+    Job,
+    Node,
+    Queue,
+    QueueResource,
+    Snapshot,
+    Task,
+    TaskState,
+    TopologyConstraint,
+)
+from scheduler.result import CycleResult
+
+TOP_KEYS = {"name", "description", "source", "config", "nodes", "queues", "jobs", "expected"}
+CONFIG_KEYS = {
+    "actions",
+    "rounds",
+    "placement",
+    "now",
+    "usage_window_hours",
+    "usage_half_life_hours",
+    "usage_k",
+}
+NODE_KEYS = {
+    "name",
+    "gpus",
+    "gpu_memory_mib",
+    "cpu_millis",
+    "memory_mib",
+    "pool",
+    "labels",
+    "unschedulable",
+    "max_pods",
+}
+QUEUE_KEYS = {
+    "name",
+    "parent",
+    "priority",
+    "resources",
+    "reclaim_min_runtime_s",
+    "preempt_min_runtime_s",
+    "historical_usage",
+}
+QRES_KEYS = {"quota", "limit", "over_quota_weight"}
+JOB_KEYS = {
+    "name",
+    "queue",
+    "priority",
+    "preemptible",
+    "min_available",
+    "created_s",
+    "last_start_s",
+    "node_selector",
+    "topology",
+    "task_defaults",
+    "tasks",
+}
+REQUEST_KEYS = {"gpu", "gpu_memory_mib", "cpu_millis", "memory_mib"}
+TASK_KEYS = {"name", "state", "node", "gpu_device"} | REQUEST_KEYS
+EXPECTED_KEYS = {"tasks", "queues"}
+EXPECTED_TASK_KEYS = {"status", "node", "gpu_group"}
+EXPECTED_QUEUE_KEYS = {"deserved", "fair_share", "allocated", "requested"}
+
+
+class ScenarioError(ValueError):
+    """A scenario file that does not follow the format."""
+
+
+@dataclass
+class Scenario:
+    name: str
+    path: str
+    snapshot: Snapshot
+    config: Config
+    expected: dict[str, Any]
+
+
+def _check_keys(data: Any, allowed: set[str], where: str, path: str) -> dict[str, Any]:
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ScenarioError(f"{path}: {where} must be a mapping")
+    unknown = sorted(set(data) - allowed)
+    if unknown:
+        raise ScenarioError(f"{path}: unknown key {unknown[0]!r} in {where}")
+    return data
+
+
+def _parse_now(value: Any) -> datetime:
+    if isinstance(value, datetime):
+        return value
+    return datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+
+
+def _config(data: Mapping[str, Any], path: str) -> Config:
+    c = _check_keys(data, CONFIG_KEYS, "config", path)
+    cfg = Config(
+        actions=tuple(c.get("actions", DEFAULT_ACTIONS)),
+        rounds=int(c.get("rounds", 1)),
+        placement=str(c.get("placement", "binpack")),
+        usage_window_hours=c.get("usage_window_hours"),
+        usage_half_life_hours=c.get("usage_half_life_hours"),
+        usage_k=c.get("usage_k"),
+    )
+    if "now" in c:
+        cfg.now = _parse_now(c["now"])
+    if cfg.placement not in ("binpack", "spread"):
+        raise ScenarioError(f"{path}: config.placement must be binpack or spread, not {cfg.placement!r}")
+    return cfg
+
+
+def _node(data: Mapping[str, Any], path: str) -> Node:
+    d = _check_keys(data, NODE_KEYS, "node", path)
+    if "name" not in d:
+        raise ScenarioError(f"{path}: node without name")
+    return Node(
+        name=str(d["name"]),
+        gpus=int(d.get("gpus", 0)),
+        gpu_memory_mib=float(d.get("gpu_memory_mib", 81920)),
+        cpu_millis=float(d.get("cpu_millis", 1_000_000)),
+        memory_mib=float(d.get("memory_mib", 1_073_741_824)),
+        pool=str(d.get("pool", DEFAULT_POOL)),
+        labels={str(k): str(v) for k, v in (d.get("labels") or {}).items()},
+        unschedulable=bool(d.get("unschedulable", False)),
+        max_pods=int(d.get("max_pods", 110)),
+    )
+
+
+def _queue(data: Mapping[str, Any], index: int, path: str) -> Queue:
+    d = _check_keys(data, QUEUE_KEYS, "queue", path)
+    if "name" not in d:
+        raise ScenarioError(f"{path}: queue without name")
+    where = f"queue {d['name']}"
+    res = _check_keys(d.get("resources"), set(RESOURCES), f"{where}.resources", path)
+    resources = {}
+    for r, spec in res.items():
+        s = _check_keys(spec, QRES_KEYS, f"{where}.resources.{r}", path)
+        resources[r] = QueueResource(
+            quota=float(s.get("quota", 0)),
+            limit=float(s.get("limit", -1)),
+            over_quota_weight=float(s.get("over_quota_weight", 1)),
+        )
+    usage = _check_keys(d.get("historical_usage"), set(RESOURCES), f"{where}.historical_usage", path)
+    return Queue(
+        name=str(d["name"]),
+        parent=str(d["parent"]) if d.get("parent") is not None else None,
+        priority=int(d.get("priority", 100)),
+        resources=resources,
+        reclaim_min_runtime_s=d.get("reclaim_min_runtime_s"),
+        preempt_min_runtime_s=d.get("preempt_min_runtime_s"),
+        historical_usage={k: float(v) for k, v in usage.items()},
+        created_index=index,
+    )
+
+
+def _requests(d: Mapping[str, Any], base: Mapping[str, float], where: str, path: str) -> dict[str, float]:
+    out = dict(base)
+    for k in REQUEST_KEYS & set(d):
+        out[k] = float(d[k])
+    gpu = out.get("gpu", 0.0)
+    if gpu < 0 or (gpu > 1 and gpu != int(gpu)):
+        raise ScenarioError(f"{path}: {where}: gpu must be a whole number >= 1 or a fraction 0 < x < 1")
+    return out
+
+
+def _job(data: Mapping[str, Any], path: str) -> Job:
+    d = _check_keys(data, JOB_KEYS, "job", path)
+    for key in ("name", "queue"):
+        if key not in d:
+            raise ScenarioError(f"{path}: job without {key}")
+    name = str(d["name"])
+    defaults = _requests(
+        _check_keys(d.get("task_defaults"), REQUEST_KEYS, f"job {name}.task_defaults", path), {}, name, path
+    )
+    tasks = []
+    for i, t in enumerate(d.get("tasks") or []):
+        td = _check_keys(t, TASK_KEYS, f"job {name} task", path)
+        req = _requests(td, defaults, f"job {name} task {i}", path)
+        try:
+            state = TaskState(td.get("state", "Pending"))
+        except ValueError:
+            raise ScenarioError(f"{path}: job {name}: unknown task state {td.get('state')!r}") from None
+        if state not in (TaskState.PENDING, TaskState.RUNNING, TaskState.RELEASING):
+            raise ScenarioError(f"{path}: job {name}: task state must be Pending, Running or Releasing")
+        if state != TaskState.PENDING and not td.get("node"):
+            raise ScenarioError(f"{path}: job {name}: a {state.value} task needs a node")
+        device = td.get("gpu_device")
+        tasks.append(
+            Task(
+                name=str(td.get("name", f"{name}-{i}")),
+                job=name,
+                gpu=req.get("gpu", 0.0),
+                gpu_memory_mib=req.get("gpu_memory_mib", 0.0),
+                cpu_millis=req.get("cpu_millis", 0.0),
+                memory_mib=req.get("memory_mib", 0.0),
+                state=state,
+                node=str(td["node"]) if td.get("node") and state != TaskState.PENDING else None,
+                gpu_devices=(int(device),) if device is not None else (),
+            )
+        )
+    selector = {str(k): str(v) for k, v in (d.get("node_selector") or {}).items()}
+    topo_d = _check_keys(d.get("topology"), {"required", "preferred"}, f"job {name}.topology", path)
+    topology = TopologyConstraint(topo_d.get("required"), topo_d.get("preferred")) if topo_d else None
+    return Job(
+        name=name,
+        queue=str(d["queue"]),
+        priority=int(d.get("priority", 50)),
+        preemptible=d.get("preemptible"),
+        min_available=int(d["min_available"]) if d.get("min_available") is not None else None,
+        created_s=float(d.get("created_s", 0)),
+        last_start_s=float(d["last_start_s"]) if d.get("last_start_s") is not None else None,
+        node_selector=selector,
+        topology=topology,
+        tasks=tasks,
+        pool=selector.get(POOL_LABEL, DEFAULT_POOL),
+    )
+
+
+def parse(data: Any, path: str = "<scenario>") -> Scenario:
+    top = _check_keys(data, TOP_KEYS, "the top level", path)
+    for key in ("name", "nodes", "queues"):
+        if not top.get(key):
+            raise ScenarioError(f"{path}: missing required key {key!r}")
+    config = _config(top.get("config") or {}, path)
+    nodes = [_node(n, path) for n in top["nodes"]]
+    queues = [_queue(q, i, path) for i, q in enumerate(top["queues"])]
+    jobs = [_job(j, path) for j in top.get("jobs") or []]
+    parents = {q.parent for q in queues if q.parent}
+    for job in jobs:
+        if job.queue in parents:
+            raise ScenarioError(f"{path}: job {job.name} names queue {job.queue}, which is not a leaf queue")
+    expected = _check_keys(top.get("expected"), EXPECTED_KEYS, "expected", path)
+    for name, spec in (expected.get("tasks") or {}).items():
+        _check_keys(spec, EXPECTED_TASK_KEYS, f"expected.tasks.{name}", path)
+    for name, spec in (expected.get("queues") or {}).items():
+        _check_keys(spec, EXPECTED_QUEUE_KEYS, f"expected.queues.{name}", path)
+    return Scenario(str(top["name"]), path, Snapshot(nodes, queues, jobs), config, expected)
+
+
+def load(path: str | Path) -> Scenario:
+    with open(path, encoding="utf-8") as fh:
+        return parse(yaml.safe_load(fh), str(path))
+
+
+def run(scenario: Scenario) -> CycleResult:
+    return run_rounds(scenario.snapshot, scenario.config)
+
+
+def compare(scenario: Scenario, result: CycleResult) -> list[str]:
+    """Mismatches between the expected block and the result, one message each."""
+    problems: list[str] = []
+    jobs = {j.name: [t.name for t in j.tasks] for j in scenario.snapshot.jobs}
+    groups: dict[str, tuple[str | None, tuple[int, ...]]] = {}
+    group_of: dict[tuple[str | None, tuple[int, ...]], str] = {}
+    for key, spec in (scenario.expected.get("tasks") or {}).items():
+        names = [key] if key in result.tasks else jobs.get(key, [])
+        if not names:
+            problems.append(f"expected task or job {key!r} does not exist")
+            continue
+        for name in names:
+            out = result.tasks[name]
+            if "status" in spec and out.status.value != spec["status"]:
+                problems.append(f"{name}: status {out.status.value}, expected {spec['status']}")
+            if "node" in spec and out.node != spec["node"]:
+                problems.append(f"{name}: node {out.node}, expected {spec['node']}")
+            if "gpu_group" in spec:
+                label = str(spec["gpu_group"])
+                where = (out.node, out.gpu_devices)
+                if not out.gpu_devices:
+                    problems.append(f"{name}: gpu_group {label}, but the task holds no GPU device")
+                    continue
+                if label in groups and groups[label] != where:
+                    problems.append(
+                        f"{name}: gpu_group {label} expected on the device of other tasks of that group"
+                    )
+                elif label not in groups and where in group_of and group_of[where] != label:
+                    problems.append(
+                        f"{name}: gpu_group {label} shares a device with gpu_group {group_of[where]}"
+                    )
+                groups.setdefault(label, where)
+                group_of.setdefault(where, label)
+    for qname, spec in (scenario.expected.get("queues") or {}).items():
+        q = result.queues.get(qname)
+        if q is None:
+            problems.append(f"expected queue {qname!r} does not exist")
+            continue
+        for field, values in spec.items():
+            actual = getattr(q, field)
+            for r, v in (values or {}).items():
+                if abs(actual.get(r, 0.0) - float(v)) > 1e-6:
+                    problems.append(
+                        f"queue {qname}: {field}.{r} {actual.get(r, 0.0):g}, expected {float(v):g}"
+                    )
+    return problems
+
+
+def find_files(paths: Iterable[str]) -> list[Path]:
+    files: list[Path] = []
+    for p in paths:
+        path = Path(p)
+        files.extend(sorted(path.rglob("*.yaml")) if path.is_dir() else [path])
+    return files
+
+
+def check(paths: Iterable[str], out: Any = sys.stdout) -> tuple[int, int]:
+    """Run and compare every scenario; print one line per mismatch and a closing count."""
+    passed = failed = 0
+    for f in find_files(paths):
+        try:
+            scenario = load(f)
+            problems = compare(scenario, run(scenario))
+        except (ScenarioError, ValueError, KeyError, yaml.YAMLError) as exc:
+            problems = [f"error: {exc}"]
+        if problems:
+            failed += 1
+            for p in problems:
+                print(f"{f}: {p}", file=out)
+        else:
+            passed += 1
+    print(f"{passed} passed, {failed} failed", file=out)
+    return passed, failed
+
+
+def _print_human(result: CycleResult) -> None:
+    for name, t in result.tasks.items():
+        where = f" on {t.node}" + (f" gpu {list(t.gpu_devices)}" if t.gpu_devices else "") if t.node else ""
+        reason = f": {t.reason}" if t.reason else ""
+        print(f"{name} [{t.job}] {t.status.value}{where}{reason}")
+    for name, q in result.queues.items():
+        print(f"queue {name}: fair_share {q.fair_share} allocated {q.allocated} requested {q.requested}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m scheduler.scenario")
+    sub = parser.add_subparsers(dest="command", required=True)
+    p_run = sub.add_parser("run", help="run one scenario and print the outcome")
+    p_run.add_argument("file")
+    p_run.add_argument("--json", action="store_true")
+    p_check = sub.add_parser("check", help="compare scenarios with their expected block")
+    p_check.add_argument("paths", nargs="+")
+    args = parser.parse_args(argv)
+    if args.command == "run":
+        try:
+            result = run(load(args.file))
+        except ScenarioError as exc:
+            print(exc, file=sys.stderr)
+            return 2
+        if args.json:
+            print(json.dumps(result.to_json(), indent=2))
+        else:
+            _print_human(result)
+        return 0
+    _passed, failed = check(args.paths)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

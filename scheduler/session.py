@@ -1,0 +1,364 @@
+"""The virtual cluster state of one cycle in one node pool.
+
+Nodes track idle and releasing resources per device; queues track allocated
+(A) and non-preemptible allocated (ANP) amounts for their whole subtree. All
+changes go through a :class:`Statement`, which can roll back to a checkpoint,
+so actions can try placements (and, in part 2, victim evictions) virtually.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from scheduler.model import RESOURCES, Config, Job, Node, Queue, Task, TaskState, clean, round_gpu
+
+EPS = 1e-9
+
+
+@dataclass
+class Device:
+    """One GPU device. Memory in MiB; a whole-GPU task occupies all of it."""
+
+    index: int
+    memory: float
+    active: float = 0.0  # held by tasks that stay (running, allocated, pipelined)
+    releasing: float = 0.0  # held by releasing tasks and not yet promised to a pipelined task
+    whole: bool = False  # held by a whole-GPU task
+
+    @property
+    def is_free(self) -> bool:
+        return self.active <= EPS
+
+    @property
+    def is_idle(self) -> bool:
+        return self.active <= EPS and self.releasing <= EPS
+
+    @property
+    def is_group(self) -> bool:
+        """A shared device that still has an active fractional task (it can take more)."""
+        return self.active > EPS and not self.whole
+
+
+@dataclass
+class NodeState:
+    node: Node
+    devices: list[Device]
+    cpu_idle: float
+    mem_idle: float
+    pods_idle: float
+    cpu_rel: float = 0.0
+    mem_rel: float = 0.0
+    pods_rel: float = 0.0
+
+    @property
+    def name(self) -> str:
+        return self.node.name
+
+    @property
+    def schedulable(self) -> bool:
+        return not self.node.unschedulable
+
+    def free_whole_gpus(self) -> int:
+        """Devices that are free now or once releasing tasks leave."""
+        return sum(1 for d in self.devices if d.is_free)
+
+    def idle_whole_gpus(self) -> int:
+        return sum(1 for d in self.devices if d.is_idle)
+
+
+@dataclass
+class QueueState:
+    queue: Queue
+    children: list[str] = field(default_factory=list)
+    allocated: dict[str, float] = field(default_factory=lambda: dict.fromkeys(RESOURCES, 0.0))
+    allocated_np: dict[str, float] = field(default_factory=lambda: dict.fromkeys(RESOURCES, 0.0))
+    fair_share: dict[str, float] = field(default_factory=lambda: dict.fromkeys(RESOURCES, 0.0))
+    requested: dict[str, float] = field(default_factory=lambda: dict.fromkeys(RESOURCES, 0.0))
+
+    @property
+    def name(self) -> str:
+        return self.queue.name
+
+    @property
+    def is_leaf(self) -> bool:
+        return not self.children
+
+    def quota(self, r: str) -> float:
+        return self.queue.res(r).quota
+
+    def limit(self, r: str) -> float:
+        return self.queue.res(r).limit
+
+
+@dataclass
+class Placement:
+    """Where a task sits in the virtual state and what it is charged."""
+
+    status: TaskState
+    node: str | None = None
+    devices: tuple[int, ...] = ()
+    gpu_memory: float = 0.0  # MiB per device, for fractional tasks
+    charge: dict[str, float] = field(default_factory=dict)
+
+
+class Session:
+    """State of one pool for one cycle."""
+
+    def __init__(
+        self, pool: str, config: Config, nodes: list[Node], queues: list[Queue], jobs: list[Job]
+    ) -> None:
+        self.pool = pool
+        self.config = config
+        self.nodes: dict[str, NodeState] = {
+            n.name: NodeState(
+                node=n,
+                devices=[Device(i, float(n.gpu_memory_mib)) for i in range(n.gpus)],
+                cpu_idle=float(n.cpu_millis),
+                mem_idle=float(n.memory_mib),
+                pods_idle=float(n.max_pods),
+            )
+            for n in sorted(nodes, key=lambda n: n.name)
+        }
+        self.queues: dict[str, QueueState] = {q.name: QueueState(q) for q in queues}
+        for q in queues:
+            if q.parent in self.queues:
+                self.queues[q.parent].children.append(q.name)
+        self.jobs: dict[str, Job] = {j.name: j for j in jobs}
+        self.task_job: dict[str, Job] = {t.name: j for j in jobs for t in j.tasks}
+        self.placements: dict[str, Placement] = {}
+        # Fair-share capacity of the pool (schedulable nodes only); set when the cycle opens.
+        self.capacity: dict[str, float] = dict.fromkeys(RESOURCES, 0.0)
+        self.min_device_memory = min((n.gpu_memory_mib for n in nodes if n.gpus > 0), default=0.0)
+        self.max_device_memory = max((n.gpu_memory_mib for n in nodes if n.gpus > 0), default=0.0)
+        # Fit errors and messages gathered by actions, keyed by task / job name.
+        self.task_reasons: dict[str, str] = {}
+        self.job_errors: dict[str, list[tuple[str, str]]] = {}
+        self.events: list[tuple[str, str, str]] = []
+
+    # ---- queue helpers -------------------------------------------------
+    def ancestors(self, queue: str) -> list[QueueState]:
+        """The queue itself and every ancestor up to the top level."""
+        out: list[QueueState] = []
+        q: QueueState | None = self.queues.get(queue)
+        while q is not None:
+            out.append(q)
+            q = self.queues.get(q.queue.parent) if q.queue.parent else None
+        return out
+
+    def _charge_queues(self, job: Job, charge: dict[str, float], sign: float) -> None:
+        for qs in self.ancestors(job.queue):
+            for r in RESOURCES:
+                qs.allocated[r] = clean(qs.allocated[r] + sign * charge.get(r, 0.0))
+                if not job.is_preemptible:
+                    qs.allocated_np[r] = clean(qs.allocated_np[r] + sign * charge.get(r, 0.0))
+
+    # ---- request conversion --------------------------------------------
+    def gpu_fraction_on(self, task: Task, device_memory: float) -> float:
+        """GPUs a task is charged on a node with this device memory."""
+        if task.gpu >= 1:
+            return float(task.whole_gpus)
+        if task.gpu > 0:
+            return round_gpu(task.gpu)
+        if task.gpu_memory_mib > 0 and device_memory > 0:
+            return math.ceil(round(100 * task.gpu_memory_mib / device_memory, 6)) / 100
+        return 0.0
+
+    def device_need(self, task: Task, device_memory: float) -> float:
+        """MiB of one device a fractional task occupies."""
+        if 0 < task.gpu < 1:
+            return clean(task.gpu * device_memory)
+        return float(task.gpu_memory_mib)
+
+    def pending_request(self, task: Task, for_limit: bool = False) -> dict[str, float]:
+        """A pending task's request; GPU memory converted with the smallest device
+        memory for fair share and the largest for the queue capacity check (§2.1, §3.5)."""
+        gpu = task.gpu if task.gpu > 0 else 0.0
+        if task.gpu == 0 and task.gpu_memory_mib > 0:
+            mem = self.max_device_memory if for_limit else self.min_device_memory
+            gpu = task.gpu_memory_mib / mem if mem > 0 else 0.0
+        return {
+            "gpu": round_gpu(gpu) if not for_limit else gpu,
+            "cpu": task.cpu_millis,
+            "memory": task.memory_mib,
+        }
+
+    # ---- initial state ---------------------------------------------------
+    def load_task(self, task: Task, job: Job) -> None:
+        """Put a Running or Releasing task of the snapshot on its node."""
+        if task.state not in (TaskState.RUNNING, TaskState.RELEASING) or task.node not in self.nodes:
+            self.placements[task.name] = Placement(TaskState.PENDING)
+            return
+        ns = self.nodes[task.node]
+        releasing = task.state == TaskState.RELEASING
+        devices = self._initial_devices(ns, task)
+        mem = 0.0
+        if task.is_fractional:
+            mem = self.device_need(task, ns.node.gpu_memory_mib)
+        for i in devices:
+            d = ns.devices[i]
+            amount = mem if task.is_fractional else d.memory
+            if releasing:
+                d.releasing = clean(d.releasing + amount)
+            else:
+                d.active = clean(d.active + amount)
+            if not task.is_fractional:
+                d.whole = True
+        ns.cpu_idle = clean(ns.cpu_idle - task.cpu_millis)
+        ns.mem_idle = clean(ns.mem_idle - task.memory_mib)
+        ns.pods_idle -= 1
+        if releasing:
+            ns.cpu_rel = clean(ns.cpu_rel + task.cpu_millis)
+            ns.mem_rel = clean(ns.mem_rel + task.memory_mib)
+            ns.pods_rel += 1
+        charge = {
+            "gpu": self.gpu_fraction_on(task, ns.node.gpu_memory_mib),
+            "cpu": task.cpu_millis,
+            "memory": task.memory_mib,
+        }
+        self.placements[task.name] = Placement(task.state, ns.name, devices, mem, charge)
+        if not releasing:  # a releasing pod is no longer charged to its queue
+            self._charge_queues(job, charge, +1)
+
+    def _initial_devices(self, ns: NodeState, task: Task) -> tuple[int, ...]:
+        if task.gpu_devices:
+            return tuple(i for i in task.gpu_devices if i < len(ns.devices))
+        if task.whole_gpus:
+            free = [d.index for d in ns.devices if d.is_idle and not d.whole]
+            return tuple(free[: task.whole_gpus])
+        if task.is_fractional:
+            need = self.device_need(task, ns.node.gpu_memory_mib)
+            groups = [
+                d
+                for d in ns.devices
+                if not d.whole and not d.is_idle and d.memory - d.active - d.releasing >= need - EPS
+            ]
+            if groups:
+                return (groups[0].index,)
+            free = [d.index for d in ns.devices if d.is_idle]
+            return tuple(free[:1])
+        return ()
+
+    # ---- statements --------------------------------------------------------
+    def statement(self) -> Statement:
+        return Statement(self)
+
+
+class Statement:
+    """Virtual operations with checkpoint/rollback (KAI's framework statement)."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+        self._undo: list[Callable[[], None]] = []
+
+    def checkpoint(self) -> int:
+        return len(self._undo)
+
+    def rollback(self, checkpoint: int = 0) -> None:
+        while len(self._undo) > checkpoint:
+            self._undo.pop()()
+
+    def commit(self) -> None:
+        self._undo.clear()
+
+    def _snapshot_node(self, ns: NodeState) -> Callable[[], None]:
+        scalars = (ns.cpu_idle, ns.cpu_rel, ns.mem_idle, ns.mem_rel, ns.pods_idle, ns.pods_rel)
+        devs = [(d.active, d.releasing, d.whole) for d in ns.devices]
+
+        def restore() -> None:
+            ns.cpu_idle, ns.cpu_rel, ns.mem_idle, ns.mem_rel, ns.pods_idle, ns.pods_rel = scalars
+            for d, (a, rel, w) in zip(ns.devices, devs, strict=True):
+                d.active, d.releasing, d.whole = a, rel, w
+
+        return restore
+
+    def place(self, task: Task, node: str, devices: tuple[int, ...], pipelined: bool) -> None:
+        """Allocate (fits in idle) or pipeline (needs releasing resources) a task."""
+        s = self.session
+        ns = s.nodes[node]
+        job = s.task_job[task.name]
+        restore_node = self._snapshot_node(ns)
+        old = s.placements.get(task.name, Placement(TaskState.PENDING))
+        mem = s.device_need(task, ns.node.gpu_memory_mib) if task.is_fractional else 0.0
+        for i in devices:
+            d = ns.devices[i]
+            if task.is_fractional:
+                if d.is_free:  # a freed whole-GPU device becomes a shared one
+                    d.whole = False
+                short = clean(mem - (d.memory - d.active - d.releasing))
+                if short > EPS:  # the missing part is promised out of releasing memory
+                    d.releasing = clean(max(0.0, d.releasing - short))
+                d.active = clean(d.active + mem)
+            else:
+                d.active, d.releasing, d.whole = d.memory, 0.0, True
+        if pipelined:
+            ns.cpu_rel = clean(ns.cpu_rel - task.cpu_millis)
+            ns.mem_rel = clean(ns.mem_rel - task.memory_mib)
+            ns.pods_rel -= 1
+        else:
+            ns.cpu_idle = clean(ns.cpu_idle - task.cpu_millis)
+            ns.mem_idle = clean(ns.mem_idle - task.memory_mib)
+            ns.pods_idle -= 1
+        charge = {
+            "gpu": s.gpu_fraction_on(task, ns.node.gpu_memory_mib),
+            "cpu": task.cpu_millis,
+            "memory": task.memory_mib,
+        }
+        status = TaskState.PIPELINED if pipelined else TaskState.ALLOCATED
+        s.placements[task.name] = Placement(status, node, devices, mem, charge)
+        s._charge_queues(job, charge, +1)
+
+        def undo() -> None:
+            restore_node()
+            s._charge_queues(job, charge, -1)
+            s.placements[task.name] = old
+
+        self._undo.append(undo)
+
+    def set_status(self, task: Task, status: TaskState) -> None:
+        """Change only the status label (e.g. a gang's allocations become pipelined)."""
+        s = self.session
+        p = s.placements[task.name]
+        old = p.status
+        p.status = status
+
+        def undo() -> None:
+            p.status = old
+
+        self._undo.append(undo)
+
+    def evict(self, task: Task) -> None:
+        """Mark a placed task Releasing: its node resources become releasing, its queue is uncharged."""
+        s = self.session
+        p = s.placements[task.name]
+        if p.node is None or p.status in (TaskState.PENDING, TaskState.RELEASING):
+            return
+        ns = s.nodes[p.node]
+        job = s.task_job[task.name]
+        restore_node = self._snapshot_node(ns)
+        old = Placement(p.status, p.node, p.devices, p.gpu_memory, dict(p.charge))
+        for i in p.devices:
+            d = ns.devices[i]
+            amount = p.gpu_memory if task.is_fractional else d.memory
+            d.active = clean(max(0.0, d.active - amount))
+            d.releasing = clean(d.releasing + amount)
+            if not task.is_fractional:
+                d.whole = True
+        if p.status == TaskState.PIPELINED:
+            # A pipelined task held releasing resources; hand them back.
+            ns.cpu_rel = clean(ns.cpu_rel + task.cpu_millis)
+            ns.mem_rel = clean(ns.mem_rel + task.memory_mib)
+            ns.pods_rel += 1
+        ns.cpu_rel = clean(ns.cpu_rel + task.cpu_millis)
+        ns.mem_rel = clean(ns.mem_rel + task.memory_mib)
+        ns.pods_rel += 1
+        s._charge_queues(job, p.charge, -1)
+        s.placements[task.name] = Placement(TaskState.RELEASING, p.node, p.devices, p.gpu_memory, p.charge)
+
+        def undo() -> None:
+            restore_node()
+            s._charge_queues(job, old.charge, +1)
+            s.placements[task.name] = old
+
+        self._undo.append(undo)
