@@ -1,0 +1,255 @@
+"""The cluster-backend interface and the plain data it trades in.
+
+The scheduling loop talks to a cluster only through `ClusterBackend`: it
+observes nodes and pods, hands over a cycle's decisions (binds, evictions,
+events), and creates or deletes portal-submitted jobs. Everything here is
+plain Python so the loop can convert it with its own adapter; no Django, no
+Kubernetes client objects.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Protocol
+
+
+class TaskStatus(enum.StrEnum):
+    """A pod's status as KAI derives it (kai-semantics.md §1.3).
+
+    Allocated, Pipelined and Binding exist only inside a cycle, and
+    StuckInReleasing needs the clock; the loop derives those itself from
+    `ObservedPod.deletion_timestamp`.
+    """
+
+    PENDING = "Pending"
+    GATED = "Gated"
+    BOUND = "Bound"
+    RUNNING = "Running"
+    RELEASING = "Releasing"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    UNKNOWN = "Unknown"
+
+
+@dataclass(frozen=True)
+class ObservedNode:
+    """One node as the scheduler needs it."""
+
+    name: str
+    pool: str | None
+    labels: dict[str, str]
+    unschedulable: bool  # spec.unschedulable (cordoned)
+    ready: bool  # condition Ready == True
+    # Conditions that make a node unschedulable besides NotReady
+    # (MemoryPressure, DiskPressure, PIDPressure, NetworkUnavailable) when True.
+    pressure_conditions: tuple[str, ...]
+    gpu_count: int  # allocatable nvidia.com/gpu
+    gpu_product: str | None  # label nvidia.com/gpu.product
+    # Per-device memory from label nvidia.com/gpu.memory, rounded down to 100 MiB;
+    # None means "not synced": no gpu-memory request may land on this node.
+    gpu_memory_mib: int | None
+    cpu_millis: int
+    memory_mib: int
+    max_pods: int
+    resource_version: str | None = None
+
+    @property
+    def schedulable(self) -> bool:
+        return self.ready and not self.unschedulable and not self.pressure_conditions
+
+
+@dataclass(frozen=True)
+class GpuRequest:
+    """What a pod asks of GPUs (kai-semantics.md §1.7 and §6).
+
+    `whole` comes from container limits; `fraction` and `memory_mib` from the
+    `gpu-fraction` / `gpu-memory` annotations. When both of those are set the
+    fraction wins; the engine applies that rule, this is the raw request.
+    """
+
+    whole: int = 0
+    fraction: float | None = None
+    memory_mib: int | None = None
+    num_devices: int = 1
+
+    @property
+    def shared(self) -> bool:
+        return self.fraction is not None or self.memory_mib is not None
+
+
+@dataclass(frozen=True)
+class JobRef:
+    """Which job (pod group) a pod belongs to.
+
+    `kind` is "PodGroup" for the `pod-group-name` annotation, the owner's kind
+    for an owner reference, or "Pod" for a pod that stands alone.
+    """
+
+    namespace: str
+    kind: str
+    name: str
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.kind}/{self.name}"
+
+
+@dataclass(frozen=True)
+class ObservedPod:
+    """One pod with schedulerName ours, parsed into scheduling terms."""
+
+    namespace: str
+    name: str
+    uid: str
+    node: str | None
+    phase: str
+    status: TaskStatus
+    queue: str | None  # None: no queue label; the loop applies the default queue
+    job: JobRef
+    priority_class: str | None
+    preemptibility: str | None  # "preemptible", "non-preemptible" or None
+    gpu: GpuRequest
+    cpu_millis: int
+    memory_mib: int
+    created_at: datetime | None
+    deletion_timestamp: datetime | None
+    gpu_devices: tuple[int, ...]  # devices we chose at bind time (our annotation)
+    labels: dict[str, str]
+    annotations: dict[str, str]
+    resource_version: str | None = None
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.namespace, self.name)
+
+
+@dataclass(frozen=True)
+class ClusterState:
+    """What one observe() saw. The dicts are copies: the caller may keep them."""
+
+    nodes: dict[str, ObservedNode]
+    pods: dict[tuple[str, str], ObservedPod]
+    node_resource_version: str | None = None
+    pod_resource_version: str | None = None
+
+
+@dataclass(frozen=True)
+class Bind:
+    """Place a pending pod on a node, on the given GPU devices."""
+
+    namespace: str
+    pod: str
+    node: str
+    gpu_devices: list[int] = field(default_factory=list)
+    gpu_fraction: float | None = None  # per device, for shared-GPU pods
+    pool: str | None = None  # for the Scheduled message; the node's pool when None
+
+
+@dataclass(frozen=True)
+class Evict:
+    """Evict a running pod, with the message KAI would write (§8)."""
+
+    namespace: str
+    pod: str
+    message: str
+    action: str = "preempt"  # preempt, reclaim, consolidation, stale-gang
+    evictor_namespace: str | None = None
+    evictor_job: str | None = None
+    grace_period_seconds: int | None = None
+
+
+class EventType(enum.StrEnum):
+    NORMAL = "Normal"
+    WARNING = "Warning"
+
+
+@dataclass(frozen=True)
+class PodEvent:
+    """A Kubernetes Event about a pod or a pod group (reasons as in §8)."""
+
+    namespace: str
+    name: str
+    type: EventType
+    reason: str  # Unschedulable, Scheduled, Pipelined, Evict, FailedBinding, NotReady...
+    message: str
+    kind: str = "Pod"  # or "PodGroup"
+    uid: str | None = None
+
+
+@dataclass(frozen=True)
+class OperationResult:
+    """The outcome of one write to the cluster."""
+
+    operation: str  # bind, evict, event, submit, cancel
+    namespace: str
+    name: str
+    ok: bool
+    error: str | None = None
+    status_code: int | None = None  # HTTP status when the API answered
+
+
+@dataclass
+class ApplyReport:
+    """Per-operation outcomes, so the loop can record failures and retry them."""
+
+    results: list[OperationResult] = field(default_factory=list)
+
+    def add(self, result: OperationResult) -> None:
+        self.results.append(result)
+
+    @property
+    def ok(self) -> bool:
+        return all(result.ok for result in self.results)
+
+    @property
+    def failures(self) -> list[OperationResult]:
+        return [result for result in self.results if not result.ok]
+
+    def of(self, operation: str) -> list[OperationResult]:
+        return [result for result in self.results if result.operation == operation]
+
+
+@dataclass(frozen=True)
+class PodSpecRequest:
+    """A job submitted in the portal: `num_tasks` identical pods in one pod group."""
+
+    namespace: str
+    job_name: str
+    queue: str
+    image: str
+    num_tasks: int = 1
+    command: list[str] = field(default_factory=list)
+    gpus: int = 0  # whole GPUs per pod
+    gpu_fraction: float | None = None  # instead of whole GPUs
+    gpu_memory_mib: int | None = None
+    gpu_devices_per_pod: int = 1  # gpu-fraction-num-devices
+    cpu_millis: int = 0
+    memory_mib: int = 0
+    priority_class: str | None = None
+    preemptibility: str | None = None
+    labels: dict[str, str] = field(default_factory=dict)
+    annotations: dict[str, str] = field(default_factory=dict)
+
+
+class ClusterBackend(Protocol):
+    """The one small interface every cluster backend implements."""
+
+    def observe(self) -> ClusterState:
+        """Return the current nodes and our pods."""
+        ...
+
+    def apply(
+        self, binds: list[Bind], evictions: list[Evict], events: list[PodEvent]
+    ) -> ApplyReport:
+        """Carry out a cycle's decisions; never raises for a single failed operation."""
+        ...
+
+    def submit(self, request: PodSpecRequest) -> ApplyReport:
+        """Create the pods of a portal job."""
+        ...
+
+    def cancel(self, namespace: str, job: str) -> ApplyReport:
+        """Delete the pods of a portal job."""
+        ...

@@ -1,0 +1,234 @@
+"""Turn raw Kubernetes Node and Pod JSON into the backend's data classes.
+
+The backend reads the API's JSON directly (not the client's models): it is
+cheaper on large lists and the labels and annotations we need are plain
+dicts anyway. Quantities go through `kubernetes.utils.parse_quantity`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+
+from kubernetes.utils import parse_quantity
+
+from .base import GpuRequest, JobRef, ObservedNode, ObservedPod, TaskStatus
+
+GPU_RESOURCE = "nvidia.com/gpu"
+GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
+GPU_MEMORY_LABEL = "nvidia.com/gpu.memory"
+POD_GROUP_ANNOTATION = "pod-group-name"
+GPU_FRACTION_ANNOTATION = "gpu-fraction"
+GPU_MEMORY_ANNOTATION = "gpu-memory"
+GPU_NUM_DEVICES_ANNOTATION = "gpu-fraction-num-devices"
+PRIORITY_CLASS_LABEL = "priorityClassName"
+PREEMPTIBILITY_LABEL = "kai.scheduler/preemptibility"
+# Written by this backend at bind time (see kubernetes.py): the devices chosen.
+GPU_DEVICES_ANNOTATION = "kai.scheduler/gpu-devices"
+
+PRESSURE_CONDITIONS = ("MemoryPressure", "DiskPressure", "PIDPressure", "NetworkUnavailable")
+MIB = 2**20
+Json = Mapping[str, Any]
+
+
+def parse_node(raw: Json, pool_label: str) -> ObservedNode:
+    """Parse a Node object."""
+    meta = raw.get("metadata") or {}
+    labels: dict[str, str] = dict(meta.get("labels") or {})
+    allocatable = (raw.get("status") or {}).get("allocatable") or {}
+    conditions = {c.get("type"): c.get("status") for c in (raw.get("status") or {}).get("conditions") or []}
+    return ObservedNode(
+        name=meta.get("name", ""),
+        pool=labels.get(pool_label),
+        labels=labels,
+        unschedulable=bool((raw.get("spec") or {}).get("unschedulable")),
+        ready=conditions.get("Ready") == "True",
+        pressure_conditions=tuple(c for c in PRESSURE_CONDITIONS if conditions.get(c) == "True"),
+        gpu_count=int(_quantity(allocatable.get(GPU_RESOURCE))),
+        gpu_product=labels.get(GPU_PRODUCT_LABEL),
+        gpu_memory_mib=gpu_memory_from_label(labels.get(GPU_MEMORY_LABEL)),
+        cpu_millis=int(_quantity(allocatable.get("cpu")) * 1000),
+        memory_mib=int(_quantity(allocatable.get("memory")) // MIB),
+        max_pods=int(_quantity(allocatable.get("pods"))),
+        resource_version=meta.get("resourceVersion"),
+    )
+
+
+def gpu_memory_from_label(value: str | None) -> int | None:
+    """MiB per device from nvidia.com/gpu.memory (§1.4).
+
+    Values of 2^20 or more are bytes; the result is rounded down to a multiple
+    of 100 MiB. Missing or malformed means "not synced" (None).
+    """
+    if not value:
+        return None
+    try:
+        amount = int(value)
+    except ValueError:
+        return None
+    if amount >= MIB:
+        amount //= MIB
+    rounded = amount - amount % 100
+    return rounded if rounded > 0 else None
+
+
+def parse_pod(raw: Json, queue_label_keys: Sequence[str]) -> ObservedPod:
+    """Parse a Pod object."""
+    meta = raw.get("metadata") or {}
+    spec = raw.get("spec") or {}
+    status = raw.get("status") or {}
+    labels: dict[str, str] = dict(meta.get("labels") or {})
+    annotations: dict[str, str] = dict(meta.get("annotations") or {})
+    namespace = meta.get("namespace", "")
+    phase = status.get("phase") or "Pending"
+    cpu, memory = _pod_cpu_memory(spec)
+    return ObservedPod(
+        namespace=namespace,
+        name=meta.get("name", ""),
+        uid=meta.get("uid", ""),
+        node=spec.get("nodeName") or None,
+        phase=phase,
+        status=task_status(phase, spec, meta),
+        queue=next((labels[key] for key in queue_label_keys if labels.get(key)), None),
+        job=job_of(namespace, meta, annotations),
+        priority_class=labels.get(PRIORITY_CLASS_LABEL) or spec.get("priorityClassName") or None,
+        preemptibility=_preemptibility(labels.get(PREEMPTIBILITY_LABEL)),
+        gpu=gpu_request(spec, annotations),
+        cpu_millis=math.ceil(cpu * 1000),
+        memory_mib=math.ceil(memory / MIB),
+        created_at=parse_time(meta.get("creationTimestamp")),
+        deletion_timestamp=parse_time(meta.get("deletionTimestamp")),
+        gpu_devices=_devices(annotations.get(GPU_DEVICES_ANNOTATION)),
+        labels=labels,
+        annotations=annotations,
+        resource_version=meta.get("resourceVersion"),
+    )
+
+
+def task_status(phase: str, spec: Json, meta: Json) -> TaskStatus:
+    """KAI's task status from the pod (§1.3); deletion wins over the phase."""
+    if phase in ("Succeeded", "Failed"):
+        return TaskStatus(phase)
+    if meta.get("deletionTimestamp"):
+        return TaskStatus.RELEASING
+    if phase == "Running":
+        return TaskStatus.RUNNING
+    if phase == "Pending":
+        if spec.get("nodeName"):
+            return TaskStatus.BOUND
+        if spec.get("schedulingGates"):
+            return TaskStatus.GATED
+        return TaskStatus.PENDING
+    return TaskStatus.UNKNOWN
+
+
+def job_of(namespace: str, meta: Json, annotations: Mapping[str, str]) -> JobRef:
+    """Group by pod-group annotation, else the controlling owner, else the pod itself.
+
+    Only the pod's own owner references are visible without extra reads, so a
+    Deployment's pods group by their ReplicaSet (one revision of it).
+    """
+    pod_group = annotations.get(POD_GROUP_ANNOTATION)
+    if pod_group:
+        return JobRef(namespace, "PodGroup", pod_group)
+    owners = meta.get("ownerReferences") or []
+    owner = next((o for o in owners if o.get("controller")), owners[0] if owners else None)
+    if owner and owner.get("name"):
+        return JobRef(namespace, owner.get("kind", "Owner"), owner["name"])
+    return JobRef(namespace, "Pod", meta.get("name", ""))
+
+
+def gpu_request(spec: Json, annotations: Mapping[str, str]) -> GpuRequest:
+    """The pod's GPU request from container limits and KAI's annotations."""
+    whole = sum(int(_quantity(_resources(c).get(GPU_RESOURCE))) for c in spec.get("containers") or [])
+    return GpuRequest(
+        whole=whole,
+        fraction=_fraction(annotations.get(GPU_FRACTION_ANNOTATION)),
+        memory_mib=_positive_int(annotations.get(GPU_MEMORY_ANNOTATION)),
+        num_devices=_positive_int(annotations.get(GPU_NUM_DEVICES_ANNOTATION)) or 1,
+    )
+
+
+def parse_time(value: str | None) -> datetime | None:
+    if not value:
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def _pod_cpu_memory(spec: Json) -> tuple[Decimal, Decimal]:
+    """Requested CPU (cores) and memory (bytes), the way Kubernetes sums them (§1.3).
+
+    Regular containers plus sidecar init containers run together; a plain init
+    container runs alone, so only its peak counts. Overhead is added on top.
+    """
+    inits = spec.get("initContainers") or []
+    sidecars = [c for c in inits if c.get("restartPolicy") == "Always"]
+    plain_inits = [c for c in inits if c.get("restartPolicy") != "Always"]
+    result = []
+    for resource in ("cpu", "memory"):
+        running = _sum(resource, [*(spec.get("containers") or []), *sidecars])
+        peak_init = max((_sum(resource, [c]) for c in plain_inits), default=Decimal(0))
+        overhead = _quantity((spec.get("overhead") or {}).get(resource))
+        result.append(max(running, peak_init) + overhead)
+    return result[0], result[1]
+
+
+def _sum(resource: str, containers: Iterable[Json]) -> Decimal:
+    return sum((_quantity(_requests(c).get(resource)) for c in containers), Decimal(0))
+
+
+def _requests(container: Json) -> Json:
+    # Kubernetes defaults a missing request to the limit.
+    resources = container.get("resources") or {}
+    return {**(resources.get("limits") or {}), **(resources.get("requests") or {})}
+
+
+def _resources(container: Json) -> Json:
+    # Extended resources such as GPUs must have request == limit; either will do.
+    resources = container.get("resources") or {}
+    return {**(resources.get("requests") or {}), **(resources.get("limits") or {})}
+
+
+def _quantity(value: Any) -> Decimal:
+    if value is None or value == "":
+        return Decimal(0)
+    try:
+        return Decimal(parse_quantity(value))
+    except ValueError:
+        return Decimal(0)
+
+
+def _fraction(value: str | None) -> float | None:
+    # Outside 0 < f <= 1 the annotation is ignored (§6).
+    try:
+        fraction = float(value) if value else None
+    except ValueError:
+        return None
+    return fraction if fraction is not None and 0 < fraction <= 1 else None
+
+
+def _positive_int(value: str | None) -> int | None:
+    try:
+        number = int(value) if value else None
+    except ValueError:
+        return None
+    return number if number is not None and number > 0 else None
+
+
+def _preemptibility(value: str | None) -> str | None:
+    return value if value in ("preemptible", "non-preemptible") else None
+
+
+def _devices(value: str | None) -> tuple[int, ...]:
+    if not value:
+        return ()
+    try:
+        return tuple(int(part) for part in value.split(",") if part.strip())
+    except ValueError:
+        return ()
