@@ -36,6 +36,12 @@ pytest: install
 
 test: lint typecheck pytest
 
+# The portal with demo data; DEBUG=1 so no secret key is needed and static files are served.
+run: install
+	DEBUG=1 $(PY) manage.py migrate --noinput
+	DEBUG=1 $(PY) manage.py seed_demo
+	DEBUG=1 $(PY) manage.py runserver 127.0.0.1:8000
+
 bench: install
 	$(PY) -m scheduler.bench
 

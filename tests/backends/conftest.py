@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from kai_portal.backends.kubernetes import KubernetesBackend
+from kai_portal.cluster.backends.kubernetes import KubernetesBackend
 
 from .emulator import KubeApiEmulator, running_emulator
 

@@ -7,8 +7,8 @@ from typing import Any
 
 from kubernetes import client
 
-from kai_portal.backends import Bind, EventType, Evict, PodEvent, PodSpecRequest, TaskStatus
-from kai_portal.backends.kubernetes import KubernetesBackend
+from kai_portal.cluster.backends import Bind, EventType, Evict, PodEvent, PodSpecRequest, TaskStatus
+from kai_portal.cluster.backends.kubernetes import KubernetesBackend
 
 from .conftest import make_node, make_pod
 from .emulator import KubeApiEmulator

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from kubernetes import client
 
-from kai_portal.backends import TaskStatus
-from kai_portal.backends.kubernetes import KubernetesBackend
+from kai_portal.cluster.backends import TaskStatus
+from kai_portal.cluster.backends.kubernetes import KubernetesBackend
 
 from .conftest import make_node, make_pod
 from .emulator import KubeApiEmulator

@@ -399,8 +399,12 @@ class KubernetesBackend:
         return {
             "apiVersion": "v1",
             "kind": "Pod",
-            "metadata": {"name": name, "namespace": request.namespace, "labels": labels,
-                         "annotations": annotations},
+            "metadata": {
+                "name": name,
+                "namespace": request.namespace,
+                "labels": labels,
+                "annotations": annotations,
+            },
             "spec": {
                 "schedulerName": self.scheduler_name,
                 "restartPolicy": "Never",
@@ -520,4 +524,3 @@ def _error_text(error: Exception) -> str:
             message = None
         return f"{error.status} {error.reason}: {message}" if message else f"{error.status} {error.reason}"
     return f"{type(error).__name__}: {error}"
-

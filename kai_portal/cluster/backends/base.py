@@ -240,9 +240,7 @@ class ClusterBackend(Protocol):
         """Return the current nodes and our pods."""
         ...
 
-    def apply(
-        self, binds: list[Bind], evictions: list[Evict], events: list[PodEvent]
-    ) -> ApplyReport:
+    def apply(self, binds: list[Bind], evictions: list[Evict], events: list[PodEvent]) -> ApplyReport:
         """Carry out a cycle's decisions; never raises for a single failed operation."""
         ...
 

@@ -2,7 +2,7 @@
 
 Plain Python on purpose (no Django): the scheduling loop converts these data
 classes with its own adapter. Import the Kubernetes backend from
-`kai_portal.backends.kubernetes`; it pulls in the kubernetes client.
+`kai_portal.cluster.backends.kubernetes`; it pulls in the kubernetes client.
 """
 
 from .base import (

@@ -1,0 +1,1 @@
+"""Who changed which team, membership or queue, when, from what to what."""

@@ -1,0 +1,1 @@
+"""Node pools, nodes and their GPU devices."""

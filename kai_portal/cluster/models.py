@@ -1,0 +1,65 @@
+from __future__ import annotations
+
+from django.core.validators import MinValueValidator
+from django.db import models
+
+from kai_portal.core.fields import WholeNumberField
+from kai_portal.core.validation import ValidatedModel
+
+
+class NodePool(ValidatedModel):
+    """A partition of the cluster (KAI scheduling shard, label ``kai.scheduler/node-pool``).
+
+    Quotas, fair shares, reclaim and preemption never cross pools.
+    """
+
+    name = models.SlugField(max_length=63, unique=True)
+    description = models.TextField(blank=True)
+    gpu_sharing = models.BooleanField(
+        default=True, help_text="Fractional and GPU-memory requests may be placed on this pool's GPUs."
+    )
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Node(ValidatedModel):
+    """A machine in the cluster with its allocatable CPU and memory."""
+
+    name = models.CharField(max_length=253, unique=True)
+    pool = models.ForeignKey(NodePool, on_delete=models.PROTECT, related_name="nodes")
+    cpu_millicores = WholeNumberField(help_text="Allocatable CPU in millicores (1000 = one core).")
+    memory_mib = WholeNumberField(help_text="Allocatable memory in MiB.")
+    schedulable = models.BooleanField(default=True, help_text="Off when the node is cordoned.")
+    ready = models.BooleanField(default=True)
+    labels = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["pool__name", "name"]
+        indexes = [models.Index(fields=["pool", "schedulable"], name="node_pool_schedulable")]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class GpuDevice(ValidatedModel):
+    """One physical GPU of a node (a whole device, shareable by fractional pods)."""
+
+    node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="gpus")
+    index = WholeNumberField(help_text="Device index on the node, 0-based.")
+    model = models.CharField(max_length=100, help_text="e.g. NVIDIA A100-SXM4-80GB")
+    memory_mib = WholeNumberField(
+        validators=[MinValueValidator(1, "GPU memory must be at least 1 MiB (got %(show_value)s).")]
+    )
+
+    class Meta:
+        ordering = ["node__name", "index"]
+        constraints = [models.UniqueConstraint(fields=["node", "index"], name="gpu_device_unique_index")]
+
+    def __str__(self) -> str:
+        return f"{self.node.name}/gpu{self.index}"

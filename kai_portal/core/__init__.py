@@ -1,0 +1,1 @@
+"""Shared plumbing only: environment parsing, custom fields, unit helpers."""

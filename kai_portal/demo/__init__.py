@@ -1,0 +1,1 @@
+"""The seed_demo command."""

@@ -1,0 +1,19 @@
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.management.base import BaseCommand
+
+from kai_portal.audit.context import acting_as
+from kai_portal.demo.seed import seed
+
+
+class Command(BaseCommand):
+    help = "Create demo node pools, nodes, teams, users, queues and jobs (idempotent; demo passwords)."
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        with acting_as(None, "command:seed_demo"):
+            seed()
+        self.stdout.write(
+            "Demo data is in place. Sign in to /admin/ as 'admin' (DEMO_ADMIN_PASSWORD, default admin)."
+        )

@@ -1,0 +1,1 @@
+"""The queue tree: quotas, limits, over-quota weights, priorities."""

@@ -1,0 +1,317 @@
+"""Import and export KAI ``Queue`` documents (``apiVersion: scheduling.run.ai/v2``).
+
+Units: GPU quota/limit in devices (2 decimals), CPU in millicores, memory in
+**whole MB (10^6 bytes) in the YAML** and MiB in the portal. Memory is
+converted at this boundary: MB to MiB with 3 decimals on import (exact enough
+that every whole MB value comes back unchanged), MiB to the nearest MB on
+export.
+
+Missing keys take KAI's raw CRD values, so an imported queue behaves as it
+did in the cluster: priority 100, quota 0, **limit 0** and **over-quota weight
+0** (kai-semantics §1.1). Export always writes every key, and writes
+durations in compact Go form (``90m`` becomes ``1h30m``).
+
+Import is one transaction: every document is checked, written, and then
+validated against the whole tree (so a file may lower a parent's quota and
+its children's together); the first error aborts it and nothing is saved.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import timedelta
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+import yaml
+from django.core.exceptions import ValidationError
+from django.db import transaction
+
+from kai_portal.core.units import RESOURCES, UNLIMITED, mb_to_mib, mib_to_mb
+from kai_portal.queues import tree_rules
+from kai_portal.queues.durations import format_go_duration, parse_go_duration
+from kai_portal.queues.models import Queue
+
+API_VERSION = "scheduling.run.ai/v2"
+KIND = "Queue"
+_YAML_WEIGHT = "overQuotaWeight"
+
+FIELD_KEYS = {
+    "name": "metadata.name",
+    "display_name": "spec.displayName",
+    "parent": "spec.parentQueue",
+    "priority": "spec.priority",
+    "preempt_min_runtime": "spec.preemptMinRuntime",
+    "reclaim_min_runtime": "spec.reclaimMinRuntime",
+    **{
+        f"{r}_{kind}": f"spec.resources.{r}.{key}"
+        for r in RESOURCES
+        for kind, key in (("quota", "quota"), ("limit", "limit"), ("over_quota_weight", _YAML_WEIGHT))
+    },
+}
+
+
+class QueueYamlError(Exception):
+    """A document that cannot be imported: which one (1-based), which key, what is wrong."""
+
+    def __init__(self, index: int, key: str, message: str, queue: str | None = None) -> None:
+        self.index, self.key, self.message, self.queue = index, key, message, queue
+        where = f"document {index}" + (f" (queue '{queue}')" if queue else "")
+        super().__init__(f"{where}, {key}: {message}")
+
+
+@dataclass
+class QueueDocument:
+    index: int
+    name: str
+    parent: str | None
+    values: dict[str, Any]
+    warnings: list[str] = field(default_factory=list)
+
+
+@dataclass
+class ImportResult:
+    created: list[str] = field(default_factory=list)
+    updated: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+# --- parsing -------------------------------------------------------------------
+def parse_documents(text: str) -> list[QueueDocument]:
+    try:
+        raw_docs = list(yaml.safe_load_all(text))
+    except yaml.YAMLError as exc:
+        raise QueueYamlError(0, "(yaml)", f"not valid YAML: {exc}") from None
+    docs: list[QueueDocument] = []
+    seen: dict[str, int] = {}
+    for index, raw in enumerate(raw_docs, start=1):
+        if raw is None:
+            continue
+        doc = _parse_document(index, raw)
+        if doc.name in seen:
+            raise QueueYamlError(
+                index, "metadata.name", f"queue '{doc.name}' appears twice (also document {seen[doc.name]})"
+            )
+        seen[doc.name] = index
+        docs.append(doc)
+    return docs
+
+
+def _mapping(index: int, key: str, value: Any, name: str | None = None) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise QueueYamlError(index, key, f"must be a mapping (got {type(value).__name__})", name)
+    return value
+
+
+def _parse_document(index: int, raw: Any) -> QueueDocument:
+    doc = _mapping(index, "(document)", raw)
+    if doc.get("apiVersion") != API_VERSION:
+        raise QueueYamlError(index, "apiVersion", f"must be {API_VERSION} (got {doc.get('apiVersion')!r})")
+    if doc.get("kind") != KIND:
+        raise QueueYamlError(index, "kind", f"must be {KIND} (got {doc.get('kind')!r})")
+    name = _mapping(index, "metadata", doc.get("metadata")).get("name")
+    if not isinstance(name, str) or not name:
+        raise QueueYamlError(index, "metadata.name", "is required and must be a string")
+    spec = _mapping(index, "spec", doc.get("spec"), name)
+    parent = spec.get("parentQueue")
+    if parent is not None and not isinstance(parent, str):
+        raise QueueYamlError(index, "spec.parentQueue", "must be a queue name", name)
+    result = QueueDocument(index=index, name=name, parent=parent or None, values={})
+    values = result.values
+    values["display_name"] = _string(index, "spec.displayName", spec.get("displayName", ""), name)
+    priority = spec.get("priority", 100)
+    if isinstance(priority, bool) or not isinstance(priority, int):
+        raise QueueYamlError(index, "spec.priority", f"must be an integer (got {priority!r})", name)
+    values["priority"] = priority
+    resources = _mapping(index, "spec.resources", spec.get("resources"), name)
+    for r in RESOURCES:
+        section = _mapping(index, f"spec.resources.{r}", resources.get(r), name)
+        for kind, key in (("quota", "quota"), ("limit", "limit"), ("over_quota_weight", _YAML_WEIGHT)):
+            path = f"spec.resources.{r}.{key}"
+            number = _number(index, path, section.get(key, 0), name)
+            if kind != "over_quota_weight" and r != "gpu":
+                if number != number.to_integral_value():
+                    raise QueueYamlError(index, path, f"must be a whole number (got {number})", name)
+                if r == "memory":
+                    values[f"{r}_{kind}"] = mb_to_mib(number)
+                    continue
+                values[f"{r}_{kind}"] = int(number)
+                continue
+            values[f"{r}_{kind}"] = number
+    for attr, key in (
+        ("preempt_min_runtime", "preemptMinRuntime"),
+        ("reclaim_min_runtime", "reclaimMinRuntime"),
+    ):
+        values[attr] = _duration(index, f"spec.{key}", spec.get(key), name)
+    return result
+
+
+def _string(index: int, key: str, value: Any, name: str) -> str:
+    if not isinstance(value, str):
+        raise QueueYamlError(index, key, f"must be a string (got {value!r})", name)
+    return value
+
+
+def _number(index: int, key: str, value: Any, name: str) -> Decimal:
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise QueueYamlError(index, key, f"must be a number (got {value!r})", name)
+    try:
+        return Decimal(str(value))
+    except InvalidOperation:
+        raise QueueYamlError(index, key, f"must be a number (got {value!r})", name) from None
+
+
+def _duration(index: int, key: str, value: Any, name: str) -> timedelta | None:
+    if value is None:
+        return None
+    try:
+        return parse_go_duration(str(value))
+    except ValueError as exc:
+        raise QueueYamlError(index, key, str(exc), name) from None
+
+
+# --- import --------------------------------------------------------------------
+def import_queues(text: str) -> ImportResult:
+    """Create or update the queues described in ``text``; all or nothing."""
+    docs = parse_documents(text)
+    result = ImportResult(warnings=[w for d in docs for w in d.warnings])
+    with transaction.atomic():
+        existing = {q.name: q for q in Queue.objects.filter(name__in=[d.name for d in docs])}
+        queues: dict[str, Queue] = {}
+        for doc in docs:
+            queue = existing.get(doc.name) or Queue(name=doc.name)
+            for attr, value in doc.values.items():
+                setattr(queue, attr, value)
+            _check_alone(doc, queue)
+            queues[doc.name] = queue
+        for doc in _parents_first(docs):
+            queue = queues[doc.name]
+            queue.parent = _resolve_parent(doc, queues)
+            (result.updated if queue.pk else result.created).append(doc.name)
+            queue.save(validate=False)
+        # Children first, so an over-subscribed split is reported on the child that does not fit.
+        for doc in reversed(_parents_first(docs)):
+            stored = Queue.objects.select_related("parent").get(pk=queues[doc.name].pk)
+            try:
+                stored.full_clean()
+            except ValidationError as exc:
+                raise _as_yaml_error(doc, exc) from None
+    return result
+
+
+def _check_alone(doc: QueueDocument, queue: Queue) -> None:
+    """Field and limit rules of one document, before anything is written."""
+    errors: dict[str, list[str]] = {}
+    try:
+        queue.clean_fields(exclude=["parent", "team"])
+    except ValidationError as exc:
+        errors = exc.update_error_dict(errors)
+    if not errors:
+        errors = tree_rules.limit_errors(queue)
+    if errors:
+        raise _as_yaml_error(doc, ValidationError(errors))
+
+
+def _as_yaml_error(doc: QueueDocument, exc: ValidationError) -> QueueYamlError:
+    field_name, messages = next(iter(exc.message_dict.items()))
+    return QueueYamlError(doc.index, FIELD_KEYS.get(field_name, "spec"), " ".join(messages), doc.name)
+
+
+def _resolve_parent(doc: QueueDocument, queues: dict[str, Queue]) -> Queue | None:
+    if doc.parent is None:
+        return None
+    if doc.parent in queues:
+        return queues[doc.parent]
+    parent = Queue.objects.filter(name=doc.parent).first()
+    if parent is None:
+        raise QueueYamlError(
+            doc.index,
+            "spec.parentQueue",
+            f"parent queue '{doc.parent}' is neither in the file nor in the portal",
+            doc.name,
+        )
+    return parent
+
+
+def _parents_first(docs: list[QueueDocument]) -> list[QueueDocument]:
+    by_name = {d.name: d for d in docs}
+    ordered: list[QueueDocument] = []
+    state: dict[str, str] = {}
+
+    def visit(doc: QueueDocument) -> None:
+        if state.get(doc.name) == "done":
+            return
+        if state.get(doc.name) == "visiting":
+            raise QueueYamlError(
+                doc.index, "spec.parentQueue", "the parent queues in this file form a cycle", doc.name
+            )
+        state[doc.name] = "visiting"
+        if doc.parent in by_name:
+            visit(by_name[doc.parent])
+        state[doc.name] = "done"
+        ordered.append(doc)
+
+    for doc in docs:
+        visit(doc)
+    return ordered
+
+
+# --- export --------------------------------------------------------------------
+def export_queues(queues: Iterable[Queue] | None = None) -> str:
+    """Every queue (or the given ones) as multi-document YAML, parents before children."""
+    selected = list(queues if queues is not None else Queue.objects.select_related("parent"))
+    return yaml.safe_dump_all((queue_document(q) for q in tree_order(selected)), sort_keys=False)
+
+
+def tree_order(queues: list[Queue]) -> list[Queue]:
+    """Depth-first by name, each parent before its children."""
+    names = {q.pk for q in queues}
+    children: dict[int | None, list[Queue]] = {}
+    for q in queues:
+        key = q.parent_id if q.parent_id in names else None
+        children.setdefault(key, []).append(q)
+    ordered: list[Queue] = []
+
+    def walk(parent_id: int | None) -> None:
+        for q in sorted(children.get(parent_id, []), key=lambda q: q.name):
+            ordered.append(q)
+            walk(q.pk)
+
+    walk(None)
+    return ordered
+
+
+def queue_document(queue: Queue) -> dict[str, Any]:
+    spec: dict[str, Any] = {}
+    if queue.display_name:
+        spec["displayName"] = queue.display_name
+    if queue.parent_id is not None:
+        spec["parentQueue"] = queue.parent.name
+    spec["priority"] = queue.priority
+    spec["resources"] = {
+        r: {
+            "quota": _export_amount(r, getattr(queue, f"{r}_quota")),
+            "limit": _export_amount(r, getattr(queue, f"{r}_limit")),
+            _YAML_WEIGHT: _plain_number(getattr(queue, f"{r}_over_quota_weight")),
+        }
+        for r in RESOURCES
+    }
+    if queue.preempt_min_runtime is not None:
+        spec["preemptMinRuntime"] = format_go_duration(queue.preempt_min_runtime)
+    if queue.reclaim_min_runtime is not None:
+        spec["reclaimMinRuntime"] = format_go_duration(queue.reclaim_min_runtime)
+    return {"apiVersion": API_VERSION, "kind": KIND, "metadata": {"name": queue.name}, "spec": spec}
+
+
+def _export_amount(resource: str, value: Decimal | int) -> int | float:
+    if resource == "memory" and value != UNLIMITED:
+        return mib_to_mb(value)
+    return _plain_number(value)
+
+
+def _plain_number(value: Decimal | int) -> int | float:
+    number = Decimal(value)
+    return int(number) if number == number.to_integral_value() else float(number)

@@ -1,0 +1,1 @@
+"""Scheduling cycles, per-pod decisions and reasons, usage history."""

@@ -1,0 +1,54 @@
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin
+from django.http import HttpRequest
+
+from kai_portal.scheduling.models import Decision, JobMessage, SchedulingCycle, UsageSample
+
+
+class HistoryAdmin(admin.ModelAdmin):
+    """History written by the scheduling loop: viewable, never edited by hand."""
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(SchedulingCycle)
+class SchedulingCycleAdmin(HistoryAdmin):
+    list_display = [
+        "id", "started_at", "status", "duration_ms", "allocated_count", "pipelined_count",
+        "evicted_count", "unschedulable_count",
+    ]  # fmt: skip
+    list_filter = ["status"]
+    date_hierarchy = "started_at"
+    search_fields = ["error"]
+
+
+@admin.register(Decision)
+class DecisionAdmin(HistoryAdmin):
+    list_display = ["cycle", "pod", "job", "kind", "action", "node", "reason", "evictor_job"]
+    list_filter = ["kind", "action", "reason"]
+    search_fields = ["pod__name", "job__name", "message", "node__name"]
+    list_select_related = ["cycle", "pod", "job", "node", "evictor_job"]
+
+
+@admin.register(JobMessage)
+class JobMessageAdmin(HistoryAdmin):
+    list_display = ["cycle", "job", "reason", "message"]
+    list_filter = ["reason"]
+    search_fields = ["job__name", "message"]
+    list_select_related = ["cycle", "job"]
+
+
+@admin.register(UsageSample)
+class UsageSampleAdmin(HistoryAdmin):
+    list_display = ["queue", "resource", "sampled_at", "allocated", "requested", "deserved", "fair_share"]
+    list_filter = ["resource", "queue"]
+    search_fields = ["queue__name"]
+    date_hierarchy = "sampled_at"
+    list_select_related = ["queue"]

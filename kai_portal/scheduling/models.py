@@ -1,0 +1,138 @@
+"""Records of the scheduling loop: cycles, per-pod decisions, usage history.
+
+The scheduling loop writes these; they are history and are never rewritten,
+only pruned after ``REASON_RETENTION_DAYS`` / ``USAGE_RETENTION_DAYS``.
+"""
+
+from __future__ import annotations
+
+from django.db import models
+
+
+class SchedulingCycle(models.Model):
+    """One run of the scheduler over a snapshot of the cluster."""
+
+    class Status(models.TextChoices):
+        RUNNING = "running", "Running"
+        SUCCEEDED = "succeeded", "Succeeded"
+        FAILED = "failed", "Failed"
+        SKIPPED = "skipped", "Skipped (another cycle held the lock)"
+
+    started_at = models.DateTimeField(db_index=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.RUNNING)
+    duration_ms = models.PositiveIntegerField(null=True, blank=True)
+    allocated_count = models.PositiveIntegerField(default=0)
+    pipelined_count = models.PositiveIntegerField(default=0)
+    evicted_count = models.PositiveIntegerField(default=0)
+    unschedulable_count = models.PositiveIntegerField(default=0)
+    counters = models.JSONField(default=dict, blank=True, help_text="Engine counters for this cycle.")
+    error = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-started_at"]
+
+    def __str__(self) -> str:
+        return f"cycle {self.pk} at {self.started_at:%Y-%m-%d %H:%M:%S}"
+
+
+class Decision(models.Model):
+    """What one cycle decided about one pod, and why.
+
+    One row per pod per cycle per kind. ``allocated``/``pipelined`` name the
+    node; ``evicted`` names the action and the job and queue that caused it;
+    ``unschedulable`` carries KAI's reason text for the pod.
+    """
+
+    class Kind(models.TextChoices):
+        ALLOCATED = "allocated", "Allocated"
+        PIPELINED = "pipelined", "Pipelined"
+        EVICTED = "evicted", "Evicted"
+        UNSCHEDULABLE = "unschedulable", "Unschedulable"
+
+    class Action(models.TextChoices):
+        NONE = "", "-"
+        ALLOCATE = "allocate", "Allocate"
+        CONSOLIDATION = "consolidation", "Consolidation"
+        RECLAIM = "reclaim", "Reclaim"
+        PREEMPT = "preempt", "Preempt"
+        STALE_GANG = "stale_gang", "Stale gang eviction"
+
+    cycle = models.ForeignKey(SchedulingCycle, on_delete=models.CASCADE, related_name="decisions")
+    pod = models.ForeignKey("workloads.Pod", on_delete=models.CASCADE, related_name="decisions")
+    job = models.ForeignKey("workloads.Job", on_delete=models.CASCADE, related_name="decisions")
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    action = models.CharField(max_length=16, choices=Action.choices, blank=True, default=Action.NONE)
+    node = models.ForeignKey(
+        "cluster.Node", null=True, blank=True, on_delete=models.SET_NULL, related_name="decisions"
+    )
+    evictor_job = models.ForeignKey(
+        "workloads.Job", null=True, blank=True, on_delete=models.SET_NULL, related_name="evictions_caused"
+    )
+    evictor_queue = models.ForeignKey(
+        "queues.Queue", null=True, blank=True, on_delete=models.SET_NULL, related_name="evictions_caused"
+    )
+    reason = models.CharField(max_length=64, blank=True, help_text="KAI reason code, e.g. OverLimit.")
+    message = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-cycle_id", "pod_id"]
+        constraints = [
+            models.UniqueConstraint(fields=["cycle", "pod", "kind"], name="decision_one_per_pod_cycle_kind")
+        ]
+        indexes = [
+            models.Index(fields=["pod", "cycle"], name="decision_pod_cycle"),
+            models.Index(fields=["job", "cycle"], name="decision_job_cycle"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.pod} {self.kind} in cycle {self.cycle_id}"
+
+
+class JobMessage(models.Model):
+    """The job-level (pod group) message of one cycle, e.g. why the gang waits."""
+
+    cycle = models.ForeignKey(SchedulingCycle, on_delete=models.CASCADE, related_name="job_messages")
+    job = models.ForeignKey("workloads.Job", on_delete=models.CASCADE, related_name="messages")
+    reason = models.CharField(max_length=64, blank=True)
+    message = models.TextField()
+
+    class Meta:
+        ordering = ["-cycle_id"]
+        constraints = [models.UniqueConstraint(fields=["cycle", "job"], name="job_message_one_per_cycle")]
+        indexes = [models.Index(fields=["job", "cycle"], name="job_message_job_cycle")]
+
+    def __str__(self) -> str:
+        return f"{self.job}: {self.message[:60]}"
+
+
+class UsageSample(models.Model):
+    """A queue's use of one resource at one moment (source of historical usage and charts).
+
+    Units: GPU devices, CPU millicores, memory MiB.
+    """
+
+    class Resource(models.TextChoices):
+        GPU = "gpu", "GPU"
+        CPU = "cpu", "CPU"
+        MEMORY = "memory", "Memory"
+
+    queue = models.ForeignKey("queues.Queue", on_delete=models.CASCADE, related_name="usage_samples")
+    resource = models.CharField(max_length=8, choices=Resource.choices)
+    sampled_at = models.DateTimeField()
+    cycle = models.ForeignKey(
+        SchedulingCycle, null=True, blank=True, on_delete=models.SET_NULL, related_name="usage_samples"
+    )
+    allocated = models.DecimalField(max_digits=16, decimal_places=2, default=0)
+    allocated_non_preemptible = models.DecimalField(max_digits=16, decimal_places=2, default=0)
+    requested = models.DecimalField(max_digits=16, decimal_places=2, default=0)
+    deserved = models.DecimalField(max_digits=16, decimal_places=2, default=0)
+    fair_share = models.DecimalField(max_digits=16, decimal_places=2, default=0)
+
+    class Meta:
+        ordering = ["-sampled_at"]
+        indexes = [models.Index(fields=["queue", "resource", "sampled_at"], name="usage_queue_resource_time")]
+
+    def __str__(self) -> str:
+        return f"{self.queue} {self.resource} at {self.sampled_at:%Y-%m-%d %H:%M:%S}"

@@ -1,0 +1,222 @@
+"""KAI Portal settings: one module, every deploy-time value from the environment.
+
+Defaults are safe for a first run on a laptop (SQLite under ``var/``, the
+simulated cluster, DEBUG off). Production turns on every HTTPS/cookie
+protection that ``manage.py check --deploy`` asks for whenever DEBUG is off.
+
+Environment variables (all optional unless noted):
+
+``SECRET_KEY`` / ``SECRET_KEY_FILE`` (also ``DJANGO_SECRET_KEY``)
+    Required when DEBUG is off. With DEBUG on and no key set, a random key is
+    generated once into ``var/dev_secret_key`` (gitignored), never a shared
+    hard-coded one.
+``DEBUG`` (default off), ``ALLOWED_HOSTS`` (default ``localhost,127.0.0.1``),
+``CSRF_TRUSTED_ORIGINS`` (comma-separated, default none)
+``DATABASE_URL`` (default ``sqlite:///<repo>/var/db.sqlite3``; PostgreSQL via
+    ``postgres://user:pass@host:5432/name``), ``DB_CONN_MAX_AGE`` (60 s)
+``REDIS_URL`` (default ``redis://127.0.0.1:6379/0``: cache, Celery broker,
+    cycle lock), ``CELERY_BROKER_URL`` (defaults to REDIS_URL)
+``CLUSTER_BACKEND`` (``simulated`` | ``kubernetes``, default simulated),
+``SCHEDULER_NAME`` (default ``kai-scheduler``), ``CYCLE_SECONDS`` (default 5),
+``REASON_RETENTION_DAYS`` (default 14), ``USAGE_RETENTION_DAYS`` (default 90)
+``SECURE_SSL_REDIRECT``, ``SECURE_HSTS_SECONDS``, ``TRUST_X_FORWARDED_PROTO``
+    (set it when a TLS-terminating proxy in front sets X-Forwarded-Proto),
+``LOG_LEVEL`` (default INFO)
+"""
+
+from __future__ import annotations
+
+import secrets
+from pathlib import Path
+
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+
+from kai_portal.core.env import env_bool, env_int, env_list, env_secret, env_str
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = BASE_DIR / "var"
+
+DEBUG = env_bool("DEBUG", False)
+
+
+def _secret_key() -> str:
+    key = env_secret("SECRET_KEY") or env_secret("DJANGO_SECRET_KEY")
+    if key:
+        return key
+    if not DEBUG:
+        raise ImproperlyConfigured(
+            "SECRET_KEY is not set. Set SECRET_KEY (or SECRET_KEY_FILE) for a deployment, "
+            "or DEBUG=1 for local development."
+        )
+    # Development only: one random key per checkout, kept across restarts.
+    path = VAR_DIR / "dev_secret_key"
+    if not path.exists():
+        VAR_DIR.mkdir(parents=True, exist_ok=True)
+        path.write_text(secrets.token_urlsafe(50))
+        path.chmod(0o600)
+    return path.read_text().strip()
+
+
+SECRET_KEY = _secret_key()
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "localhost,127.0.0.1")
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", "")
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "whitenoise.runserver_nostatic",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "django_filters",
+    "drf_spectacular",
+    "django_htmx",
+    "kai_portal.accounts",
+    "kai_portal.teams",
+    "kai_portal.queues",
+    "kai_portal.cluster",
+    "kai_portal.workloads",
+    "kai_portal.scheduling",
+    "kai_portal.audit",
+    "kai_portal.demo",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "kai_portal.audit.middleware.AuditActorMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+]
+
+ROOT_URLCONF = "kai_portal.urls"
+WSGI_APPLICATION = "kai_portal.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+# --- Database --------------------------------------------------------------
+_DEFAULT_DB = f"sqlite:///{VAR_DIR / 'db.sqlite3'}"
+DATABASES = {
+    "default": dj_database_url.parse(
+        env_str("DATABASE_URL", _DEFAULT_DB),
+        conn_max_age=env_int("DB_CONN_MAX_AGE", 60, minimum=0),
+        conn_health_checks=True,
+    )
+}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    Path(DATABASES["default"]["NAME"]).parent.mkdir(parents=True, exist_ok=True)
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_USER_MODEL = "accounts.User"
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+LOGIN_URL = "admin:login"
+
+# --- Redis: cache, Celery broker, the scheduling-cycle lock ------------------
+REDIS_URL = env_str("REDIS_URL", "redis://127.0.0.1:6379/0")
+CACHES = {
+    "default": {
+        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "LOCATION": REDIS_URL,
+        "KEY_PREFIX": "kai",
+    }
+}
+
+# --- Scheduling -------------------------------------------------------------
+CLUSTER_BACKEND = env_str("CLUSTER_BACKEND", "simulated")
+if CLUSTER_BACKEND not in {"simulated", "kubernetes"}:
+    raise ImproperlyConfigured(f"CLUSTER_BACKEND={CLUSTER_BACKEND!r}: use 'simulated' or 'kubernetes'")
+SCHEDULER_NAME = env_str("SCHEDULER_NAME", "kai-scheduler")
+CYCLE_SECONDS = env_int("CYCLE_SECONDS", 5, minimum=1)
+REASON_RETENTION_DAYS = env_int("REASON_RETENTION_DAYS", 14, minimum=1)
+USAGE_RETENTION_DAYS = env_int("USAGE_RETENTION_DAYS", 90, minimum=1)
+
+CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", REDIS_URL)
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_TASK_TIME_LIMIT = 300
+CELERY_TASK_DEFAULT_QUEUE = "default"
+CELERY_BEAT_SCHEDULE = {
+    # The task arrives with the scheduling loop (issue: scheduling cycle).
+    "run-scheduling-cycle": {
+        "task": "kai_portal.scheduling.tasks.run_cycle",
+        "schedule": float(CYCLE_SECONDS),
+        "options": {"queue": "scheduling", "expires": float(CYCLE_SECONDS)},
+    },
+}
+
+# --- REST API ---------------------------------------------------------------
+REST_FRAMEWORK = {
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+}
+SPECTACULAR_SETTINGS = {"TITLE": "KAI Portal API", "VERSION": "1"}
+
+# --- Internationalisation ------------------------------------------------------
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+# --- Static files (whitenoise) -------------------------------------------------
+STATIC_URL = "static/"
+STATIC_ROOT = BASE_DIR / "staticfiles"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {
+        "BACKEND": (
+            "django.contrib.staticfiles.storage.StaticFilesStorage"
+            if DEBUG
+            else "whitenoise.storage.CompressedManifestStaticFilesStorage"
+        )
+    },
+}
+
+# --- Security: everything check --deploy wants, on whenever DEBUG is off -------
+SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", not DEBUG)
+SECURE_REDIRECT_EXEMPT = [r"^healthz$"]  # plain-HTTP container health checks
+if env_bool("TRUST_X_FORWARDED_PROTO", False):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 0 if DEBUG else 31_536_000, minimum=0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = not DEBUG
+SECURE_HSTS_PRELOAD = not DEBUG
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+SESSION_COOKIE_SECURE = not DEBUG
+CSRF_COOKIE_SECURE = not DEBUG
+SESSION_COOKIE_HTTPONLY = True
+X_FRAME_OPTIONS = "DENY"
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
+}

@@ -1,0 +1,18 @@
+"""Root URLs: pages at /<app>/, REST API at /api/v1/<app>/ (added by their apps)."""
+
+from __future__ import annotations
+
+from django.contrib import admin
+from django.urls import path
+
+from kai_portal import views
+
+admin.site.site_header = "KAI Portal administration"
+admin.site.site_title = "KAI Portal admin"
+admin.site.index_title = "Cluster, queues and teams"
+
+urlpatterns = [
+    path("", views.home, name="home"),
+    path("healthz", views.healthz, name="healthz"),
+    path("admin/", admin.site.urls),
+]

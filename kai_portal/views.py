@@ -1,0 +1,18 @@
+"""Project-level pages: the landing page and a health check."""
+
+from __future__ import annotations
+
+from django.db import connection
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import render
+
+
+def home(request: HttpRequest) -> HttpResponse:
+    return render(request, "home.html")
+
+
+def healthz(request: HttpRequest) -> JsonResponse:
+    """Liveness for containers: the process answers and the database is reachable."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1")
+    return JsonResponse({"status": "ok"})

@@ -1,0 +1,1 @@
+"""Jobs (KAI pod groups) and their pods."""

@@ -1,0 +1,206 @@
+from __future__ import annotations
+
+import uuid
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.core.validators import MinValueValidator
+from django.db import models
+from django.db.models import Q
+
+from kai_portal.core.fields import WholeNumberField
+from kai_portal.core.validation import ValidatedModel
+from kai_portal.workloads.choices import PRIORITY_VALUES, JobState, PodState, Preemptibility, PriorityClass
+
+
+class Job(ValidatedModel):
+    """A workload submitted to a leaf queue: a KAI pod group of identical tasks.
+
+    Each of its ``task_count`` pods requests the same resources: either whole
+    GPUs, or a GPU fraction, or an amount of GPU memory (on
+    ``gpu_fraction_devices`` devices), or no GPU at all; plus CPU and memory.
+    ``min_member`` is the gang minimum: that many pods start together or none
+    do (0 = fully elastic). ``duration`` is how long a pod runs on the
+    simulated cluster.
+    """
+
+    uid = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    name = models.CharField(max_length=253)
+    queue = models.ForeignKey("queues.Queue", on_delete=models.PROTECT, related_name="jobs")
+    submitter = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="jobs"
+    )
+    node_pool = models.ForeignKey(
+        "cluster.NodePool", null=True, blank=True, on_delete=models.PROTECT, related_name="jobs"
+    )
+    priority_class = models.CharField(
+        max_length=32, choices=PriorityClass.choices, default=PriorityClass.TRAIN
+    )
+    priority = models.IntegerField(blank=True, help_text="Numeric priority; empty = from the priority class.")
+    preemptibility = models.CharField(
+        max_length=16, choices=Preemptibility.choices, default=Preemptibility.DEFAULT, blank=True
+    )
+
+    task_count = WholeNumberField(
+        default=1, validators=[MinValueValidator(1, "A job needs at least 1 task (got %(show_value)s).")]
+    )
+    min_member = WholeNumberField(
+        default=1, help_text="Gang minimum: pods that must start together; 0 = elastic."
+    )
+    gpu_count = WholeNumberField(default=0, help_text="Whole GPUs per task.")
+    gpu_fraction = models.DecimalField(
+        max_digits=3, decimal_places=2, null=True, blank=True, help_text="Fraction of one GPU per task."
+    )
+    gpu_memory_mib = WholeNumberField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1, "GPU memory must be at least 1 MiB (got %(show_value)s).")],
+        help_text="MiB of one GPU's memory per task.",
+    )
+    gpu_fraction_devices = WholeNumberField(
+        default=1,
+        validators=[MinValueValidator(1, "Fractional devices must be at least 1 (got %(show_value)s).")],
+        help_text="Devices that each receive the fraction or memory (gpu-fraction-num-devices).",
+    )
+    cpu_millicores = WholeNumberField(default=0, help_text="CPU per task in millicores.")
+    memory_mib = WholeNumberField(default=0, help_text="Memory per task in MiB.")
+
+    image = models.CharField(max_length=500, blank=True)
+    command = models.TextField(blank=True)
+    duration = models.DurationField(null=True, blank=True, help_text="Run time on the simulated cluster.")
+
+    state = models.CharField(max_length=16, choices=JobState.choices, default=JobState.PENDING)
+    message = models.TextField(blank=True, help_text="Latest job-level scheduling message.")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    started_at = models.DateTimeField(null=True, blank=True, help_text="Last start (for min-runtimes).")
+    finished_at = models.DateTimeField(null=True, blank=True)
+    last_evicted_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [
+            models.Index(fields=["queue", "state"], name="job_queue_state"),
+            models.Index(fields=["state", "created_at"], name="job_state_created"),
+        ]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(gpu_fraction__isnull=True) | Q(gpu_fraction__gt=0, gpu_fraction__lt=1),
+                name="job_gpu_fraction_open_unit_interval",
+            ),
+            models.CheckConstraint(condition=Q(min_member__lte=models.F("task_count")), name="job_gang_fits"),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def is_preemptible(self) -> bool:
+        if self.preemptibility:
+            return self.preemptibility == Preemptibility.PREEMPTIBLE
+        return (self.priority if self.priority is not None else 50) < 100
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.state not in JobState.active()
+
+    def clean(self) -> None:
+        if self.priority is None and self.priority_class in PRIORITY_VALUES:
+            self.priority = PRIORITY_VALUES[PriorityClass(self.priority_class)]
+        errors: dict[str, list[str]] = {}
+        self._check_queue_is_leaf(errors)
+        self._check_gpu_request(errors)
+        if (
+            isinstance(self.min_member, int)
+            and isinstance(self.task_count, int)
+            and self.min_member > self.task_count
+        ):
+            errors.setdefault("min_member", []).append(
+                f"Gang minimum ({self.min_member}) cannot be more than "
+                f"the number of tasks ({self.task_count})."
+            )
+        if errors:
+            raise ValidationError(errors)
+
+    def _check_queue_is_leaf(self, errors: dict[str, list[str]]) -> None:
+        if self.queue_id is None:
+            return
+        moved = self._state.adding or Job.objects.filter(pk=self.pk).exclude(queue_id=self.queue_id).exists()
+        if moved and self.queue.children.exists():
+            errors.setdefault("queue", []).append(
+                f"Queue '{self.queue}' has child queues; jobs may only be submitted to leaf queues."
+            )
+
+    def _check_gpu_request(self, errors: dict[str, list[str]]) -> None:
+        fraction, memory, whole = self.gpu_fraction, self.gpu_memory_mib, self.gpu_count
+        if fraction is not None:
+            try:
+                in_range = 0 < fraction < 1
+            except TypeError:
+                in_range = True  # not a number: the field itself reports it
+            if not in_range:
+                errors.setdefault("gpu_fraction", []).append(
+                    f"GPU fraction must be strictly between 0 and 1 (got {fraction}); "
+                    "request whole GPUs for one device or more."
+                )
+        forms = [
+            label
+            for label, used in (
+                ("whole GPUs", isinstance(whole, int) and whole > 0),
+                ("a GPU fraction", fraction is not None),
+                ("GPU memory", memory is not None),
+            )
+            if used
+        ]
+        if len(forms) > 1:
+            field = "gpu_memory_mib" if memory is not None else "gpu_fraction"
+            errors.setdefault(field, []).append(
+                "Request GPUs in one way per task: whole GPUs, a GPU fraction or GPU memory "
+                f"(got {' and '.join(forms)})."
+            )
+        if self.gpu_fraction_devices not in (None, 1) and fraction is None and memory is None:
+            errors.setdefault("gpu_fraction_devices", []).append(
+                "Fractional devices only apply to a GPU fraction or GPU memory request."
+            )
+        shared = fraction is not None or memory is not None
+        if shared and self.node_pool_id is not None and not self.node_pool.gpu_sharing:
+            errors.setdefault("node_pool", []).append(
+                f"Node pool '{self.node_pool}' does not allow GPU sharing; "
+                "request whole GPUs or choose another pool."
+            )
+
+
+class Pod(models.Model):
+    """One task of a job: what is bound to a node and runs there.
+
+    ``reason`` is the latest scheduling explanation (e.g. why it is pending);
+    the full history is in ``scheduling.Decision``.
+    """
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="pods")
+    index = WholeNumberField()
+    name = models.CharField(max_length=253)
+    state = models.CharField(max_length=16, choices=PodState.choices, default=PodState.PENDING)
+    node = models.ForeignKey(
+        "cluster.Node", null=True, blank=True, on_delete=models.SET_NULL, related_name="pods"
+    )
+    gpu_devices = models.ManyToManyField("cluster.GpuDevice", blank=True, related_name="pods")
+    gpu_group = models.CharField(max_length=64, blank=True, help_text="KAI GPU group of a shared device.")
+    reason = models.TextField(blank=True)
+    reason_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["job_id", "index"]
+        constraints = [models.UniqueConstraint(fields=["job", "index"], name="pod_unique_index_in_job")]
+        indexes = [
+            models.Index(fields=["job", "state"], name="pod_job_state"),
+            models.Index(fields=["node", "state"], name="pod_node_state"),
+            models.Index(fields=["state"], name="pod_state"),
+        ]
+
+    def __str__(self) -> str:
+        return self.name

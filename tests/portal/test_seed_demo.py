@@ -1,0 +1,40 @@
+from __future__ import annotations
+
+from io import StringIO
+
+import pytest
+from django.apps import apps
+from django.core.management import call_command
+
+from kai_portal.cluster.models import GpuDevice, Node, NodePool
+from kai_portal.queues.models import Queue
+from kai_portal.workloads.models import Job
+
+pytestmark = pytest.mark.django_db
+
+
+def counts() -> dict[str, int]:
+    return {m._meta.label: m.objects.count() for m in apps.get_models() if m._meta.app_label != "sessions"}
+
+
+def test_seed_demo_is_idempotent() -> None:
+    call_command("seed_demo", stdout=StringIO())
+    first = counts()
+    call_command("seed_demo", stdout=StringIO())
+    assert counts() == first
+
+
+def test_seed_demo_builds_a_cluster_tree_and_a_job_mix(django_user_model: object) -> None:
+    call_command("seed_demo", stdout=StringIO())
+    assert NodePool.objects.count() >= 3
+    assert all(n.gpus.count() == 8 for n in Node.objects.all())
+    assert GpuDevice.objects.filter(node__pool__name="inference", memory_mib=24 * 1024).exists()
+    assert Queue.objects.filter(parent__isnull=True).count() >= 2
+    leaves = Queue.objects.filter(children__isnull=True)
+    assert all(q.team is not None for q in leaves)
+    assert Job.objects.filter(gpu_fraction__isnull=False).exists()
+    assert Job.objects.filter(gpu_memory_mib__isnull=False).exists()
+    assert Job.objects.filter(min_member__gt=1).exists()
+    assert Job.objects.filter(state="pending").exists()
+    admin = django_user_model.objects.get(username="admin")  # type: ignore[attr-defined]
+    assert admin.is_portal_admin and admin.check_password("admin")

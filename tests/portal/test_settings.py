@@ -1,0 +1,92 @@
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from django.core.cache import cache
+from django.core.exceptions import ImproperlyConfigured
+
+from kai_portal.core import env
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _manage(args: list[str], extra_env: dict[str, str], tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    clean = {k: v for k, v in os.environ.items() if k not in {"DEBUG", "SECRET_KEY", "DJANGO_SECRET_KEY"}}
+    clean.update(
+        {
+            "DJANGO_SETTINGS_MODULE": "kai_portal.settings",
+            "DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}",
+        }
+    )
+    clean.update(extra_env)
+    return subprocess.run(
+        [sys.executable, "manage.py", *args], cwd=ROOT, env=clean, capture_output=True, text=True, timeout=120
+    )
+
+
+def test_check_deploy_with_production_settings_reports_nothing(tmp_path: Path) -> None:
+    result = _manage(
+        ["check", "--deploy", "--fail-level", "WARNING"],
+        {"SECRET_KEY": "x7!Qp2-production-like-secret-key-with-enough-entropy-0123456789"},
+        tmp_path,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "System check identified no issues" in result.stdout
+
+
+def test_production_refuses_to_start_without_a_secret_key(tmp_path: Path) -> None:
+    result = _manage(["check"], {}, tmp_path)
+    assert result.returncode != 0
+    assert "SECRET_KEY is not set" in result.stderr
+
+
+def test_secret_key_can_come_from_a_file(tmp_path: Path) -> None:
+    secret = tmp_path / "key"
+    secret.write_text("x7!Qp2-file-secret-key-with-enough-entropy-for-django-0123456789\n")
+    result = _manage(
+        ["check", "--deploy", "--fail-level", "WARNING"], {"SECRET_KEY_FILE": str(secret)}, tmp_path
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize(
+    ("helper", "raw", "message"),
+    [
+        (lambda: env.env_bool("KAI_T", False), "maybe", "is not a boolean"),
+        (lambda: env.env_int("KAI_T", 5), "five", "is not an integer"),
+        (lambda: env.env_int("KAI_T", 5, minimum=1), "0", "must be at least 1"),
+    ],
+)
+def test_malformed_environment_values_are_rejected(
+    monkeypatch: pytest.MonkeyPatch, helper: object, raw: str, message: str
+) -> None:
+    monkeypatch.setenv("KAI_T", raw)
+    with pytest.raises(ImproperlyConfigured, match=message):
+        helper()  # type: ignore[operator]
+
+
+def test_environment_helpers_parse_good_values(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KAI_B", "yes")
+    monkeypatch.setenv("KAI_L", "a, b,,c")
+    assert env.env_bool("KAI_B", False) is True
+    assert env.env_list("KAI_L", "") == ["a", "b", "c"]
+    assert env.env_int("KAI_UNSET_X", 7) == 7
+
+
+def test_cache_round_trips_through_real_redis() -> None:
+    from django.conf import settings
+
+    assert settings.CACHES["default"]["BACKEND"].endswith("RedisCache")
+    cache.set("kai-test-key", {"gpus": 8}, timeout=30)
+    assert cache.get("kai-test-key") == {"gpus": 8}
+    cache.delete("kai-test-key")
+
+
+def test_tests_run_against_postgresql() -> None:
+    from django.db import connection
+
+    assert connection.vendor == "postgresql"
