@@ -12,6 +12,7 @@ from django.db.models import Q
 from kai_portal.core.units import RESOURCES, UNLIMITED
 from kai_portal.core.validation import ValidatedModel
 from kai_portal.queues import tree_rules
+from kai_portal.queues.querysets import QueueQuerySet
 
 
 def validate_quota_or_unlimited(value: Decimal | int) -> None:
@@ -122,6 +123,8 @@ class Queue(ValidatedModel):
     )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
+
+    objects = QueueQuerySet.as_manager()
 
     class Meta:
         ordering = ["name"]

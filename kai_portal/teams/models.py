@@ -4,6 +4,7 @@ from django.conf import settings
 from django.db import models
 
 from kai_portal.core.validation import ValidatedModel
+from kai_portal.teams.querysets import TeamQuerySet
 
 
 class Team(ValidatedModel):
@@ -16,6 +17,8 @@ class Team(ValidatedModel):
     members = models.ManyToManyField(
         settings.AUTH_USER_MODEL, through="Membership", related_name="teams", blank=True
     )
+
+    objects = TeamQuerySet.as_manager()
 
     class Meta:
         ordering = ["name"]

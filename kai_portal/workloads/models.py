@@ -11,6 +11,7 @@ from django.db.models import Q
 from kai_portal.core.fields import WholeNumberField
 from kai_portal.core.validation import ValidatedModel
 from kai_portal.workloads.choices import PRIORITY_VALUES, JobState, PodState, Preemptibility, PriorityClass
+from kai_portal.workloads.querysets import JobQuerySet, PodQuerySet
 
 
 class Job(ValidatedModel):
@@ -76,6 +77,8 @@ class Job(ValidatedModel):
     started_at = models.DateTimeField(null=True, blank=True, help_text="Last start (for min-runtimes).")
     finished_at = models.DateTimeField(null=True, blank=True)
     last_evicted_at = models.DateTimeField(null=True, blank=True)
+
+    objects = JobQuerySet.as_manager()
 
     class Meta:
         ordering = ["-created_at"]
@@ -192,6 +195,8 @@ class Pod(models.Model):
     updated_at = models.DateTimeField(auto_now=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+
+    objects = PodQuerySet.as_manager()
 
     class Meta:
         ordering = ["job_id", "index"]
