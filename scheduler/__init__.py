@@ -14,12 +14,13 @@ from scheduler.model import (
     TaskState,
     TopologyConstraint,
 )
-from scheduler.result import CycleResult, Event, QueueOutcome, TaskOutcome
+from scheduler.result import CycleResult, Event, Eviction, QueueOutcome, TaskOutcome
 
 __all__ = [
     "Config",
     "CycleResult",
     "Event",
+    "Eviction",
     "Job",
     "Node",
     "Queue",

@@ -28,7 +28,8 @@ def run_cycle(snapshot: Snapshot, config: Config | None = None) -> CycleResult:
     result.counters = {
         "allocated": len(result.allocations),
         "pipelined": len(result.pipelined),
-        "evicted": len(result.evictions),
+        "evicted": sum(1 for e in result.evictions if e.moved_to is None),
+        "moved": sum(1 for e in result.evictions if e.moved_to is not None),
         "pending": len(result.with_status(TaskState.PENDING)),
     }
     return result
@@ -39,9 +40,12 @@ def open_session(snapshot: Snapshot, config: Config, pool: str) -> Session:
     nodes = [n for n in snapshot.nodes if n.pool == pool]
     jobs = [j for j in snapshot.jobs if j.pool == pool]
     session = Session(pool, config, nodes, snapshot.queues, jobs)
-    for job in jobs:
-        for task in job.tasks:
-            session.load_task(task, job)
+    # Tasks pinned to GPU devices first, so that a task without a device never takes one of them.
+    for pinned in (True, False):
+        for job in jobs:
+            for task in job.tasks:
+                if bool(task.gpu_devices) == pinned:
+                    session.load_task(task, job)
     schedulable = [n for n in nodes if not n.unschedulable]
     session.capacity = {
         "gpu": float(sum(n.gpus for n in schedulable)),
@@ -74,7 +78,9 @@ def open_session(snapshot: Snapshot, config: Config, pool: str) -> Session:
 
 
 def _job_message(session: Session, job: Job) -> str | None:
-    errors = session.job_errors.get(job.name)
+    errors = session.job_errors.get(job.name, []) + [
+        n for n in session.action_notes.get(job.name, []) if n not in session.job_errors.get(job.name, [])
+    ]
     return reasons.job_message(errors) if errors else None
 
 
@@ -105,11 +111,12 @@ def _collect(session: Session, result: CycleResult) -> None:
             result.job_messages[job.name] = message
             kind = (
                 "NotReady"
-                if any(r == "NotReady" for r, _ in session.job_errors[job.name])
+                if any(r == "NotReady" for r, _ in session.job_errors.get(job.name, []))
                 else "Unschedulable"
             )
             result.events.append(Event(job.name, kind, message))
     result.events.extend(Event(o, k, m) for o, k, m in session.events)
+    result.evictions.extend(session.evictions)
     pool_out: dict[str, QueueOutcome] = {}
     for name, qs in session.queues.items():
         pool_out[name] = QueueOutcome(

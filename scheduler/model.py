@@ -115,6 +115,14 @@ class Job:
     tasks: list[Task] = field(default_factory=list)
     namespace: str = "default"
     pool: str = DEFAULT_POOL
+    # Seconds the job has been stale (a running gang below its minimum); None = not recorded.
+    stale_s: float | None = None
+    # Grace before a stale gang is evicted; None = Config.staleness_grace_period_s, negative = never.
+    staleness_grace_period_s: float | None = None
+    # Minimum pending time before this job may cause evictions (kai-semantics.md §5.5).
+    preemption_delay_s: float | None = None
+    # Seconds since this job last had pods evicted; None = never.
+    last_eviction_s: float | None = None
 
     def __post_init__(self) -> None:
         # A node selector on the pool label places the job in that pool's shard.
@@ -140,6 +148,14 @@ class Config:
     usage_window_hours: float | None = None
     usage_half_life_hours: float | None = None
     usage_k: float | None = None
+    # Scheduler default grace period of a stale gang (§3.10); negative = never evict.
+    staleness_grace_period_s: float = 60.0
+    # Consolidation looks at no more than this many victim jobs (KAI default 16).
+    max_consolidation_preemptees: int = 16
+    # Wall-clock budget of each eviction action's victim search; when spent the action ends.
+    action_time_budget_s: float = 60.0
+    # Reclaim ordering check multiplier (>= 1; larger = more conservative).
+    reclaimer_saturation_multiplier: float = 1.0
 
     @property
     def usage_enabled(self) -> bool:

@@ -9,6 +9,10 @@ from scheduler import reasons
 from scheduler.model import POOL_LABEL, Task
 from scheduler.session import EPS, NodeState, Session
 
+# CPU (millicores) and memory (MiB) sums are rounded to 6 decimals at every step (``clean``), so
+# a node filled exactly to its allocatable can show a few 1e-6 of drift; compare with this slack.
+AMOUNT_EPS = 1e-4
+
 
 @dataclass
 class Fit:
@@ -59,7 +63,7 @@ def _fraction_devices(session: Session, ns: NodeState, task: Task) -> tuple[int 
 
 def node_fit(session: Session, ns: NodeState, task: Task, selector: Mapping[str, str]) -> Fit:
     """Whether the task fits the node (into idle + releasing), and how."""
-    if not ns.schedulable:
+    if ns.node.unschedulable:
         return Fit(False, reason=reasons.NODE_UNSCHEDULABLE)
     if selector and not _selector_matches(ns, selector):
         return Fit(False, reason=reasons.NODE_SELECTOR)
@@ -68,14 +72,17 @@ def node_fit(session: Session, ns: NodeState, task: Task, selector: Mapping[str,
     now = ns.pods_idle >= 1
     devices: tuple[int, ...] = ()
     group = False
-    if task.whole_gpus:
-        free = [d for d in ns.devices if d.is_free]
-        if len(free) < task.whole_gpus:
+    whole = task.whole_gpus
+    if whole:
+        idle: list[int] = []
+        rel: list[int] = []
+        for d in ns.devices:
+            if d.active <= EPS:
+                (idle if d.releasing <= EPS else rel).append(d.index)
+        if len(idle) + len(rel) < whole:
             return Fit(False, reason=reasons.not_enough("GPUs"))
-        idle = [d.index for d in free if d.is_idle]
-        rel = [d.index for d in free if not d.is_idle]
-        devices = tuple((idle + rel)[: task.whole_gpus])
-        now = now and len(idle) >= task.whole_gpus
+        devices = tuple((idle + rel)[:whole])
+        now = now and len(idle) >= whole
     elif task.is_fractional:
         if not ns.devices:
             return Fit(False, reason=reasons.not_enough("GPUs"))
@@ -85,11 +92,11 @@ def node_fit(session: Session, ns: NodeState, task: Task, selector: Mapping[str,
             return Fit(False, reason=reasons.not_enough(what))
         devices = (index,)
         now = now and dev_now
-    if ns.cpu_idle + ns.cpu_rel < task.cpu_millis - EPS:
+    if ns.cpu_idle + ns.cpu_rel < task.cpu_millis - AMOUNT_EPS:
         return Fit(False, reason=reasons.not_enough("CPU cores"))
-    if ns.mem_idle + ns.mem_rel < task.memory_mib - EPS:
+    if ns.mem_idle + ns.mem_rel < task.memory_mib - AMOUNT_EPS:
         return Fit(False, reason=reasons.not_enough("memory"))
-    now = now and ns.cpu_idle >= task.cpu_millis - EPS and ns.mem_idle >= task.memory_mib - EPS
+    now = now and ns.cpu_idle >= task.cpu_millis - AMOUNT_EPS and ns.mem_idle >= task.memory_mib - AMOUNT_EPS
     return Fit(True, now=now, devices=devices, shares_group=group)
 
 

@@ -156,3 +156,147 @@ def topology_unsatisfied(topology: str, level: str, job: str, where: str) -> str
         f"topology {topology}, requirement {level} couldn't be satisfied for job {job}: "
         f"not enough resources in {where} to allocate the job"
     )
+
+
+# ---- eviction messages (§8) ---------------------------------------------------------------
+
+
+def evicted_by_preempt(namespace: str, pod: str, evictor_ns: str, evictor: str) -> str:
+    return f"Pod {namespace}/{pod} was preempted by higher priority workload {evictor_ns}/{evictor}"
+
+
+def evicted_by_reclaim(namespace: str, pod: str, evictor_ns: str, evictor: str, lines: Sequence[str]) -> str:
+    head = f"Pod {namespace}/{pod} was preempted by workload {evictor_ns}/{evictor}."
+    return "\n".join([head, *lines])
+
+
+def queue_usage_line(
+    queue: str,
+    used: Mapping[str, float],
+    quota: Mapping[str, float],
+    fair_share: Mapping[str, float],
+    priority: int,
+) -> str:
+    return (
+        f"{queue} uses {_vector(used)} with a quota of {_vector(quota)}, "
+        f"fair-share of {_vector(fair_share)} and queue priority of {priority}."
+    )
+
+
+def _amount(r: str, v: float) -> str:
+    return "-1" if v < 0 else human(r, v)
+
+
+def _vector(v: Mapping[str, float]) -> str:
+    return (
+        f"GPU: {_amount('gpu', v.get('gpu', 0.0))}, CPU: {_amount('cpu', v.get('cpu', 0.0))} (cores), "
+        f"memory: {_amount('memory', v.get('memory', 0.0))} (GB)"
+    )
+
+
+def evicted_by_consolidation(namespace: str, pod: str) -> str:
+    return (
+        f"Pod {namespace}/{pod} was preempted and rescheduled due to bin packing "
+        "(resource consolidation) procedure"
+    )
+
+
+def evicted_stale_gang(minimum: int, namespace: str, pod: str) -> str:
+    return (
+        f"Workload doesn't meet the minimum required number of pods ({minimum}), "
+        f"evicting remaining pod: {namespace}/{pod}"
+    )
+
+
+def stale_job(active: int, minimum: int) -> str:
+    return f"Job is stale. {active} pods are active, minMember is {minimum}"
+
+
+def go_duration(seconds: float) -> str:
+    """A duration as Go prints it: ``30s``, ``5m0s``, ``1h30m0s``."""
+    total = round(seconds, 3)
+    if total == 0:
+        return "0s"
+    sign = "-" if total < 0 else ""
+    total = abs(total)
+    h, rest = divmod(total, 3600)
+    m, sec = divmod(rest, 60)
+    sec_text = f"{sec:g}s"
+    if h:
+        return f"{sign}{int(h)}h{int(m)}m{sec_text}"
+    if m:
+        return f"{sign}{int(m)}m{sec_text}"
+    return f"{sign}{sec_text}"
+
+
+def preemption_delay(delay_s: float, until: str) -> str:
+    return (
+        f"Workload is within its preemption delay window ({go_duration(delay_s)}) and may not trigger "
+        f"evictions before {until}"
+    )
+
+
+# ---- why an eviction action could not help a pending job ------------------------------------
+# Reasons (message prefixes) of these notes; they join allocate's fit errors in the job message.
+RECLAIM_NOT_POSSIBLE = "ReclaimNotPossible"
+PREEMPT_NOT_POSSIBLE = "PreemptNotPossible"
+CONSOLIDATION_NOT_POSSIBLE = "ConsolidationNotPossible"
+PREEMPTION_DELAY_NOT_ELAPSED = "PreemptionDelayNotElapsed"
+
+
+def reclaim_over_fair_share(
+    queue: str, used: Mapping[str, float], fair_share: Mapping[str, float], requested: Mapping[str, float]
+) -> str:
+    return (
+        f"Resources cannot be reclaimed from other queues: {queue} uses {_vector(used)} with a "
+        f"fair-share of {_vector(fair_share)}, and the workload requested {_vector(requested)}, which "
+        "would take it above its fair share"
+    )
+
+
+def reclaim_np_over_quota(queue: str, quota: Mapping[str, float], requested: Mapping[str, float]) -> str:
+    return (
+        f"Resources cannot be reclaimed from other queues: non-preemptible workload requested "
+        f"{_vector(requested)}, which would take {queue} above its quota of {_vector(quota)}"
+    )
+
+
+def reclaim_no_victims(queue: str) -> str:
+    return (
+        "Resources cannot be reclaimed from other queues: no preemptible workload of another queue "
+        f"may be reclaimed for {queue} (queues at or below their fair share and quota are protected, "
+        "and so are workloads within their minimum runtime)"
+    )
+
+
+def reclaim_no_scenario(queue: str) -> str:
+    return (
+        f"Resources cannot be reclaimed from other queues: the workloads that may be reclaimed for {queue} "
+        "would not free enough resources for the workload, or only by taking a queue below its fair "
+        "share or quota"
+    )
+
+
+def preempt_no_victims(queue: str, priority: int) -> str:
+    return (
+        f"No workload can be preempted: {queue} has no preemptible workload with a priority lower "
+        f"than {priority} that is past its minimum runtime"
+    )
+
+
+def preempt_no_scenario(queue: str, priority: int) -> str:
+    return (
+        f"No workload can be preempted: evicting the preemptible workloads of {queue} with a priority "
+        f"lower than {priority} would not make room for the workload"
+    )
+
+
+def preempt_np_over_quota(queue: str) -> str:
+    return f"No workload can be preempted: a non-preemptible workload may not go above the quota of {queue}"
+
+
+def consolidation_not_possible() -> str:
+    return (
+        "Resource consolidation cannot make room: running workloads cannot be moved to other nodes "
+        "to free enough resources for the workload"
+    )

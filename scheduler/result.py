@@ -61,6 +61,37 @@ class Event:
 
 
 @dataclass
+class Eviction:
+    """One task evicted in the cycle, and why (kai-semantics.md §8)."""
+
+    task: str
+    job: str
+    queue: str
+    action: str  # reclaim | preempt | consolidation | stalegangeviction
+    message: str  # KAI's eviction message
+    evictor_job: str | None = None  # the pending job the eviction made room for
+    evictor_queue: str | None = None
+    reason: str = ""  # why this task was chosen as a victim
+    node: str | None = None  # where it was running
+    moved_to: str | None = None  # consolidation/re-placement: the node it is pipelined to
+    pool: str = "default"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "task": self.task,
+            "job": self.job,
+            "queue": self.queue,
+            "action": self.action,
+            "message": self.message,
+            "evictor_job": self.evictor_job,
+            "evictor_queue": self.evictor_queue,
+            "reason": self.reason,
+            "node": self.node,
+            "moved_to": self.moved_to,
+        }
+
+
+@dataclass
 class CycleResult:
     tasks: dict[str, TaskOutcome] = field(default_factory=dict)
     # Summed over node pools (deserved is the configured quota); per pool in pool_queues.
@@ -69,6 +100,8 @@ class CycleResult:
     job_messages: dict[str, str] = field(default_factory=dict)  # PodGroup message of jobs left pending
     events: list[Event] = field(default_factory=list)
     counters: dict[str, int] = field(default_factory=dict)
+    # Every task evicted this cycle (those re-placed elsewhere carry ``moved_to``).
+    evictions: list[Eviction] = field(default_factory=list)
 
     def with_status(self, status: TaskState) -> list[TaskOutcome]:
         return [t for t in self.tasks.values() if t.status == status]
@@ -81,11 +114,6 @@ class CycleResult:
     def pipelined(self) -> list[TaskOutcome]:
         return self.with_status(TaskState.PIPELINED)
 
-    @property
-    def evictions(self) -> list[TaskOutcome]:
-        """Tasks evicted this cycle (Releasing with an eviction reason)."""
-        return [t for t in self.with_status(TaskState.RELEASING) if t.reason]
-
     def to_json(self) -> dict[str, Any]:
         return {
             "tasks": {n: t.to_json() for n, t in self.tasks.items()},
@@ -93,4 +121,5 @@ class CycleResult:
             "jobs": self.job_messages,
             "events": [e.to_json() for e in self.events],
             "counters": self.counters,
+            "evictions": [e.to_json() for e in self.evictions],
         }

@@ -78,6 +78,17 @@ JOB_KEYS = {
     "topology",
     "task_defaults",
     "tasks",
+    # Optional job keys beyond scenario-format.md v1, all in seconds (kai-semantics.md §3.10, §5.5);
+    # each defaults to "not set":
+    #   stale_s                   how long the gang has been stale (below its minimum); None = not stale
+    #   staleness_grace_period_s  grace before a stale gang is evicted (default 60; negative = never)
+    #   preemption_delay_s        the job may not trigger evictions before max(creation, last eviction)
+    #                             + this delay (reason PreemptionDelayNotElapsed)
+    #   last_eviction_s           seconds since the job last had pods evicted
+    "stale_s",
+    "staleness_grace_period_s",
+    "preemption_delay_s",
+    "last_eviction_s",
 }
 REQUEST_KEYS = {"gpu", "gpu_memory_mib", "cpu_millis", "memory_mib"}
 TASK_KEYS = {"name", "state", "node", "gpu_device"} | REQUEST_KEYS
@@ -237,7 +248,22 @@ def _job(data: Mapping[str, Any], path: str) -> Job:
         topology=topology,
         tasks=tasks,
         pool=selector.get(POOL_LABEL, DEFAULT_POOL),
+        stale_s=_opt_seconds(d, "stale_s", name, path),
+        staleness_grace_period_s=_opt_seconds(d, "staleness_grace_period_s", name, path),
+        preemption_delay_s=_opt_seconds(d, "preemption_delay_s", name, path),
+        last_eviction_s=_opt_seconds(d, "last_eviction_s", name, path),
     )
+
+
+def _opt_seconds(d: Mapping[str, Any], key: str, job: str, path: str) -> float | None:
+    value = d.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ScenarioError(f"{path}: job {job}: {key} must be a number of seconds")
+    if key != "staleness_grace_period_s" and value < 0:
+        raise ScenarioError(f"{path}: job {job}: {key} must be >= 0")
+    return float(value)
 
 
 def parse(data: Any, path: str = "<scenario>") -> Scenario:

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from scheduler.model import RESOURCES, Config, Job, Node, Queue, Task, TaskState, clean, round_gpu
+from scheduler.result import Eviction
 
 EPS = 1e-9
 
@@ -101,6 +102,8 @@ class Placement:
     devices: tuple[int, ...] = ()
     gpu_memory: float = 0.0  # MiB per device, for fractional tasks
     charge: dict[str, float] = field(default_factory=dict)
+    promised: float = 0.0  # MiB per device a fractional pipelined task took out of releasing memory
+    from_releasing: bool = False  # placed this cycle onto releasing resources
 
 
 class Session:
@@ -135,7 +138,13 @@ class Session:
         # Fit errors and messages gathered by actions, keyed by task / job name.
         self.task_reasons: dict[str, str] = {}
         self.job_errors: dict[str, list[tuple[str, str]]] = {}
+        # Why an eviction action (reclaim, preempt, consolidation) could not help a pending job;
+        # joined to the job's fit errors in its message.
+        self.action_notes: dict[str, list[tuple[str, str]]] = {}
         self.events: list[tuple[str, str, str]] = []
+        self.evictions: list[Eviction] = []
+        # Monotonic deadline of the running eviction action (set by the action).
+        self.deadline: float | None = None
 
     # ---- queue helpers -------------------------------------------------
     def ancestors(self, queue: str) -> list[QueueState]:
@@ -281,6 +290,7 @@ class Statement:
         restore_node = self._snapshot_node(ns)
         old = s.placements.get(task.name, Placement(TaskState.PENDING))
         mem = s.device_need(task, ns.node.gpu_memory_mib) if task.is_fractional else 0.0
+        promised = 0.0
         for i in devices:
             d = ns.devices[i]
             if task.is_fractional:
@@ -288,6 +298,7 @@ class Statement:
                     d.whole = False
                 short = clean(mem - (d.memory - d.active - d.releasing))
                 if short > EPS:  # the missing part is promised out of releasing memory
+                    promised = max(promised, min(short, d.releasing))
                     d.releasing = clean(max(0.0, d.releasing - short))
                 d.active = clean(d.active + mem)
             else:
@@ -306,7 +317,7 @@ class Statement:
             "memory": task.memory_mib,
         }
         status = TaskState.PIPELINED if pipelined else TaskState.ALLOCATED
-        s.placements[task.name] = Placement(status, node, devices, mem, charge)
+        s.placements[task.name] = Placement(status, node, devices, mem, charge, promised, pipelined)
         s._charge_queues(job, charge, +1)
 
         def undo() -> None:
@@ -329,15 +340,23 @@ class Statement:
         self._undo.append(undo)
 
     def evict(self, task: Task) -> None:
-        """Mark a placed task Releasing: its node resources become releasing, its queue is uncharged."""
+        """Evict a placed task.
+
+        A task running at the snapshot becomes Releasing: its node resources turn into releasing
+        resources and its queue is no longer charged. A task placed earlier in this cycle
+        (Allocated or Pipelined) simply goes back to Pending and frees what it held.
+        """
         s = self.session
         p = s.placements[task.name]
         if p.node is None or p.status in (TaskState.PENDING, TaskState.RELEASING):
             return
+        if p.status in (TaskState.ALLOCATED, TaskState.PIPELINED):
+            self._unplace(task)
+            return
         ns = s.nodes[p.node]
         job = s.task_job[task.name]
         restore_node = self._snapshot_node(ns)
-        old = Placement(p.status, p.node, p.devices, p.gpu_memory, dict(p.charge))
+        old = p
         for i in p.devices:
             d = ns.devices[i]
             amount = p.gpu_memory if task.is_fractional else d.memory
@@ -345,11 +364,6 @@ class Statement:
             d.releasing = clean(d.releasing + amount)
             if not task.is_fractional:
                 d.whole = True
-        if p.status == TaskState.PIPELINED:
-            # A pipelined task held releasing resources; hand them back.
-            ns.cpu_rel = clean(ns.cpu_rel + task.cpu_millis)
-            ns.mem_rel = clean(ns.mem_rel + task.memory_mib)
-            ns.pods_rel += 1
         ns.cpu_rel = clean(ns.cpu_rel + task.cpu_millis)
         ns.mem_rel = clean(ns.mem_rel + task.memory_mib)
         ns.pods_rel += 1
@@ -360,5 +374,70 @@ class Statement:
             restore_node()
             s._charge_queues(job, old.charge, +1)
             s.placements[task.name] = old
+
+        self._undo.append(undo)
+
+    def _unplace(self, task: Task) -> None:
+        """Take back a placement made in this cycle: the task is Pending again."""
+        s = self.session
+        p = s.placements[task.name]
+        assert p.node is not None
+        ns = s.nodes[p.node]
+        job = s.task_job[task.name]
+        restore_node = self._snapshot_node(ns)
+        for i in p.devices:
+            d = ns.devices[i]
+            if task.is_fractional:
+                d.active = clean(max(0.0, d.active - p.gpu_memory))
+                if p.from_releasing:
+                    d.releasing = clean(d.releasing + p.promised)
+            else:
+                d.active = 0.0
+                if p.from_releasing:
+                    d.releasing = d.memory
+                else:
+                    d.whole = False
+        if p.from_releasing:
+            ns.cpu_rel = clean(ns.cpu_rel + task.cpu_millis)
+            ns.mem_rel = clean(ns.mem_rel + task.memory_mib)
+            ns.pods_rel += 1
+        else:
+            ns.cpu_idle = clean(ns.cpu_idle + task.cpu_millis)
+            ns.mem_idle = clean(ns.mem_idle + task.memory_mib)
+            ns.pods_idle += 1
+        s._charge_queues(job, p.charge, -1)
+        s.placements[task.name] = Placement(TaskState.PENDING)
+
+        def undo() -> None:
+            restore_node()
+            s._charge_queues(job, p.charge, +1)
+            s.placements[task.name] = p
+
+        self._undo.append(undo)
+
+    def unevict(self, task: Task, status: TaskState = TaskState.RUNNING) -> None:
+        """Put a task evicted in this cycle back where it was (the victim fits back in place)."""
+        s = self.session
+        p = s.placements[task.name]
+        if p.status != TaskState.RELEASING or p.node is None:
+            return
+        ns = s.nodes[p.node]
+        job = s.task_job[task.name]
+        restore_node = self._snapshot_node(ns)
+        for i in p.devices:
+            d = ns.devices[i]
+            amount = p.gpu_memory if task.is_fractional else d.memory
+            d.releasing = clean(max(0.0, d.releasing - amount))
+            d.active = clean(d.active + amount)
+        ns.cpu_rel = clean(ns.cpu_rel - task.cpu_millis)
+        ns.mem_rel = clean(ns.mem_rel - task.memory_mib)
+        ns.pods_rel -= 1
+        s._charge_queues(job, p.charge, +1)
+        s.placements[task.name] = Placement(status, p.node, p.devices, p.gpu_memory, p.charge)
+
+        def undo() -> None:
+            restore_node()
+            s._charge_queues(job, p.charge, -1)
+            s.placements[task.name] = p
 
         self._undo.append(undo)

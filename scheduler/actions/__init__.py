@@ -1,25 +1,22 @@
-"""Action registry: name -> function over a session. Part 2 adds the eviction actions."""
+"""Action registry: name -> function over a session, in KAI's default order."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
 from scheduler.actions.allocate import allocate
+from scheduler.actions.evict import consolidation, preempt, reclaim, stale_gang_eviction
 from scheduler.session import Session
 
 Action = Callable[[Session], None]
 
 
-def _not_implemented_yet(session: Session) -> None:
-    """Placeholder for actions of part 2 (consolidation, reclaim, preempt, stale gang eviction)."""
-
-
 ACTIONS: dict[str, Action] = {
     "allocate": allocate,
-    "consolidation": _not_implemented_yet,
-    "reclaim": _not_implemented_yet,
-    "preempt": _not_implemented_yet,
-    "stalegangeviction": _not_implemented_yet,
+    "consolidation": consolidation,
+    "reclaim": reclaim,
+    "preempt": preempt,
+    "stalegangeviction": stale_gang_eviction,
 }
 
 

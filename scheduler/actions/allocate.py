@@ -93,7 +93,12 @@ def pre_predicate_error(session: Session, job: Job, task: Task) -> str | None:
 
 
 def place_task(
-    session: Session, stmt: Statement, job: Job, task: Task, nodes: Sequence[NodeState]
+    session: Session,
+    stmt: Statement,
+    job: Job,
+    task: Task,
+    nodes: Sequence[NodeState],
+    pipeline_only: bool = False,
 ) -> str | None:
     """Put one task on the best fitting node; return the pod fit error when none fits."""
     fits = []
@@ -114,7 +119,7 @@ def place_task(
     if not fits:
         return reasons.fit_error(counts)
     ns, fit = score_nodes(session, task, fits)[0]
-    stmt.place(task, ns.name, fit.devices, pipelined=not fit.now)
+    stmt.place(task, ns.name, fit.devices, pipelined=pipeline_only or not fit.now)
     return None
 
 

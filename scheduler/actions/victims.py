@@ -1,0 +1,755 @@
+"""Victim search shared by consolidation, reclaim and preempt (kai-semantics.md §3.9, §4.4).
+
+A preemptor job's next step (its missing gang members, or one elastic extra) is placed by
+virtually evicting victims, re-placing whatever of them still fits elsewhere, and placing the
+preemptor (pipelined) in normal job order. Two generators propose victim sets:
+
+* a node-local greedy one: task by task, the node that needs the fewest victim tasks to take it
+  (this is what keeps large gangs cheap: whole nodes of small jobs are emptied one by one);
+* KAI's growing prefix of the victim stream (victim order), each prefix first screened by
+  a cheap capacity count and only then simulated.
+
+The prefix answer wins unless the greedy one evicts strictly fewer tasks. Impossibility is
+proved up front from capacity and (for reclaim) from how much each victim queue may lose.
+Every search is bounded by the action's time budget (``Config.action_time_budget_s``).
+"""
+
+from __future__ import annotations
+
+import heapq
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, timedelta
+
+from scheduler import gang, reasons
+from scheduler.actions.allocate import capacity_error, eligible, place_task, step_request
+from scheduler.model import RESOURCES, Job, Task, TaskState, clean
+from scheduler.ordering import allocatable_share, job_key, queue_key
+from scheduler.placement import AMOUNT_EPS, node_fit, score_nodes
+from scheduler.result import Eviction
+from scheduler.session import EPS, NodeState, QueueState, Session, Statement
+from scheduler.topology import node_sets
+
+ACTIVE = gang.ACTIVE_ALLOCATED
+
+
+@dataclass
+class Contribution:
+    """What one victim job gives in one step of the victim stream."""
+
+    job: Job
+    tasks: list[Task]
+
+
+@dataclass
+class Outcome:
+    """A simulated scenario that worked."""
+
+    victims: list[Task]  # evicted and not re-placed
+    moved: list[Task]  # evicted and re-placed elsewhere (Pipelined there)
+    contributions: list[Contribution] = field(default_factory=list)
+    origin: dict[str, str | None] = field(default_factory=dict)  # task -> node it ran on
+
+
+def now_s() -> float:
+    return time.monotonic()
+
+
+def out_of_time(session: Session) -> bool:
+    return session.deadline is not None and now_s() > session.deadline
+
+
+# ---- victim order (§4.4) ---------------------------------------------------------------------
+
+
+def active_tasks(session: Session, job: Job) -> list[Task]:
+    return [t for t in job.tasks if gang.status(session, t) in ACTIVE]
+
+
+def _charge(session: Session, task: Task) -> dict[str, float]:
+    return session.placements[task.name].charge
+
+
+def _alloc_order_key(qs: QueueState, alloc: dict[str, float], cap: dict[str, float]) -> tuple[object, ...]:
+    over = all(alloc[r] > qs.fair_share[r] + EPS for r in RESOURCES)
+    starved = all(qs.quota(r) < 0 or alloc[r] <= qs.quota(r) + EPS for r in RESOURCES)
+    zero = any(allocatable_share(qs, r) == 0 and alloc[r] > EPS for r in RESOURCES)
+    drf = 0.0
+    for r in RESOURCES:
+        a_s = allocatable_share(qs, r)
+        if a_s < 0:
+            a_s = cap.get(r, 0.0)
+        share = alloc[r] * 1000 if a_s <= 0 else alloc[r] / a_s
+        drf = max(drf, share)
+    return (over, not starved, -qs.queue.priority, zero, round(drf, 9), qs.queue.created_index, qs.name)
+
+
+def victim_stream(
+    session: Session, candidates: Sequence[Job], core_protected: set[str], limit: int | None = None
+) -> list[Contribution]:
+    """All contributions of the candidate jobs in victim order.
+
+    Top-down, the queue that would sort last for allocation gives first, its DRF share computed
+    after subtracting what it already gave and its next candidate. Inside a leaf queue: lowest
+    priority, jobs above their minimum, newest first. A job gives one elastic surplus task at a
+    time, and its whole remaining gang when it has no surplus (never for ``core_protected``).
+    """
+    names_desc = {n: i for i, n in enumerate(sorted((j.name for j in candidates), reverse=True))}
+    remaining: dict[str, list[Task]] = {}
+    heaps: dict[str, list[tuple[tuple[float, ...], str]]] = {}
+    jobs = {j.name: j for j in candidates}
+
+    def key(job: Job) -> tuple[float, ...]:
+        n = len(remaining[job.name])
+        m = job.gang_min
+        state = 0 if n < m else (1 if n == m else 2)
+        return (job.priority, -state, job.created_s, names_desc[job.name])
+
+    for job in candidates:
+        tasks = list(reversed(active_tasks(session, job)))
+        if not tasks:
+            continue
+        remaining[job.name] = tasks
+        heapq.heappush(heaps.setdefault(job.queue, []), (key(job), job.name))
+    taken: dict[str, dict[str, float]] = {}
+
+    def alloc_after(qname: str, extra: dict[str, float]) -> dict[str, float]:
+        qs = session.queues[qname]
+        t = taken.get(qname, {})
+        return {r: qs.allocated[r] - t.get(r, 0.0) - extra.get(r, 0.0) for r in RESOURCES}
+
+    def next_contribution(job: Job) -> list[Task]:
+        rem = remaining[job.name]
+        if len(rem) > job.gang_min:
+            return rem[:1]
+        if job.name in core_protected:
+            return []
+        return list(rem)
+
+    def contribution_charge(tasks: list[Task]) -> dict[str, float]:
+        out = dict.fromkeys(RESOURCES, 0.0)
+        for t in tasks:
+            for r, v in _charge(session, t).items():
+                out[r] += v
+        return out
+
+    def best_leaf(qname: str) -> tuple[str, Job] | None:
+        qs = session.queues[qname]
+        if qs.is_leaf:
+            heap = heaps.get(qname)
+            while heap:
+                job = jobs[heap[0][1]]
+                if next_contribution(job):
+                    return qname, job
+                heapq.heappop(heap)
+            return None
+        best: tuple[tuple[object, ...], tuple[str, Job]] | None = None
+        for child in qs.children:
+            cand = best_leaf(child)
+            if cand is None:
+                continue
+            extra = contribution_charge(next_contribution(cand[1]))
+            k = _alloc_order_key(session.queues[child], alloc_after(child, extra), session.capacity)
+            if best is None or k > best[0]:
+                best = (k, cand)
+        return best[1] if best else None
+
+    tops = [
+        q for q, qs in session.queues.items() if not qs.queue.parent or qs.queue.parent not in session.queues
+    ]
+    out: list[Contribution] = []
+    single_top = len(tops) == 1
+    while limit is None or len(out) < limit:
+        best: tuple[tuple[object, ...], tuple[str, Job]] | None = None
+        for top in tops:
+            cand = best_leaf(top)
+            if cand is None:
+                continue
+            if single_top:
+                best = ((), cand)
+                break
+            extra = contribution_charge(next_contribution(cand[1]))
+            k = _alloc_order_key(session.queues[top], alloc_after(top, extra), session.capacity)
+            if best is None or k > best[0]:
+                best = (k, cand)
+        if best is None:
+            break
+        leaf, job = best[1]
+        tasks = next_contribution(job)
+        out.append(Contribution(job, tasks))
+        charge = contribution_charge(tasks)
+        for qs in session.ancestors(leaf):
+            t = taken.setdefault(qs.name, dict.fromkeys(RESOURCES, 0.0))
+            for r in RESOURCES:
+                t[r] += charge[r]
+        rem = remaining[job.name]
+        del rem[: len(tasks)]
+        heap = heaps[leaf]
+        heapq.heappop(heap)
+        if rem:
+            heapq.heappush(heap, (key(job), job.name))
+    return out
+
+
+# ---- cheap capacity screening ---------------------------------------------------------------
+
+
+class FreeTracker:
+    """Free capacity on the nodes the preemptor may use, as victims are added virtually.
+
+    ``ok()`` is a necessary condition for the preemptor's tasks to fit: enough GPUs, CPU and
+    memory in total, and for every whole-GPU size g enough nodes-slots of g free devices.
+    """
+
+    def __init__(self, session: Session, nodes: Sequence[NodeState], tasks: Sequence[Task]) -> None:
+        self.session = session
+        self.nodes = {ns.name: ns for ns in nodes}
+        self.active: dict[str, list[float]] = {}
+        self.need_gpu = 0.0
+        self.need_cpu = sum(t.cpu_millis for t in tasks)
+        self.need_mem = sum(t.memory_mib for t in tasks)
+        self.need_pods = len(tasks)
+        mem_max = session.max_device_memory or 1.0
+        for t in tasks:
+            if t.whole_gpus:
+                self.need_gpu += t.whole_gpus
+            elif 0 < t.gpu < 1:
+                self.need_gpu += t.gpu
+            elif t.gpu_memory_mib > 0:
+                self.need_gpu += t.gpu_memory_mib / mem_max
+        self.sizes = sorted({t.whole_gpus for t in tasks if t.whole_gpus})
+        self.count_at_least = {g: sum(1 for t in tasks if t.whole_gpus >= g) for g in self.sizes}
+        self.free_gpu = 0.0
+        self.free_cpu = 0.0
+        self.free_mem = 0.0
+        self.free_pods = 0.0
+        self.free_dev: dict[str, int] = {}
+        self.slots = dict.fromkeys(self.sizes, 0)
+        for ns in nodes:
+            free = 0
+            for d in ns.devices:
+                self.free_gpu += max(0.0, d.memory - d.active) / d.memory if d.memory > 0 else 0.0
+                free += 1 if d.is_free else 0
+            self.free_dev[ns.name] = free
+            for g in self.sizes:
+                self.slots[g] += free // g
+            self.free_cpu += ns.cpu_idle + ns.cpu_rel
+            self.free_mem += ns.mem_idle + ns.mem_rel
+            self.free_pods += ns.pods_idle + ns.pods_rel
+
+    def add(self, task: Task) -> None:
+        p = self.session.placements[task.name]
+        if p.node not in self.nodes or p.status not in ACTIVE:
+            return
+        ns = self.nodes[p.node]
+        self.free_cpu += task.cpu_millis
+        self.free_mem += task.memory_mib
+        self.free_pods += 1
+        act = self.active.get(ns.name)
+        if act is None:
+            act = [d.active for d in ns.devices]
+            self.active[ns.name] = act
+        changed = False
+        for i in p.devices:
+            d = ns.devices[i]
+            amount = p.gpu_memory if task.is_fractional else d.memory
+            was_free = act[i] <= EPS
+            act[i] = max(0.0, act[i] - amount)
+            self.free_gpu += amount / d.memory if d.memory > 0 else 0.0
+            if not was_free and act[i] <= EPS:
+                changed = True
+                old = self.free_dev[ns.name]
+                self.free_dev[ns.name] = old + 1
+                for g in self.sizes:
+                    self.slots[g] += (old + 1) // g - old // g
+        del changed
+
+    def ok(self) -> bool:
+        if self.free_gpu + EPS < self.need_gpu or self.free_pods < self.need_pods:
+            return False
+        if self.free_cpu + AMOUNT_EPS < self.need_cpu or self.free_mem + AMOUNT_EPS < self.need_mem:
+            return False
+        return all(self.slots[g] >= self.count_at_least[g] for g in self.sizes)
+
+
+def usable_nodes(session: Session, job: Job) -> list[NodeState]:
+    sel = {k: v for k, v in job.node_selector.items() if k != "kai.scheduler/node-pool"}
+    return [
+        ns
+        for ns in session.nodes.values()
+        if ns.schedulable and all(ns.node.labels.get(k) == v for k, v in sel.items())
+    ]
+
+
+# ---- simulation (§3.9) ---------------------------------------------------------------------
+
+
+def _path(session: Session, queue: str) -> list[QueueState]:
+    return list(reversed(session.ancestors(queue)))
+
+
+def _request_of(session: Session, tasks: Sequence[Task]) -> dict[str, float]:
+    total = dict.fromkeys(RESOURCES, 0.0)
+    for t in tasks:
+        for r, v in session.pending_request(t).items():
+            total[r] = clean(total[r] + v)
+    return total
+
+
+OrderKeys = dict[str, tuple[list[QueueState], list[tuple[object, ...]], tuple[object, ...]]]
+
+
+def _order_keys(session: Session, entries: list[tuple[Job, list[Task]]]) -> OrderKeys:
+    """Queue keys along each job's path and its job key, taken once per job in the state before
+    the scenario's virtual evictions (a victim's queue still holds what it is about to give, so
+    the preemptor re-competes against the victims' queues as they stood)."""
+    keys: OrderKeys = {}
+    paths: dict[str, list[QueueState]] = {}
+    cache: dict[tuple[str, tuple[float, ...]], tuple[object, ...]] = {}
+    for job, tasks in entries:
+        path = paths.get(job.queue)
+        if path is None:
+            path = paths[job.queue] = _path(session, job.queue)
+        req = _request_of(session, tasks)
+        shape = tuple(req[r] for r in RESOURCES)
+        qkeys = []
+        for q in path:
+            k = cache.get((q.name, shape))
+            if k is None:
+                k = cache[(q.name, shape)] = queue_key(q, req, session.capacity)
+            qkeys.append(k)
+        keys[job.name] = (path, qkeys, job_key(session, job))
+    return keys
+
+
+def _order_jobs(
+    session: Session, entries: list[tuple[Job, list[Task]]], keys: OrderKeys
+) -> list[tuple[Job, list[Task]]]:
+    """Normal job order (§4.1, §4.2) of the preemptor and the victim jobs, by ``_order_keys``."""
+
+    def cmp(a: tuple[Job, list[Task]], b: tuple[Job, list[Task]]) -> int:
+        pa, ka, ja = keys[a[0].name]
+        pb, kb, jb = keys[b[0].name]
+        for i in range(min(len(pa), len(pb))):
+            if pa[i].name != pb[i].name:
+                if ka[i] != kb[i]:
+                    return -1 if ka[i] < kb[i] else 1  # type: ignore[operator]
+                ta = (pa[i].queue.created_index, pa[i].name)
+                tb = (pb[i].queue.created_index, pb[i].name)
+                return -1 if ta < tb else 1
+        if ja != jb:
+            return -1 if ja < jb else 1  # type: ignore[operator]
+        return 0
+
+    # Each leaf queue is represented by its best job (job order); the best head goes next.
+    per_leaf: dict[str, list[tuple[Job, list[Task]]]] = {}
+    for e in entries:
+        per_leaf.setdefault(e[0].queue, []).append(e)
+    for lst in per_leaf.values():
+        lst.sort(key=lambda e: keys[e[0].name][2], reverse=True)  # type: ignore[arg-type,return-value]
+    out: list[tuple[Job, list[Task]]] = []
+    while per_leaf:
+        best: tuple[Job, list[Task]] | None = None
+        for lst in per_leaf.values():
+            if best is None or cmp(lst[-1], best) < 0:
+                best = lst[-1]
+        assert best is not None
+        out.append(best)
+        lst = per_leaf[best[0].queue]
+        lst.pop()
+        if not lst:
+            del per_leaf[best[0].queue]
+    return out
+
+
+def _max_free(session: Session) -> tuple[int, float, float, float, float]:
+    """Upper bounds over nodes of free whole GPUs, free fractional memory, CPU, memory, pods."""
+    g = 0
+    frac = 0.0
+    cpu = mem = pods = 0.0
+    for ns in session.nodes.values():
+        if not ns.schedulable:
+            continue
+        g = max(g, ns.free_whole_gpus())
+        for d in ns.devices:
+            frac = max(frac, d.memory - d.active)
+        cpu = max(cpu, ns.cpu_idle + ns.cpu_rel)
+        mem = max(mem, ns.mem_idle + ns.mem_rel)
+        pods = max(pods, ns.pods_idle + ns.pods_rel)
+    return g, frac, cpu, mem, pods
+
+
+def _replace_victims(
+    session: Session, stmt: Statement, job: Job, tasks: list[Task], bound: list[float]
+) -> None:
+    """Re-place evicted tasks of one victim job (pipeline-only); a task whose best node is the one
+    it ran on is simply un-evicted. A gang that cannot reach its minimum stays evicted."""
+    cp = stmt.checkpoint()
+    nodes = list(session.nodes.values())
+    for t in tasks:
+        p = session.placements[t.name]
+        origin = p.node
+        if (
+            t.whole_gpus > bound[0]
+            or t.cpu_millis > bound[2] + AMOUNT_EPS
+            or t.memory_mib > bound[3] + AMOUNT_EPS
+            or bound[4] < 1
+        ):
+            continue
+        if (
+            t.is_fractional
+            and session.device_need(t, session.max_device_memory) > bound[1] + EPS
+            and t.gpu > 0
+        ):
+            continue
+        if capacity_error(session, job, step_request(session, [t])):
+            continue
+        fits = []
+        for ns in nodes:
+            fit = node_fit(session, ns, t, job.node_selector)
+            if fit.ok:
+                fits.append((ns, fit))
+        if not fits:
+            bound[:] = list(_max_free(session))  # tighten the screen for the victims that follow
+            continue
+        ns, fit = score_nodes(session, t, fits)[0]
+        if (
+            ns.name == origin
+            and p.status == TaskState.RELEASING
+            and (not t.is_fractional or fit.devices == p.devices)
+        ):
+            stmt.unevict(t)
+        else:
+            stmt.place(t, ns.name, fit.devices, pipelined=True)
+    if gang.active_allocated(session, job) < job.gang_min and stmt.checkpoint() > cp:
+        stmt.rollback(cp)
+        bound[:] = list(_max_free(session))
+
+
+def _place_preemptor(session: Session, stmt: Statement, job: Job, tasks: list[Task]) -> bool:
+    nodes = list(session.nodes.values())
+    sets = node_sets(session, job, tasks, nodes)
+    for node_set in sets:
+        cp = stmt.checkpoint()
+        ok = True
+        for t in tasks:
+            if place_task(session, stmt, job, t, node_set.nodes, pipeline_only=True) is not None:
+                ok = False
+                break
+        if ok:
+            return True
+        stmt.rollback(cp)
+    return False
+
+
+def simulate(
+    session: Session,
+    stmt: Statement,
+    job: Job,
+    tasks: list[Task],
+    contributions: Sequence[Contribution],
+    validate: Callable[[Outcome], bool],
+) -> Outcome | None:
+    """Evict the scenario's victims, then place preemptor and re-place victims in job order.
+    On failure everything is rolled back; on success the changes stay in ``stmt``."""
+    cp = stmt.checkpoint()
+    victims = [t for c in contributions for t in c.tasks]
+    origin = {t.name: session.placements[t.name].node for t in victims}
+    by_job: dict[str, tuple[Job, list[Task]]] = {}
+    for c in contributions:
+        by_job.setdefault(c.job.name, (c.job, []))[1].extend(c.tasks)
+    entries = [(job, tasks)] + list(by_job.values())
+    keys = _order_keys(session, entries)
+    for t in victims:
+        stmt.evict(t)
+    if capacity_error(session, job, step_request(session, tasks)):
+        stmt.rollback(cp)
+        return None
+    bound = list(_max_free(session))
+    for j, ts in _order_jobs(session, entries, keys):
+        if j is job:
+            if not _place_preemptor(session, stmt, job, tasks):
+                stmt.rollback(cp)
+                return None
+            bound = list(_max_free(session))
+        else:
+            _replace_victims(session, stmt, j, sorted(ts, key=lambda t: j.tasks.index(t)), bound)
+    real: list[Task] = []
+    moved: list[Task] = []
+    for t in victims:
+        p = session.placements[t.name]
+        if p.status in (TaskState.RELEASING, TaskState.PENDING):
+            real.append(t)
+        elif p.node != origin[t.name] or p.status == TaskState.PIPELINED:
+            moved.append(t)
+    outcome = Outcome(real, moved, list(contributions), origin)
+    if (
+        not real
+        and not moved
+        and not any(session.placements[t.name].status == TaskState.PIPELINED for t in tasks)
+    ):
+        stmt.rollback(cp)
+        return None
+    if not validate(outcome):
+        stmt.rollback(cp)
+        return None
+    return outcome
+
+
+# ---- generators ---------------------------------------------------------------------------
+
+
+def greedy_scenario(
+    session: Session, stmt: Statement, job: Job, tasks: list[Task], stream: list[Contribution]
+) -> list[Contribution] | None:
+    """Node-local greedy: for each preemptor task the usable node that needs the fewest victim
+    tasks (victims on a node taken in victim order; ties by node name). Leaves ``stmt`` as found."""
+    nodes = usable_nodes(session, job)
+    if not nodes:
+        return None
+    on_node: dict[str, list[int]] = {}
+    for i, c in enumerate(stream):
+        seen: set[str] = set()
+        for t in c.tasks:
+            n = session.placements[t.name].node
+            if n and n not in seen:
+                seen.add(n)
+                on_node.setdefault(n, []).append(i)
+    cp = stmt.checkpoint()
+    chosen: set[int] = set()
+    cache: dict[tuple[str, tuple[float, ...]], tuple[int, list[int]] | None] = {}
+
+    def shape(t: Task) -> tuple[float, ...]:
+        return (t.gpu, t.gpu_memory_mib, t.cpu_millis, t.memory_mib)
+
+    def cost(ns: NodeState, t: Task) -> tuple[int, list[int]] | None:
+        k = (ns.name, shape(t))
+        if k in cache:
+            return cache[k]
+        res: tuple[int, list[int]] | None = None
+        if node_fit(session, ns, t, job.node_selector).ok:
+            res = (0, [])
+        else:
+            sub = stmt.checkpoint()
+            n = 0
+            picked: list[int] = []
+            for i in on_node.get(ns.name, []):
+                if i in chosen:
+                    continue
+                for v in stream[i].tasks:
+                    stmt.evict(v)
+                n += len(stream[i].tasks)
+                picked.append(i)
+                if node_fit(session, ns, t, job.node_selector).ok:
+                    res = (n, picked)
+                    break
+            stmt.rollback(sub)
+        cache[k] = res
+        return res
+
+    try:
+        for t in tasks:
+            if out_of_time(session):
+                return None
+            best: tuple[int, str, list[int]] | None = None
+            for ns in nodes:
+                found = cost(ns, t)
+                if found is not None and (best is None or found[0] < best[0]):
+                    best = (found[0], ns.name, found[1])
+                    if found[0] == 0:
+                        break
+            if best is None:
+                return None
+            dirty = {best[1]}
+            for i in best[2]:
+                chosen.add(i)
+                for v in stream[i].tasks:
+                    dirty.add(session.placements[v.name].node or "")
+                    stmt.evict(v)
+            ns = session.nodes[best[1]]
+            fit = node_fit(session, ns, t, job.node_selector)
+            if not fit.ok:
+                return None
+            stmt.place(t, ns.name, fit.devices, pipelined=True)
+            for k in [k for k in cache if k[0] in dirty]:
+                del cache[k]
+        return [stream[i] for i in sorted(chosen)]
+    finally:
+        stmt.rollback(cp)
+
+
+def solve(
+    session: Session,
+    stmt: Statement,
+    job: Job,
+    tasks: list[Task],
+    stream: list[Contribution],
+    validate: Callable[[Outcome], bool],
+) -> Outcome | None:
+    """Find the victims for the preemptor's step: fewest tasks, KAI's victim order on ties."""
+    nodes = usable_nodes(session, job)
+    tracker = FreeTracker(session, nodes, tasks)
+    for c in stream:
+        for t in c.tasks:
+            tracker.add(t)
+    if not tracker.ok():
+        return None  # even every candidate victim would not make room
+    greedy = (
+        greedy_scenario(session, stmt, job, tasks, stream) if len(tasks) > 1 or len(stream) > 32 else None
+    )
+    bound = sum(len(c.tasks) for c in greedy) if greedy is not None else None
+    tracker = FreeTracker(session, nodes, tasks)
+    n = 0
+    i = 0
+    tried_greedy = False
+    while i < len(stream):
+        c = stream[i]
+        for t in c.tasks:
+            tracker.add(t)
+        n += len(c.tasks)
+        if bound is not None and not tried_greedy and n > bound:
+            # The greedy set evicts fewer tasks than any longer prefix: use it if it holds up.
+            tried_greedy = True
+            assert greedy is not None
+            out = simulate(session, stmt, job, tasks, greedy, validate)
+            if out is not None:
+                return out
+        i += 1
+        if not tracker.ok():
+            continue
+        if out_of_time(session):
+            return None
+        out = simulate(session, stmt, job, tasks, stream[:i], validate)
+        if out is not None:
+            return out
+    if greedy is not None and not tried_greedy:
+        return simulate(session, stmt, job, tasks, greedy, validate)
+    return None
+
+
+# ---- the action loop ------------------------------------------------------------------------
+
+
+Note = tuple[str, str]  # (reason, message) explaining why an action could not help a job
+
+
+def run_action(
+    session: Session,
+    action: str,
+    preemptor_ok: Callable[[Job, list[Task]], bool | Note],
+    candidates: Callable[[Job, list[Task]], tuple[list[Job], set[str]]],
+    make_validator: Callable[[Job, list[Task]], Callable[[Outcome], bool]],
+    describe: Callable[[Job, Task, Outcome], tuple[str, str]],
+    max_gain: Callable[[Job, list[Task], list[Contribution]], float] | None = None,
+    explain: Callable[[Job, str], Note | None] | None = None,
+) -> None:
+    """Pop eligible pending jobs in job order and try to make room for each one.
+
+    ``preemptor_ok`` returns True to go on, False to skip the job silently (the action does not
+    apply to it) or a note saying why the action cannot help it. ``max_gain`` bounds the GPUs the
+    victims may give at most (e.g. reclaim's quota rules); when free GPUs plus that bound cannot
+    cover the job, no victim set is ever tried. ``explain(job, "no_victims" | "no_scenario")``
+    words the note of a job the action tried and failed; notes are kept in
+    ``session.action_notes`` (dropped again when a later action helps the job)."""
+    from scheduler.ordering import JobQueue
+
+    session.deadline = now_s() + max(0.0, session.config.action_time_budget_s)
+    queue = JobQueue(session, session.capacity)
+    for candidate in session.jobs.values():
+        if not eligible(session, candidate):
+            continue
+        if within_preemption_delay(session, candidate):
+            add_note(session, candidate, preemption_delay_note(session, candidate))
+            continue
+        queue.push(candidate)
+
+    def fail(job: Job, kind: str) -> None:
+        note = explain(job, kind) if explain is not None else None
+        if note is not None:
+            add_note(session, job, note)
+
+    while (job := queue.pop()) is not None:
+        if out_of_time(session):
+            break
+        tasks = gang.step_tasks(session, job)
+        if not tasks:
+            continue
+        ok = preemptor_ok(job, tasks)
+        if ok is not True:
+            if ok is not False:
+                add_note(session, job, ok)
+            continue
+        victims, core_protected = candidates(job, tasks)
+        stream = victim_stream(session, victims, core_protected) if victims else []
+        if not stream:
+            fail(job, "no_victims")
+            continue
+        if max_gain is not None:
+            tracker = FreeTracker(session, usable_nodes(session, job), tasks)
+            if tracker.free_gpu + max_gain(job, tasks, stream) + EPS < tracker.need_gpu:
+                fail(job, "no_scenario")
+                continue
+        stmt = session.statement()
+        outcome = solve(session, stmt, job, tasks, stream, make_validator(job, tasks))
+        if outcome is None:
+            stmt.rollback()
+            fail(job, "no_scenario")
+            continue
+        stmt.commit()
+        session.action_notes.pop(job.name, None)
+        record(session, action, job, outcome, describe)
+
+
+def add_note(session: Session, job: Job, note: Note) -> None:
+    notes = session.action_notes.setdefault(job.name, [])
+    if note not in notes:
+        notes.append(note)
+
+
+def within_preemption_delay(session: Session, job: Job) -> bool:
+    return preemption_delay_left(job) > 0
+
+
+def preemption_delay_left(job: Job) -> float:
+    """Seconds until the job may trigger evictions: ``max(creation, last eviction) + delay`` (§5.5)."""
+    if job.preemption_delay_s is None:
+        return 0.0
+    waited = job.created_s if job.last_eviction_s is None else min(job.created_s, job.last_eviction_s)
+    return job.preemption_delay_s - waited
+
+
+def preemption_delay_note(session: Session, job: Job) -> Note:
+    until = session.config.now + timedelta(seconds=preemption_delay_left(job))
+    text = until.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return reasons.PREEMPTION_DELAY_NOT_ELAPSED, reasons.preemption_delay(job.preemption_delay_s or 0.0, text)
+
+
+def record(
+    session: Session,
+    action: str,
+    job: Job,
+    outcome: Outcome,
+    describe: Callable[[Job, Task, Outcome], tuple[str, str]],
+) -> None:
+    for t, moved in [(t, False) for t in outcome.victims] + [(t, True) for t in outcome.moved]:
+        vjob = session.task_job[t.name]
+        message, why = describe(job, t, outcome)
+        p = session.placements[t.name]
+        ev = Eviction(
+            task=t.name,
+            job=vjob.name,
+            queue=vjob.queue,
+            action=action,
+            message=message,
+            evictor_job=job.name,
+            evictor_queue=job.queue,
+            reason=why,
+            node=outcome.origin.get(t.name, p.node),
+            moved_to=p.node if moved else None,
+            pool=session.pool,
+        )
+        session.evictions.append(ev)
+        if not moved:
+            session.task_reasons[t.name] = message
+        session.events.append((vjob.name, "Evict", message))
