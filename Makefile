@@ -36,10 +36,12 @@ pytest: install
 
 test: lint typecheck pytest
 
-# The portal with demo data; DEBUG=1 so no secret key is needed and static files are served.
+# The portal with demo data and a live simulated cluster (an in-process scheduling loop);
+# DEBUG=1 so no secret key is needed and static files are served.
 run: install
 	DEBUG=1 $(PY) manage.py migrate --noinput
 	DEBUG=1 $(PY) manage.py seed_demo
+	DEBUG=1 $(PY) manage.py run_scheduler & trap 'kill $$!' EXIT; \
 	DEBUG=1 $(PY) manage.py runserver 127.0.0.1:8000
 
 bench: install

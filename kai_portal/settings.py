@@ -73,6 +73,7 @@ INSTALLED_APPS = [
     "rest_framework",
     "django_filters",
     "drf_spectacular",
+    "drf_spectacular_sidecar",
     "django_htmx",
     "kai_portal.accounts",
     "kai_portal.teams",
@@ -110,6 +111,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "kai_portal.core.context_processors.portal_user",
             ],
         },
     },
@@ -135,7 +137,9 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
-LOGIN_URL = "admin:login"
+LOGIN_URL = "accounts:login"
+LOGIN_REDIRECT_URL = "home"
+LOGOUT_REDIRECT_URL = "accounts:login"
 
 # --- Redis: cache, Celery broker, the scheduling-cycle lock ------------------
 REDIS_URL = env_str("REDIS_URL", "redis://127.0.0.1:6379/0")
@@ -170,12 +174,53 @@ CELERY_BEAT_SCHEDULE = {
 }
 
 # --- REST API ---------------------------------------------------------------
+# Token auth first: its WWW-Authenticate header makes unauthenticated requests 401, not 403.
 REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
-    "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
-    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "kai_portal.accounts.tokens.ApiTokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": [
+        "rest_framework.permissions.IsAuthenticated",
+        "kai_portal.accounts.tokens.TokenScopePermission",
+    ],
+    "DEFAULT_FILTER_BACKENDS": [
+        "django_filters.rest_framework.DjangoFilterBackend",
+        "rest_framework.filters.OrderingFilter",
+    ],
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_PAGINATION_CLASS": "kai_portal.core.api.StandardPagination",
+    "DEFAULT_RENDERER_CLASSES": [
+        "rest_framework.renderers.JSONRenderer",
+        "rest_framework.renderers.BrowsableAPIRenderer",
+    ],
+    "EXCEPTION_HANDLER": "kai_portal.core.api.exception_handler",
+    "COERCE_DECIMAL_TO_STRING": False,
+    "DATETIME_FORMAT": "iso-8601",
+    "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
 }
-SPECTACULAR_SETTINGS = {"TITLE": "KAI Portal API", "VERSION": "1"}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "KAI Portal API",
+    "DESCRIPTION": (
+        "Teams, queues (quotas and computed fair shares), jobs and pods, nodes, scheduling decisions "
+        "and the audit log. Authenticate with `Authorization: Bearer <token>` (tokens from your "
+        "account page) or a browser session. Units: GPU devices, CPU millicores, memory MiB; "
+        "-1 = unlimited. Errors are JSON: 400 with field messages, 401, 403 (visible but not yours "
+        "to change), 404 (not visible), 409 (stale edit or a state that forbids the change)."
+    ),
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "COMPONENT_SPLIT_REQUEST": True,
+    "ENUM_NAME_OVERRIDES": {
+        "JobStateEnum": "kai_portal.workloads.choices.JobState",
+        "PodStateEnum": "kai_portal.workloads.choices.PodState",
+        "CycleStatusEnum": "kai_portal.scheduling.models.SchedulingCycle.Status",
+    },
+}
 
 # --- Internationalisation ------------------------------------------------------
 LANGUAGE_CODE = "en-us"
@@ -220,3 +265,27 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
 }
+
+
+# --- Scheduling loop (issue 7) ------------------------------------------------
+def _env_float_or_none(name: str) -> float | None:
+    raw = env_str(name, "").strip()
+    if not raw:
+        return None
+    try:
+        return float(raw)
+    except ValueError as error:
+        raise ImproperlyConfigured(f"{name}={raw!r}: expected a number") from error
+
+
+# Time-based fair share (kai-semantics §2.5), off unless one of these is set:
+# FAIRSHARE_USAGE_WINDOW_HOURS (sliding window, default 168 when on),
+# FAIRSHARE_USAGE_HALF_LIFE_HOURS (decay; empty = no decay), FAIRSHARE_USAGE_K (default 1.0 when on).
+FAIRSHARE_USAGE_WINDOW_HOURS = _env_float_or_none("FAIRSHARE_USAGE_WINDOW_HOURS")
+FAIRSHARE_USAGE_HALF_LIFE_HOURS = _env_float_or_none("FAIRSHARE_USAGE_HALF_LIFE_HOURS")
+FAIRSHARE_USAGE_K = _env_float_or_none("FAIRSHARE_USAGE_K")
+# Seconds an evicted pod of the simulated cluster takes to release its node.
+SIMULATED_EVICTION_GRACE_SECONDS = env_int("SIMULATED_EVICTION_GRACE_SECONDS", 5, minimum=0)
+# A cycle lock whose holder died expires after this long.
+CYCLE_LOCK_TIMEOUT_SECONDS = env_int("CYCLE_LOCK_TIMEOUT_SECONDS", 120, minimum=1)
+CELERY_TASK_ROUTES = {"kai_portal.scheduling.tasks.run_cycle": {"queue": "scheduling"}}

@@ -1,9 +1,10 @@
 from __future__ import annotations
 
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.db.models import Count, QuerySet
 from django.http import HttpRequest
 
+from kai_portal.cluster import operations
 from kai_portal.cluster.models import GpuDevice, Node, NodePool
 
 
@@ -42,6 +43,24 @@ class NodeAdmin(admin.ModelAdmin):
     search_fields = ["name", "gpus__model"]
     list_select_related = ["pool"]
     inlines = [GpuDeviceInline]
+    actions = ["cordon", "uncordon", "remove"]
+
+    @admin.action(description="Cordon: keep running pods, schedule nothing new")
+    def cordon(self, request: HttpRequest, queryset: QuerySet[Node]) -> None:
+        done = sum(operations.cordon_node(node) for node in queryset)
+        self.message_user(request, f"Cordoned {done} node(s).", messages.SUCCESS)
+
+    @admin.action(description="Uncordon: take new pods again")
+    def uncordon(self, request: HttpRequest, queryset: QuerySet[Node]) -> None:
+        done = sum(operations.uncordon_node(node) for node in queryset)
+        self.message_user(request, f"Uncordoned {done} node(s).", messages.SUCCESS)
+
+    @admin.action(description="Remove: drain (pods go back to pending) and delete")
+    def remove(self, request: HttpRequest, queryset: QuerySet[Node]) -> None:
+        nodes = list(queryset)
+        moved = sum(operations.remove_node(node) for node in nodes)
+        text = f"Removed {len(nodes)} node(s); {moved} pod(s) went back to pending or failed."
+        self.message_user(request, text, messages.SUCCESS)
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Node]:
         return super().get_queryset(request).annotate(_gpu_count=Count("gpus")).distinct()

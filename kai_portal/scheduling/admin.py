@@ -5,7 +5,7 @@ from typing import Any
 from django.contrib import admin
 from django.http import HttpRequest
 
-from kai_portal.scheduling.models import Decision, JobMessage, SchedulingCycle, UsageSample
+from kai_portal.scheduling.models import Decision, JobMessage, QueueStatus, SchedulingCycle, UsageSample
 
 
 class HistoryAdmin(admin.ModelAdmin):
@@ -51,4 +51,14 @@ class UsageSampleAdmin(HistoryAdmin):
     list_filter = ["resource", "queue"]
     search_fields = ["queue__name"]
     date_hierarchy = "sampled_at"
+    list_select_related = ["queue"]
+
+
+@admin.register(QueueStatus)
+class QueueStatusAdmin(HistoryAdmin):
+    list_display = [
+        "queue", "resource", "deserved", "fair_share", "allocated", "requested", "limit", "updated_at",
+    ]  # fmt: skip
+    list_filter = ["resource"]
+    search_fields = ["queue__name"]
     list_select_related = ["queue"]

@@ -136,3 +136,37 @@ class UsageSample(models.Model):
 
     def __str__(self) -> str:
         return f"{self.queue} {self.resource} at {self.sampled_at:%Y-%m-%d %H:%M:%S}"
+
+
+class QueueStatus(models.Model):
+    """The latest fair-share numbers of one queue and resource, as of the last cycle.
+
+    One row per (queue, resource), overwritten by every cycle in the same
+    transaction that writes its decisions, so pages and the API read a queue's
+    current deserved / fair share / allocated / requested with one cheap query
+    (``queue.statuses.all()``) instead of searching the usage history.
+    Units: GPU devices, CPU millicores, memory MiB; ``-1`` = unlimited.
+    """
+
+    queue = models.ForeignKey("queues.Queue", on_delete=models.CASCADE, related_name="statuses")
+    resource = models.CharField(max_length=8, choices=UsageSample.Resource.choices)
+    cycle = models.ForeignKey(
+        SchedulingCycle, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    deserved = models.DecimalField(max_digits=16, decimal_places=2, default=0)
+    fair_share = models.DecimalField(max_digits=16, decimal_places=2, default=0)
+    allocated = models.DecimalField(max_digits=16, decimal_places=2, default=0)
+    allocated_non_preemptible = models.DecimalField(max_digits=16, decimal_places=2, default=0)
+    requested = models.DecimalField(max_digits=16, decimal_places=2, default=0)
+    limit = models.DecimalField(max_digits=16, decimal_places=2, default=-1)
+    updated_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["queue_id", "resource"]
+        verbose_name_plural = "queue statuses"
+        constraints = [
+            models.UniqueConstraint(fields=["queue", "resource"], name="queue_status_one_per_resource")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.queue} {self.resource}: fair share {self.fair_share}, allocated {self.allocated}"

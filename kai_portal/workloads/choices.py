@@ -56,6 +56,13 @@ class PodState(models.TextChoices):
         return ["bound", "running", "releasing"]
 
 
+class RestartPolicy(models.TextChoices):
+    """What an evicted job does once its pods are released."""
+
+    ON_FAILURE = "OnFailure", "OnFailure (back to pending)"
+    NEVER = "Never", "Never (the job fails)"
+
+
 class PriorityClass(models.TextChoices):
     """KAI's built-in priority classes (kai-semantics §1.7)."""
 

@@ -1,17 +1,25 @@
-"""Job state transitions that users trigger (the scheduling loop owns the rest).
+"""Job and pod state transitions: the ones users trigger and the ones the scheduling loop makes.
 
 Every transition is a conditional UPDATE on the expected old state, so a user
-cancelling a job and a cycle finishing it cannot both win.
+cancelling a job and a cycle finishing it cannot both win: the loser's UPDATE
+changes no row and it moves on.
+
+Pod life: pending -> bound (a cycle placed it) -> running (the cluster started
+it) -> succeeded; bound/running -> releasing (evicted, cancelled, or its node
+drained) -> pending again (``OnFailure``) or failed (``Never``, or its job
+ended). A job's state follows its pods (``refresh_job_states``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from datetime import datetime
 from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
 
-from kai_portal.workloads.choices import JobState, PodState
+from kai_portal.workloads.choices import JobState, PodState, RestartPolicy
 from kai_portal.workloads.models import Job, Pod
 
 
@@ -37,10 +45,146 @@ def cancel_job(job: Job, actor: Any = None) -> Job:
     reason = f"Job cancelled by {who}."
     pods = Pod.objects.filter(job=job)
     pods.filter(state__in=[PodState.BOUND, PodState.RUNNING]).update(
-        state=PodState.RELEASING, reason=reason, reason_at=now, updated_at=now
+        state=PodState.RELEASING, reason=reason, reason_at=now, updated_at=now, releasing_since=now
     )
     pods.filter(state=PodState.PENDING).update(
         state=PodState.FAILED, reason=reason, reason_at=now, finished_at=now, updated_at=now
     )
     job.refresh_from_db()
     return job
+
+
+# ----- transitions the scheduling loop and the cluster make -------------------
+
+HOLDING = [PodState.BOUND, PodState.RUNNING]
+
+
+def bind_pod(pod_id: int, node_id: int, device_ids: Iterable[int], reason: str, now: datetime) -> bool:
+    """A cycle placed a pending pod on a node. False if it is no longer pending (e.g. cancelled)."""
+    pending = Pod.objects.filter(pk=pod_id, state=PodState.PENDING, job__state__in=JobState.active())
+    changed = pending.update(
+        state=PodState.BOUND, node_id=node_id, reason=reason, reason_at=now, updated_at=now,
+        releasing_since=None,
+    )  # fmt: skip
+    if changed:
+        Pod.gpu_devices.through.objects.filter(pod_id=pod_id).delete()
+        Pod.gpu_devices.through.objects.bulk_create(
+            Pod.gpu_devices.through(pod_id=pod_id, gpudevice_id=d) for d in device_ids
+        )
+    return bool(changed)
+
+
+def start_pods(pod_ids: Iterable[int], now: datetime) -> int:
+    """Bound pods began running on their nodes."""
+    return Pod.objects.filter(pk__in=list(pod_ids), state=PodState.BOUND).update(
+        state=PodState.RUNNING, started_at=now, updated_at=now
+    )
+
+
+def succeed_pods(pod_ids: Iterable[int], now: datetime) -> int:
+    """Running pods finished their work; they free their node and GPUs."""
+    ids = list(pod_ids)
+    changed = Pod.objects.filter(pk__in=ids, state=PodState.RUNNING).update(
+        state=PodState.SUCCEEDED, finished_at=now, updated_at=now, node=None, reason="Completed.",
+        reason_at=now,
+    )  # fmt: skip
+    Pod.gpu_devices.through.objects.filter(pod_id__in=ids).delete()
+    return changed
+
+
+def evict_pod(pod_id: int, message: str, now: datetime) -> bool:
+    """A cycle evicted a bound or running pod: it releases its resources, then returns or fails."""
+    changed = Pod.objects.filter(pk=pod_id, state__in=HOLDING).update(
+        state=PodState.RELEASING, reason=message, reason_at=now, releasing_since=now, updated_at=now
+    )
+    if changed:
+        Job.objects.filter(pods__pk=pod_id).update(last_evicted_at=now, updated_at=now)
+    return bool(changed)
+
+
+def release_pod(pod: Pod, now: datetime, reason: str | None = None) -> str:
+    """A releasing (or drained) pod let go of its node. Returns the pod's new state.
+
+    Its job decides what comes next: an ended job's pod ends as failed; a live
+    job with restart policy ``OnFailure`` gets the pod back as pending (it is
+    recreated); with ``Never`` the whole job fails.
+    """
+    job = pod.job
+    text = reason or pod.reason
+    if job.state in JobState.active() and job.restart_policy == RestartPolicy.ON_FAILURE:
+        new_state = PodState.PENDING
+        fields: dict[str, Any] = {"finished_at": None, "started_at": None}
+    else:
+        new_state = PodState.FAILED
+        fields = {"finished_at": now}
+    changed = Pod.objects.filter(pk=pod.pk, state__in=[PodState.RELEASING, *HOLDING]).update(
+        state=new_state, node=None, releasing_since=None, reason=text, reason_at=now, updated_at=now, **fields
+    )
+    if not changed:
+        return pod.state
+    Pod.gpu_devices.through.objects.filter(pod_id=pod.pk).delete()
+    if new_state == PodState.FAILED and job.state in JobState.active():
+        fail_job(job, f"Pod {pod.name} was evicted and the job's restart policy is Never.", now)
+    return new_state
+
+
+@transaction.atomic
+def fail_job(job: Job, message: str, now: datetime) -> bool:
+    """End an active job as failed: pods on nodes release, pending pods fail."""
+    changed = Job.objects.filter(pk=job.pk, state__in=JobState.active()).update(
+        state=JobState.FAILED, message=message, finished_at=now, updated_at=now, stale_since=None
+    )
+    if not changed:
+        return False
+    pods = Pod.objects.filter(job_id=job.pk)
+    pods.filter(state__in=HOLDING).update(
+        state=PodState.RELEASING, reason=message, reason_at=now, releasing_since=now, updated_at=now
+    )
+    pods.filter(state=PodState.PENDING).update(
+        state=PodState.FAILED, reason=message, reason_at=now, finished_at=now, updated_at=now
+    )
+    job.state = JobState.FAILED
+    return True
+
+
+def refresh_job_states(job_ids: Iterable[int], now: datetime) -> None:
+    """Derive each active job's state from its pods (conditional on the state read).
+
+    * succeeded: every pod succeeded;
+    * failed: some pod failed and none is alive any more;
+    * running: at least the gang minimum of pods is bound or running
+      (``started_at`` is set on entering running: the last start, for min-runtimes);
+    * pending otherwise.
+
+    Also keeps ``stale_since``: set when a gang first has some but fewer than
+    its minimum pods on nodes (and none succeeded), cleared when that ends.
+    """
+    jobs = Job.objects.filter(pk__in=list(job_ids), state__in=JobState.active()).prefetch_related("pods")
+    for job in jobs:
+        states = [p.state for p in job.pods.all()]
+        gang = max(job.min_member, 1)
+        holding = sum(1 for s in states if s in HOLDING)
+        used = holding + states.count(PodState.RELEASING)
+        alive = used + states.count(PodState.PENDING)
+        if states and all(s == PodState.SUCCEEDED for s in states):
+            new = JobState.SUCCEEDED
+        elif PodState.FAILED in states and alive == 0:
+            new = JobState.FAILED
+        elif holding >= gang or (PodState.SUCCEEDED in states and holding > 0):
+            new = JobState.RUNNING
+        else:
+            new = JobState.PENDING
+        stale = 0 < used < gang and PodState.SUCCEEDED not in states
+        updates: dict[str, Any] = {}
+        if new != job.state:
+            updates["state"] = new
+            if new == JobState.RUNNING:
+                updates["started_at"] = now
+            if new in (JobState.SUCCEEDED, JobState.FAILED):
+                updates["finished_at"] = now
+        if stale and job.stale_since is None:
+            updates["stale_since"] = now
+        elif not stale and job.stale_since is not None:
+            updates["stale_since"] = None
+        if updates:
+            Job.objects.filter(pk=job.pk, state=job.state).update(updated_at=now, **updates)

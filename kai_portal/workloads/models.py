@@ -10,7 +10,14 @@ from django.db.models import Q
 
 from kai_portal.core.fields import WholeNumberField
 from kai_portal.core.validation import ValidatedModel
-from kai_portal.workloads.choices import PRIORITY_VALUES, JobState, PodState, Preemptibility, PriorityClass
+from kai_portal.workloads.choices import (
+    PRIORITY_VALUES,
+    JobState,
+    PodState,
+    Preemptibility,
+    PriorityClass,
+    RestartPolicy,
+)
 from kai_portal.workloads.querysets import JobQuerySet, PodQuerySet
 
 
@@ -77,6 +84,23 @@ class Job(ValidatedModel):
     started_at = models.DateTimeField(null=True, blank=True, help_text="Last start (for min-runtimes).")
     finished_at = models.DateTimeField(null=True, blank=True)
     last_evicted_at = models.DateTimeField(null=True, blank=True)
+    restart_policy = models.CharField(
+        max_length=16,
+        choices=RestartPolicy.choices,
+        default=RestartPolicy.ON_FAILURE,
+        help_text="What happens to an evicted job: OnFailure = back to pending, Never = it fails.",
+    )
+    stale_since = models.DateTimeField(
+        null=True, blank=True, help_text="When the running gang first fell below its minimum (§3.10)."
+    )
+    # Set for jobs the Kubernetes backend found in the cluster (not submitted in the portal).
+    namespace = models.CharField(max_length=253, blank=True, help_text="Kubernetes namespace, if any.")
+    cluster_key = models.CharField(
+        max_length=600,
+        blank=True,
+        db_index=True,
+        help_text="namespace/kind/name of the pod group in the cluster.",
+    )
 
     objects = JobQuerySet.as_manager()
 
@@ -195,6 +219,9 @@ class Pod(models.Model):
     updated_at = models.DateTimeField(auto_now=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    releasing_since = models.DateTimeField(
+        null=True, blank=True, help_text="When eviction or deletion began (Kubernetes deletionTimestamp)."
+    )
 
     objects = PodQuerySet.as_manager()
 

@@ -3,7 +3,13 @@
 Plain Python on purpose (no Django): the scheduling loop converts these data
 classes with its own adapter. Import the Kubernetes backend from
 `kai_portal.cluster.backends.kubernetes`; it pulls in the kubernetes client.
+`get_backend()` picks the configured backend (``settings.CLUSTER_BACKEND``).
 """
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
 
 from .base import (
     ApplyReport,
@@ -22,6 +28,30 @@ from .base import (
     TaskStatus,
 )
 
+_kubernetes_backend: ClusterBackend | None = None
+
+
+def get_backend(clock: Callable[[], datetime] | None = None) -> ClusterBackend:
+    """The cluster backend named by ``settings.CLUSTER_BACKEND``.
+
+    The simulated backend keeps its state in the database, so a fresh one per
+    cycle is fine and ``clock`` sets its time. The Kubernetes backend keeps a
+    watch cache between cycles, so one instance lives per process.
+    """
+    global _kubernetes_backend
+    from django.conf import settings
+
+    if settings.CLUSTER_BACKEND == "kubernetes":
+        if _kubernetes_backend is None:
+            from .kubernetes import KubernetesBackend
+
+            _kubernetes_backend = KubernetesBackend(scheduler_name=settings.SCHEDULER_NAME)
+        return _kubernetes_backend
+    from .simulated import SimulatedBackend
+
+    return SimulatedBackend(clock=clock)
+
+
 __all__ = [
     "ApplyReport",
     "Bind",
@@ -37,4 +67,5 @@ __all__ = [
     "PodEvent",
     "PodSpecRequest",
     "TaskStatus",
+    "get_backend",
 ]

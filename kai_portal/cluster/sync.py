@@ -1,0 +1,156 @@
+"""Bring what a cluster backend observed into the portal's rows (the Kubernetes backend).
+
+The cluster is the source of truth for nodes and pods there:
+
+* nodes: one ``Node`` per observed node (created, updated, deleted), its pool
+  from the pool label, its ``GpuDevice`` rows ``0..gpu_count-1``;
+* pods: grouped into jobs by their pod group (``JobRef``); a job seen for the
+  first time becomes a ``Job`` row with ``cluster_key`` set, in the queue its
+  pods name (pods naming no known queue are skipped and logged: KAI reports
+  them as ``QueueDoesNotExist``); each pod's phase, node and GPU devices are
+  copied onto its ``Pod`` row;
+* a pod row of a cluster job whose pod is gone from the cluster ends as failed.
+
+The simulated backend never needs this: its rows are its cluster.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from datetime import datetime
+from decimal import Decimal
+
+from kai_portal.cluster.backends import ClusterState, ObservedNode, ObservedPod, TaskStatus
+from kai_portal.cluster.models import GpuDevice, Node, NodePool
+from kai_portal.queues.models import Queue
+from kai_portal.workloads import lifecycle
+from kai_portal.workloads.choices import PRIORITY_VALUES, JobState, PodState, PriorityClass
+from kai_portal.workloads.models import Job, Pod
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_POOL = "default"
+UNKNOWN_GPU_MEMORY_MIB = 1  # "not synced": no GPU-memory request fits (ObservedNode.gpu_memory_mib None)
+POD_STATE = {
+    TaskStatus.PENDING: PodState.PENDING,
+    TaskStatus.GATED: PodState.PENDING,
+    TaskStatus.BOUND: PodState.BOUND,
+    TaskStatus.RUNNING: PodState.RUNNING,
+    TaskStatus.RELEASING: PodState.RELEASING,
+    TaskStatus.SUCCEEDED: PodState.SUCCEEDED,
+    TaskStatus.FAILED: PodState.FAILED,
+    TaskStatus.UNKNOWN: PodState.FAILED,
+}
+
+
+def sync_cluster_state(state: ClusterState, now: datetime) -> None:
+    """Make the node, job and pod rows match an observation. Call inside a transaction."""
+    nodes = _sync_nodes(state.nodes)
+    _sync_pods(state.pods, nodes, now)
+
+
+def _sync_nodes(observed: dict[str, ObservedNode]) -> dict[str, Node]:
+    pools = {p.name: p for p in NodePool.objects.all()}
+    rows = {n.name: n for n in Node.objects.all()}
+    for name in set(rows) - set(observed):
+        rows.pop(name).delete()  # pods keep their rows; their node becomes empty
+    for name, obs in observed.items():
+        pool_name = obs.pool or DEFAULT_POOL
+        if pool_name not in pools:
+            pools[pool_name], _ = NodePool.objects.get_or_create(name=pool_name)
+        node = rows.get(name) or Node(name=name)
+        node.pool = pools[pool_name]
+        node.cpu_millicores = obs.cpu_millis
+        node.memory_mib = obs.memory_mib
+        node.schedulable = not obs.unschedulable and not obs.pressure_conditions
+        node.ready = obs.ready
+        node.labels = dict(obs.labels)
+        node.save(validate=False)
+        rows[name] = node
+        devices = {d.index: d for d in node.gpus.all()}
+        GpuDevice.objects.filter(node=node, index__gte=obs.gpu_count).delete()
+        for i in range(obs.gpu_count):
+            device = devices.get(i) or GpuDevice(node=node, index=i)
+            device.model = obs.gpu_product or "unknown"
+            device.memory_mib = obs.gpu_memory_mib or UNKNOWN_GPU_MEMORY_MIB
+            device.save(validate=False)
+    return rows
+
+
+def _sync_pods(observed: dict[tuple[str, str], ObservedPod], nodes: dict[str, Node], now: datetime) -> None:
+    by_job: dict[str, list[ObservedPod]] = defaultdict(list)
+    for pod in observed.values():
+        by_job[pod.job.key].append(pod)
+    jobs = {j.cluster_key: j for j in Job.objects.exclude(cluster_key="").select_related("queue")}
+    queues = {q.name: q for q in Queue.objects.all()}
+    seen: set[int] = set()
+    touched: set[int] = set()
+    for key, pods in by_job.items():
+        job = jobs.get(key) or _new_job(key, pods, queues)
+        if job is None:
+            continue
+        touched.add(job.pk)
+        rows = {p.name: p for p in job.pods.all()}
+        next_index = max((p.index for p in rows.values()), default=-1) + 1
+        for obs in sorted(pods, key=lambda p: p.name):
+            row = rows.get(obs.name)
+            if row is None:
+                row = Pod(job=job, index=next_index, name=obs.name)
+                next_index += 1
+            node = nodes.get(obs.node or "")
+            row.state = POD_STATE[obs.status]
+            row.node = node
+            row.releasing_since = obs.deletion_timestamp
+            if row.state == PodState.RUNNING and row.started_at is None:
+                row.started_at = now
+            row.save()
+            seen.add(row.pk)
+            device_ids = list(
+                GpuDevice.objects.filter(node=node, index__in=obs.gpu_devices).values_list("pk", flat=True)
+            ) if node else []  # fmt: skip
+            if sorted(device_ids) != sorted(row.gpu_devices.values_list("pk", flat=True)):
+                row.gpu_devices.set(device_ids)
+        Job.objects.filter(pk=job.pk).update(task_count=max(next_index, job.task_count))
+    gone = (
+        Pod.objects.exclude(job__cluster_key="")
+        .exclude(pk__in=seen)
+        .exclude(state__in=[PodState.SUCCEEDED, PodState.FAILED])
+    )
+    touched.update(gone.values_list("job_id", flat=True))
+    gone.update(
+        state=PodState.FAILED, node=None, finished_at=now, reason="The pod no longer exists in the cluster."
+    )
+    lifecycle.refresh_job_states(touched, now)
+
+
+def _new_job(key: str, pods: list[ObservedPod], queues: dict[str, Queue]) -> Job | None:
+    first = pods[0]
+    queue = queues.get(first.queue or "")
+    if queue is None:
+        logger.warning("pods of %s name no known queue (%r); skipped", key, first.queue)
+        return None
+    priority_class = (
+        first.priority_class if first.priority_class in PriorityClass.values else PriorityClass.TRAIN
+    )
+    gpu = first.gpu
+    job = Job(
+        name=first.job.name,
+        namespace=first.namespace,
+        cluster_key=key,
+        queue=queue,
+        priority_class=priority_class,
+        priority=PRIORITY_VALUES[PriorityClass(priority_class)],
+        preemptibility=first.preemptibility or "",
+        task_count=len(pods),
+        min_member=1,
+        gpu_count=0 if gpu.shared else gpu.whole,
+        gpu_fraction=Decimal(str(gpu.fraction)) if gpu.fraction is not None else None,
+        gpu_memory_mib=gpu.memory_mib if gpu.fraction is None else None,
+        gpu_fraction_devices=gpu.num_devices,
+        cpu_millicores=first.cpu_millis,
+        memory_mib=first.memory_mib,
+        state=JobState.PENDING,
+    )
+    job.save(validate=False)
+    return job

@@ -1,0 +1,14 @@
+from __future__ import annotations
+
+from rest_framework.routers import DefaultRouter
+
+from kai_portal.scheduling.api import views
+
+app_name = "scheduling-api"
+
+router = DefaultRouter(trailing_slash=True)
+router.include_root_view = False
+router.register("cycles", views.CycleViewSet, basename="cycle")
+router.register("decisions", views.DecisionViewSet, basename="decision")
+router.register("job-messages", views.JobMessageViewSet, basename="jobmessage")
+urlpatterns = router.urls

@@ -1,0 +1,260 @@
+"""Engine to rows and cluster: what a ``CycleResult`` means for the backend and the database.
+
+``cluster_operations`` turns a result into the backend's binds, evictions and
+events; ``persist_result`` writes the result (and the backend's report on
+carrying it out) in the caller's transaction:
+
+* pods: allocated -> bound on their node and GPU devices; evicted -> releasing;
+  a failed bind or eviction leaves the pod as it was, with the error as its
+  reason, so the next cycle simply tries again;
+* ``Pod.reason`` / ``Job.message``: the latest explanation;
+* ``Decision`` rows: one per pod per cycle for allocated, pipelined and
+  evicted. *Unschedulable* decisions are stored only when the pod's reason
+  text changed since the last one (a pod pending for an hour keeps one row per
+  distinct reason, not 720), and ``JobMessage`` rows likewise only when the
+  job message changed. ``Pod.reason`` always holds the current text;
+* job states from their pods (``lifecycle.refresh_job_states``);
+* usage samples and the per-queue ``QueueStatus`` (``usage.record_usage``);
+* the cycle record's counts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from kai_portal.cluster.backends import ApplyReport, Bind, EventType, Evict, PodEvent
+from kai_portal.scheduling import usage
+from kai_portal.scheduling.models import Decision, JobMessage, SchedulingCycle
+from kai_portal.scheduling.snapshot import CycleInput, PodRef
+from kai_portal.workloads import lifecycle
+from kai_portal.workloads.models import Job, Pod
+from scheduler import CycleResult, TaskState
+
+REASON_CODES = ("OverLimit", "NonPreemptibleOverQuota", "PodSchedulingErrors", "PreemptionDelayNotElapsed",
+                "QueueDoesNotExist", "NotReady")  # fmt: skip
+ACTIONS = {
+    "reclaim": Decision.Action.RECLAIM,
+    "preempt": Decision.Action.PREEMPT,
+    "consolidation": Decision.Action.CONSOLIDATION,
+    "stalegangeviction": Decision.Action.STALE_GANG,
+}
+# The Evict operation's action names (kai-semantics.md §8, evictor-action-type).
+EVICT_ACTIONS = {"stalegangeviction": "stale-gang"}
+
+
+@dataclass
+class Operations:
+    binds: list[Bind] = field(default_factory=list)
+    evictions: list[Evict] = field(default_factory=list)
+    events: list[PodEvent] = field(default_factory=list)
+
+
+def cluster_operations(inp: CycleInput, result: CycleResult) -> Operations:
+    """The backend calls that carry out a result: binds, evictions, and the reasons as events."""
+    ops = Operations()
+    index = inp.index
+    for name, outcome in sorted(result.tasks.items()):
+        ref = index.tasks.get(name)
+        if ref is None:
+            continue
+        if outcome.status == TaskState.ALLOCATED and outcome.node:
+            fraction = _fraction(inp, outcome.job)
+            ops.binds.append(
+                Bind(
+                    ref.namespace,
+                    ref.name,
+                    outcome.node,
+                    gpu_devices=list(outcome.gpu_devices),
+                    gpu_fraction=fraction,
+                    pool=index.node_pools.get(outcome.node),
+                )
+            )
+    for eviction in result.evictions:
+        ref = index.tasks.get(eviction.task)
+        if ref is None:
+            continue
+        evictor = index.jobs.get(eviction.evictor_job or "")
+        ops.evictions.append(
+            Evict(
+                ref.namespace,
+                ref.name,
+                eviction.message,
+                action=EVICT_ACTIONS.get(eviction.action, eviction.action),
+                evictor_namespace=evictor.namespace if evictor else None,
+                evictor_job=evictor.name if evictor else None,
+            )
+        )
+    # Task and job names may coincide (a lone pod is its own job), so pod events come
+    # from the task outcomes and pod-group events from the job messages.
+    for name, outcome in sorted(result.tasks.items()):
+        ref = index.tasks.get(name)
+        if ref is not None and outcome.status == TaskState.PENDING and outcome.reason:
+            ops.events.append(
+                PodEvent(ref.namespace, ref.name, EventType.WARNING, "Unschedulable", outcome.reason)
+            )
+    for name, message in sorted(result.job_messages.items()):
+        job = index.jobs.get(name)
+        if job is not None:
+            kind = "NotReady" if message.startswith("NotReady") else "Unschedulable"
+            ops.events.append(
+                PodEvent(job.namespace, job.name, EventType.NORMAL, kind, message, kind="PodGroup")
+            )
+    for event in result.events:
+        if event.kind == "StaleJob" and event.object in index.jobs:
+            job = index.jobs[event.object]
+            ops.events.append(
+                PodEvent(
+                    job.namespace, job.name, EventType.NORMAL, event.kind, event.message, kind="PodGroup"
+                )
+            )
+    return ops
+
+
+def _fraction(inp: CycleInput, job_name: str) -> float | None:
+    for job in inp.snapshot.jobs:
+        if job.name == job_name:
+            task = job.tasks[0] if job.tasks else None
+            return task.gpu if task is not None and 0 < task.gpu < 1 else None
+    return None
+
+
+def reason_code(text: str) -> str:
+    """KAI's reason code at the head of a message (``OverLimit: ...``), else ``Unschedulable``."""
+    head = text.split(":", 1)[0].strip()
+    return head if head in REASON_CODES else "Unschedulable"
+
+
+def persist_result(
+    cycle: SchedulingCycle,
+    inp: CycleInput,
+    result: CycleResult,
+    report: ApplyReport,
+    now: datetime,
+) -> SchedulingCycle:
+    """Write one cycle's decisions, reasons, job states and usage. Call inside a transaction."""
+    index = inp.index
+    failed = {(r.operation, r.namespace, r.name): r.error or "failed" for r in report.failures}
+    decisions: list[Decision] = []
+    touched_jobs: set[int] = {ref.job_id for ref in index.tasks.values()}
+    counts = {"allocated": 0, "pipelined": 0, "evicted": 0, "unschedulable": 0}
+
+    evicted = {e.task: e for e in result.evictions}
+    for name, outcome in result.tasks.items():
+        ref = index.tasks.get(name)
+        if ref is None:
+            continue
+        node_id = index.nodes.get(outcome.node or "")
+        if outcome.status == TaskState.ALLOCATED and node_id is not None:
+            error = failed.get(("bind", ref.namespace, ref.name))
+            if error is not None:
+                message = f"Failed to bind pod {ref.namespace}/{ref.name} to node {outcome.node}. {error}"
+                Pod.objects.filter(pk=ref.pod_id).update(reason=message, reason_at=now)
+                decisions.append(_decision(cycle, ref, Decision.Kind.UNSCHEDULABLE, "FailedBinding", message))
+                counts["unschedulable"] += 1
+                continue
+            devices = [
+                index.devices[(node_id, i)] for i in outcome.gpu_devices if (node_id, i) in index.devices
+            ]
+            pool = index.node_pools.get(outcome.node or "", "default")
+            pod = f"{ref.namespace}/{ref.name}"
+            text = f"Successfully assigned pod {pod} to node {outcome.node} at node-pool {pool}"
+            if lifecycle.bind_pod(ref.pod_id, node_id, devices, text, now):
+                counts["allocated"] += 1
+                decisions.append(
+                    _decision(cycle, ref, Decision.Kind.ALLOCATED, "Scheduled", text,
+                              action=Decision.Action.ALLOCATE, node_id=node_id)
+                )  # fmt: skip
+        elif outcome.status == TaskState.PIPELINED:
+            counts["pipelined"] += 1
+            text = (
+                f"Pipelined to node {outcome.node}: it starts there once resources being released are free."
+            )
+            if name not in evicted:
+                Pod.objects.filter(pk=ref.pod_id, state="pending").update(reason=text, reason_at=now)
+            decisions.append(
+                _decision(cycle, ref, Decision.Kind.PIPELINED, "Pipelined", text, node_id=node_id)
+            )
+        elif outcome.status == TaskState.PENDING and outcome.reason:
+            counts["unschedulable"] += 1
+            if outcome.reason != ref.reason:
+                Pod.objects.filter(pk=ref.pod_id).update(reason=outcome.reason, reason_at=now)
+                decisions.append(
+                    _decision(
+                        cycle, ref, Decision.Kind.UNSCHEDULABLE, reason_code(outcome.reason), outcome.reason
+                    )
+                )
+
+    for task, eviction in evicted.items():
+        ref = index.tasks.get(task)
+        if ref is None:
+            continue
+        error = failed.get(("evict", ref.namespace, ref.name))
+        evictor = index.jobs.get(eviction.evictor_job or "")
+        message = eviction.message if error is None else f"Eviction failed: {error}. {eviction.message}"
+        if error is None and lifecycle.evict_pod(ref.pod_id, eviction.message, now):
+            counts["evicted"] += 1
+        decisions.append(
+            Decision(
+                cycle=cycle,
+                pod_id=ref.pod_id,
+                job_id=ref.job_id,
+                kind=Decision.Kind.EVICTED,
+                action=ACTIONS.get(eviction.action, Decision.Action.NONE),
+                node_id=index.nodes.get(eviction.node or "") or ref.node_id,
+                evictor_job_id=evictor.job_id if evictor else None,
+                evictor_queue_id=index.queues.get(eviction.evictor_queue or ""),
+                reason="Evict" if error is None else "FailedEviction",
+                message=message + (f"\n{eviction.reason}" if eviction.reason else ""),
+            )
+        )
+    Decision.objects.bulk_create(decisions)
+
+    _persist_job_messages(cycle, inp, result)
+    lifecycle.refresh_job_states(touched_jobs, now)
+    usage.record_usage(cycle, index.queues, result.queues, now)
+
+    cycle.allocated_count = counts["allocated"]
+    cycle.pipelined_count = counts["pipelined"]
+    cycle.evicted_count = counts["evicted"]
+    cycle.unschedulable_count = counts["unschedulable"]
+    cycle.counters = {**result.counters, "apply_failures": len(report.failures)}
+    cycle.status = SchedulingCycle.Status.SUCCEEDED
+    cycle.save()
+    return cycle
+
+
+def _decision(
+    cycle: SchedulingCycle,
+    ref: PodRef,
+    kind: str,
+    reason: str,
+    message: str,
+    *,
+    action: str = Decision.Action.NONE,
+    node_id: int | None = None,
+) -> Decision:
+    return Decision(
+        cycle=cycle,
+        pod_id=ref.pod_id,
+        job_id=ref.job_id,
+        kind=kind,
+        action=action,
+        node_id=node_id,
+        reason=reason[:64],
+        message=message,
+    )
+
+
+def _persist_job_messages(cycle: SchedulingCycle, inp: CycleInput, result: CycleResult) -> None:
+    rows = []
+    for engine_name, ref in inp.index.jobs.items():
+        message = result.job_messages.get(engine_name, "")
+        if message == ref.message:
+            continue
+        Job.objects.filter(pk=ref.job_id).update(message=message)
+        if message:
+            rows.append(
+                JobMessage(cycle=cycle, job_id=ref.job_id, reason=reason_code(message), message=message)
+            )
+    JobMessage.objects.bulk_create(rows)

@@ -1,0 +1,241 @@
+"""Rows to engine: build the ``scheduler.Snapshot`` of one cycle from the database.
+
+The only place that turns portal rows into engine data classes (the reverse
+is ``scheduling/results.py``). One query per model; no model instance leaks
+into the engine.
+
+The engine knows tasks and jobs by name only, so names must be unique in a
+snapshot. A job keeps its own name unless another job in the snapshot has it
+too (two teams may both run ``train``); then it becomes ``<name>-<pk>``.
+``SnapshotIndex`` maps every engine name back to its row.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from django.conf import settings
+from django.db.models import Prefetch
+
+import scheduler
+from kai_portal.cluster.models import GpuDevice, Node
+from kai_portal.queues.models import Queue
+from kai_portal.scheduling import usage
+from kai_portal.workloads.choices import JobState, PodState, Preemptibility
+from kai_portal.workloads.models import Job, Pod
+
+DEFAULT_POOL = "default"
+DEFAULT_GPU_MEMORY_MIB = 81920
+
+_ENGINE_STATE = {
+    PodState.PENDING: scheduler.TaskState.PENDING,
+    # The engine has no Bound: a bound pod holds its node and is charged like a running one.
+    PodState.BOUND: scheduler.TaskState.RUNNING,
+    PodState.RUNNING: scheduler.TaskState.RUNNING,
+    PodState.RELEASING: scheduler.TaskState.RELEASING,
+}
+
+
+@dataclass(frozen=True)
+class PodRef:
+    """The row behind one engine task."""
+
+    pod_id: int
+    job_id: int
+    name: str  # the pod's own name (in the cluster)
+    namespace: str
+    state: str
+    node_id: int | None
+    reason: str
+
+
+@dataclass(frozen=True)
+class JobRef:
+    """The row behind one engine job."""
+
+    job_id: int
+    name: str  # the job's own name (the pod group in the cluster)
+    namespace: str
+    queue_id: int
+    message: str
+
+
+@dataclass
+class SnapshotIndex:
+    """Engine names back to rows, for writing the result and talking to the cluster."""
+
+    tasks: dict[str, PodRef] = field(default_factory=dict)
+    jobs: dict[str, JobRef] = field(default_factory=dict)
+    queues: dict[str, int] = field(default_factory=dict)
+    nodes: dict[str, int] = field(default_factory=dict)
+    node_pools: dict[str, str] = field(default_factory=dict)
+    # (node id, device index) -> GpuDevice id
+    devices: dict[tuple[int, int], int] = field(default_factory=dict)
+    capacity: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class CycleInput:
+    snapshot: scheduler.Snapshot
+    config: scheduler.Config
+    index: SnapshotIndex
+
+
+def build_snapshot(now: datetime) -> CycleInput:
+    """The engine's view of the cluster at ``now``: queue tree, nodes, active jobs and their pods."""
+    index = SnapshotIndex()
+    nodes = _nodes(index)
+    queues = _queues(index)
+    jobs = _jobs(now, index)
+    config = scheduler.Config(
+        now=now,
+        usage_window_hours=settings.FAIRSHARE_USAGE_WINDOW_HOURS,
+        usage_half_life_hours=settings.FAIRSHARE_USAGE_HALF_LIFE_HOURS,
+        usage_k=settings.FAIRSHARE_USAGE_K,
+    )
+    if config.usage_enabled:
+        history = usage.historical_usage(
+            now, index.capacity, config.usage_window_hours, config.usage_half_life_hours
+        )
+        for q in queues:
+            q.historical_usage = history.get(q.name, {})
+    return CycleInput(scheduler.Snapshot(nodes=nodes, queues=queues, jobs=jobs), config, index)
+
+
+def _nodes(index: SnapshotIndex) -> list[scheduler.Node]:
+    rows = Node.objects.select_related("pool").prefetch_related(
+        Prefetch("gpus", queryset=GpuDevice.objects.order_by("index"))
+    )
+    out = []
+    capacity = dict.fromkeys(("gpu", "cpu", "memory"), 0.0)
+    for row in rows:
+        devices = list(row.gpus.all())
+        index.nodes[row.name] = row.pk
+        index.node_pools[row.name] = row.pool.name
+        for d in devices:
+            index.devices[(row.pk, d.index)] = d.pk
+        node = scheduler.Node(
+            name=row.name,
+            gpus=len(devices),
+            # The engine assumes identical devices on a node; the smallest is the safe figure.
+            gpu_memory_mib=float(min((d.memory_mib for d in devices), default=DEFAULT_GPU_MEMORY_MIB)),
+            cpu_millis=float(row.cpu_millicores),
+            memory_mib=float(row.memory_mib),
+            pool=row.pool.name,
+            labels={str(k): str(v) for k, v in (row.labels or {}).items()},
+            unschedulable=not (row.schedulable and row.ready),
+        )
+        if not node.unschedulable:
+            capacity["gpu"] += node.gpus
+            capacity["cpu"] += node.cpu_millis
+            capacity["memory"] += node.memory_mib
+        out.append(node)
+    index.capacity = capacity
+    return out
+
+
+def _seconds(value: object) -> float | None:
+    return None if value is None else float(value.total_seconds())  # type: ignore[attr-defined]
+
+
+def _queues(index: SnapshotIndex) -> list[scheduler.Queue]:
+    rows = list(Queue.objects.select_related("parent").order_by("created_at", "pk"))
+    out = []
+    for position, row in enumerate(rows):
+        index.queues[row.name] = row.pk
+        out.append(
+            scheduler.Queue(
+                name=row.name,
+                parent=row.parent.name if row.parent else None,
+                priority=row.priority,
+                resources={
+                    r: scheduler.QueueResource(
+                        quota=float(getattr(row, f"{r}_quota")),
+                        limit=float(getattr(row, f"{r}_limit")),
+                        over_quota_weight=float(getattr(row, f"{r}_over_quota_weight")),
+                    )
+                    for r in ("gpu", "cpu", "memory")
+                },
+                reclaim_min_runtime_s=_seconds(row.reclaim_min_runtime),
+                preempt_min_runtime_s=_seconds(row.preempt_min_runtime),
+                created_index=position,
+            )
+        )
+    return out
+
+
+def _age(now: datetime, moment: datetime | None) -> float | None:
+    return None if moment is None else max(0.0, (now - moment).total_seconds())
+
+
+def _jobs(now: datetime, index: SnapshotIndex) -> list[scheduler.Job]:
+    """Active jobs with their alive pods, plus releasing pods of ended jobs (they still hold nodes)."""
+    pods = (
+        Pod.objects.filter(state__in=list(_ENGINE_STATE))
+        .exclude(
+            state=PodState.PENDING, job__state__in=[s for s in JobState.values if s not in JobState.active()]
+        )
+        .select_related("job", "job__queue", "job__node_pool", "node")
+        .prefetch_related("gpu_devices")
+        .order_by("job_id", "index")
+    )
+    by_job: dict[int, tuple[Job, list[Pod]]] = {}
+    for pod in pods:
+        by_job.setdefault(pod.job_id, (pod.job, []))[1].append(pod)
+    taken = Counter(job.name for job, _ in by_job.values())
+    used_tasks: set[str] = set()
+    out = []
+    for job, job_pods in by_job.values():
+        engine_name = job.name if taken[job.name] == 1 else f"{job.name}-{job.pk}"
+        namespace = job.namespace or job.queue.name
+        index.jobs[engine_name] = JobRef(job.pk, job.name, namespace, job.queue_id, job.message)
+        tasks = []
+        for pod in job_pods:
+            task_name = pod.name if engine_name == job.name else f"{engine_name}-{pod.index}"
+            if task_name in used_tasks:
+                task_name = f"{task_name}-p{pod.pk}"
+            used_tasks.add(task_name)
+            tasks.append(_task(pod, job, task_name, engine_name))
+            index.tasks[task_name] = PodRef(
+                pod.pk, job.pk, pod.name, namespace, pod.state, pod.node_id, pod.reason
+            )
+        explicit = {Preemptibility.PREEMPTIBLE: True, Preemptibility.NON_PREEMPTIBLE: False}
+        out.append(
+            scheduler.Job(
+                name=engine_name,
+                queue=job.queue.name,
+                priority=job.priority,
+                preemptible=explicit.get(job.preemptibility),  # type: ignore[call-overload]
+                min_available=max(job.min_member, 1),
+                created_s=_age(now, job.created_at) or 0.0,
+                last_start_s=_age(now, job.started_at),
+                tasks=tasks,
+                namespace=namespace,
+                pool=job.node_pool.name if job.node_pool else DEFAULT_POOL,
+                stale_s=_age(now, job.stale_since),
+                last_eviction_s=_age(now, job.last_evicted_at),
+            )
+        )
+    return out
+
+
+def _task(pod: Pod, job: Job, name: str, job_name: str) -> scheduler.Task:
+    state = _ENGINE_STATE[PodState(pod.state)]
+    if pod.node is None:
+        state = scheduler.TaskState.PENDING  # its node is gone: it needs a new one
+    gpu = float(job.gpu_fraction) if job.gpu_fraction is not None else float(job.gpu_count)
+    return scheduler.Task(
+        name=name,
+        job=job_name,
+        gpu=gpu,
+        gpu_memory_mib=float(job.gpu_memory_mib or 0),
+        cpu_millis=float(job.cpu_millicores),
+        memory_mib=float(job.memory_mib),
+        state=state,
+        node=pod.node.name if pod.node and state != scheduler.TaskState.PENDING else None,
+        gpu_devices=tuple(sorted(d.index for d in pod.gpu_devices.all()))
+        if state != scheduler.TaskState.PENDING
+        else (),
+    )
