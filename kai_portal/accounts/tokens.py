@@ -1,0 +1,117 @@
+"""API tokens: create, revoke, and authenticate requests that carry one.
+
+Scheme: ``Authorization: Bearer <secret>`` (``Token <secret>`` also works).
+Secrets look like ``kai_<43 url-safe characters>``; the database keeps only
+their SHA-256 and the first 12 characters. Authentication with a revoked or
+unknown token, or with an inactive user, is a 401. ``last_used_at`` is
+refreshed at most once a minute so busy scripts do not write on every request.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from datetime import timedelta
+from typing import Any
+
+from django.db.models import Q
+from django.utils import timezone
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
+from rest_framework import authentication, exceptions, permissions
+from rest_framework.request import Request
+
+from kai_portal.accounts.models import ApiToken
+
+SECRET_PREFIX = "kai_"
+PREFIX_LENGTH = 12
+_KEYWORDS = {"bearer", "token"}
+_TOUCH_EVERY = timedelta(minutes=1)
+
+
+def hash_secret(secret: str) -> str:
+    return hashlib.sha256(secret.encode("utf-8")).hexdigest()
+
+
+def create_token(user: Any, name: str, *, read_only: bool = False) -> tuple[ApiToken, str]:
+    """A new token for ``user``; returns the row and the secret, which is never shown again."""
+    secret = SECRET_PREFIX + secrets.token_urlsafe(32)
+    token = ApiToken.objects.create(
+        user=user,
+        name=name.strip()[:100] or "token",
+        prefix=secret[:PREFIX_LENGTH],
+        key_hash=hash_secret(secret),
+        read_only=read_only,
+    )
+    return token, secret
+
+
+def revoke_token(token: ApiToken) -> bool:
+    """Revoke a token (idempotent); False if it was already revoked."""
+    now = timezone.now()
+    changed = ApiToken.objects.filter(pk=token.pk, revoked_at__isnull=True).update(revoked_at=now)
+    token.refresh_from_db(fields=["revoked_at"])
+    return changed == 1
+
+
+def tokens_of(user: Any) -> Any:
+    """The user's tokens, newest first, for the token page."""
+    return ApiToken.objects.filter(user=user)
+
+
+class ApiTokenAuthentication(authentication.BaseAuthentication):
+    """DRF authentication from ``Authorization: Bearer <secret>`` or ``Token <secret>``."""
+
+    keyword = "Bearer"
+
+    def authenticate(self, request: Request) -> tuple[Any, ApiToken] | None:
+        header = authentication.get_authorization_header(request).split()
+        if not header or header[0].decode("latin-1").lower() not in _KEYWORDS:
+            return None
+        if len(header) != 2:
+            raise exceptions.AuthenticationFailed("Invalid Authorization header: expected 'Bearer <token>'.")
+        try:
+            secret = header[1].decode("ascii")
+        except UnicodeDecodeError:
+            raise exceptions.AuthenticationFailed("Invalid token.") from None
+        token = (
+            ApiToken.objects.select_related("user")
+            .filter(key_hash=hash_secret(secret), revoked_at__isnull=True)
+            .first()
+        )
+        if token is None or not token.user.is_active:
+            raise exceptions.AuthenticationFailed("Invalid or revoked token.")
+        now = timezone.now()
+        if token.last_used_at is None or now - token.last_used_at > _TOUCH_EVERY:
+            ApiToken.objects.filter(pk=token.pk).filter(
+                Q(last_used_at__isnull=True) | Q(last_used_at__lt=now - _TOUCH_EVERY)
+            ).update(last_used_at=now)
+        return token.user, token
+
+    def authenticate_header(self, request: Request) -> str:
+        return f'{self.keyword} realm="api"'
+
+
+class TokenScopePermission(permissions.BasePermission):
+    """Read-only tokens may only make safe requests (403 otherwise)."""
+
+    message = "This API token is read-only."
+
+    def has_permission(self, request: Request, view: Any) -> bool:
+        token = request.auth
+        if isinstance(token, ApiToken) and token.read_only:
+            return request.method in permissions.SAFE_METHODS
+        return True
+
+
+class ApiTokenScheme(OpenApiAuthenticationExtension):
+    """Describes the token scheme in the OpenAPI schema."""
+
+    target_class = "kai_portal.accounts.tokens.ApiTokenAuthentication"
+    name = "tokenAuth"
+
+    def get_security_definition(self, auto_schema: Any) -> dict[str, str]:
+        return {
+            "type": "http",
+            "scheme": "bearer",
+            "description": "An API token from your account page: `Authorization: Bearer kai_...`.",
+        }

@@ -1,0 +1,7 @@
+from __future__ import annotations
+
+import sys
+
+from kai_portal.cli.main import main
+
+sys.exit(main())

@@ -1,0 +1,152 @@
+"""Base pieces shared by every app's REST API: pagination, errors, the audit actor,
+optimistic concurrency. Nothing here knows about a particular model."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from django.core.exceptions import ValidationError as DjangoValidationError
+from django.db.models import Model, ProtectedError, RestrictedError
+from django.http import Http404
+from rest_framework import exceptions, status
+from rest_framework.pagination import PageNumberPagination
+from rest_framework.parsers import BaseParser
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import exception_handler as drf_exception_handler
+
+from kai_portal.audit.context import acting_as
+
+
+class StandardPagination(PageNumberPagination):
+    """``?page=2&page_size=100``; 50 rows by default, at most 500."""
+
+    page_size = 50
+    page_size_query_param = "page_size"
+    max_page_size = 500
+
+
+class Conflict(exceptions.APIException):
+    """409: the object changed since the client read it, or is in a state that forbids the change."""
+
+    status_code = status.HTTP_409_CONFLICT
+    default_detail = "The object changed since you read it; fetch it again and retry."
+    default_code = "conflict"
+
+
+def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    """DRF's handler, plus model validation errors as 400 with field messages and
+    deletes blocked by protected references as 409. Every error body is JSON."""
+    if isinstance(exc, DjangoValidationError):
+        if hasattr(exc, "error_dict"):
+            detail: Any = {
+                (k if k != "__all__" else "non_field_errors"): v for k, v in exc.message_dict.items()
+            }
+        else:
+            detail = {"non_field_errors": exc.messages}
+        exc = exceptions.ValidationError(detail)
+    elif isinstance(exc, ProtectedError | RestrictedError):
+        names = sorted(
+            {
+                str(o)
+                for o in list(
+                    exc.protected_objects if isinstance(exc, ProtectedError) else exc.restricted_objects
+                )[:5]
+            }
+        )
+        exc = Conflict(f"Still referenced by {', '.join(names)}; remove those first.")
+    elif isinstance(exc, Http404):
+        exc = exceptions.NotFound("Not found.")
+    return drf_exception_handler(exc, context)
+
+
+@contextmanager
+def api_actor(request: Request) -> Iterator[None]:
+    """Attribute audited changes to the API caller (token requests skip the session middleware)."""
+    user = request.user if request.user.is_authenticated else None
+    with acting_as(user, "api"):
+        yield
+
+
+def etag_for(obj: Model) -> str:
+    """A strong ETag from the object's ``updated_at``."""
+    stamp = obj.updated_at.isoformat()  # type: ignore[attr-defined]
+    return f'"{stamp}"'
+
+
+def check_not_stale(request: Request, current: Model) -> None:
+    """409 when the client's ``If-Match`` ETag or ``updated_at`` in the body is not the current one.
+
+    Sending neither is allowed (last write wins), so simple scripts keep working.
+    """
+    current_tag = etag_for(current)
+    if_match = request.headers.get("If-Match")
+    if if_match and if_match.strip() != "*":
+        tags = [t.strip().removeprefix("W/") for t in if_match.split(",")]
+        if current_tag not in tags:
+            raise Conflict(
+                f"{current} was changed since you read it (If-Match {if_match.strip()} is not the current "
+                f"ETag {current_tag}); fetch it again and retry."
+            )
+    sent = request.data.get("updated_at") if hasattr(request.data, "get") else None
+    if sent not in (None, ""):
+        from django.utils.dateparse import parse_datetime
+
+        try:
+            parsed = parse_datetime(str(sent))
+        except ValueError:
+            parsed = None
+        if parsed is None:
+            raise exceptions.ValidationError({"updated_at": ["Must be an ISO 8601 timestamp."]})
+        if parsed != current.updated_at:  # type: ignore[attr-defined]
+            raise Conflict(
+                f"{current} was changed at {current.updated_at.isoformat()} "  # type: ignore[attr-defined]
+                f"after the version you read ({sent}); fetch it again and retry."
+            )
+
+
+class _TextParser(BaseParser):
+    """Hands the request body to the view as text (YAML documents, manifests)."""
+
+    def parse(self, stream: Any, media_type: str | None = None, parser_context: Any = None) -> str:
+        try:
+            return stream.read().decode("utf-8") if stream is not None else ""
+        except UnicodeDecodeError:
+            raise exceptions.ParseError("The body must be UTF-8 text.") from None
+
+
+class YamlTextParser(_TextParser):
+    media_type = "application/yaml"
+
+
+class LegacyYamlTextParser(_TextParser):
+    media_type = "application/x-yaml"
+
+
+class TextYamlParser(_TextParser):
+    media_type = "text/yaml"
+
+
+class PlainTextParser(_TextParser):
+    media_type = "text/plain"
+
+
+class JsonTextParser(_TextParser):
+    """JSON is YAML too: the view parses it with the same code."""
+
+    media_type = "application/json"
+
+
+TEXT_PARSERS = [YamlTextParser, LegacyYamlTextParser, TextYamlParser, PlainTextParser]
+
+
+def body_text(request: Request) -> str:
+    """The body parsed by one of the text parsers (a dict means JSON sent to a JSON parser)."""
+    data = request.data
+    if isinstance(data, str):
+        return data
+    if not data:  # no body at all: DRF skips the parser
+        return ""
+    raise exceptions.ParseError("Send the document as YAML (Content-Type: application/yaml) or JSON.")

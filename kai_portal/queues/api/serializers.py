@@ -1,0 +1,92 @@
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from kai_portal.core.units import RESOURCES
+from kai_portal.queues.models import Queue
+from kai_portal.queues.status import empty_status
+from kai_portal.scheduling.models import UsageSample
+from kai_portal.teams.models import Team
+
+QUOTA_FIELDS = [f"{r}_{kind}" for r in RESOURCES for kind in ("quota", "limit", "over_quota_weight")]
+
+
+class ResourceStatusSerializer(serializers.Serializer):
+    """Numbers computed by the scheduling loop; null until the first cycle sampled the queue."""
+
+    deserved = serializers.DecimalField(max_digits=16, decimal_places=2, allow_null=True)
+    fair_share = serializers.DecimalField(max_digits=16, decimal_places=2, allow_null=True)
+    allocated = serializers.DecimalField(max_digits=16, decimal_places=2, allow_null=True)
+    allocated_non_preemptible = serializers.DecimalField(max_digits=16, decimal_places=2, allow_null=True)
+    requested = serializers.DecimalField(max_digits=16, decimal_places=2, allow_null=True)
+    sampled_at = serializers.DateTimeField(allow_null=True)
+
+
+class QueueStatusSerializer(serializers.Serializer):
+    gpu = ResourceStatusSerializer(help_text="GPU devices.")
+    cpu = ResourceStatusSerializer(help_text="CPU millicores.")
+    memory = ResourceStatusSerializer(help_text="Memory MiB.")
+
+
+class QueueSerializer(serializers.ModelSerializer):
+    """A queue with its quotas (-1 = unlimited) and its computed status.
+
+    Units: GPU devices (2 decimals), CPU millicores, memory MiB (3 decimals).
+    Send the ``updated_at`` you read (or an ``If-Match`` header with the ETag)
+    when you change it: a stale one is answered with 409.
+    """
+
+    parent = serializers.SlugRelatedField(
+        slug_field="name", queryset=Queue.objects.all(), allow_null=True, required=False
+    )
+    team = serializers.SlugRelatedField(
+        slug_field="slug", queryset=Team.objects.all(), allow_null=True, required=False
+    )
+    is_leaf = serializers.SerializerMethodField()
+    children = serializers.SerializerMethodField()
+    status = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Queue
+        fields = [
+            "name", "display_name", "parent", "team", "priority", *QUOTA_FIELDS,
+            "preempt_min_runtime", "reclaim_min_runtime", "is_leaf", "children", "status",
+            "created_at", "updated_at",
+        ]  # fmt: skip
+        read_only_fields = ["created_at", "updated_at"]
+
+    def get_is_leaf(self, queue: Queue) -> bool:
+        return not self._children(queue)
+
+    def get_children(self, queue: Queue) -> list[str]:
+        return self._children(queue)
+
+    def _children(self, queue: Queue) -> list[str]:
+        if queue.pk is None:
+            return []
+        return sorted(child.name for child in queue.children.all())
+
+    @extend_schema_field(QueueStatusSerializer)
+    def get_status(self, queue: Queue) -> dict[str, Any]:
+        status = self.context.get("status", {}).get(queue.pk) or {r: empty_status() for r in RESOURCES}
+        return QueueStatusSerializer(status).data  # type: ignore[return-value]
+
+
+class QueueImportResultSerializer(serializers.Serializer):
+    created = serializers.ListField(child=serializers.CharField())
+    updated = serializers.ListField(child=serializers.CharField())
+    warnings = serializers.ListField(child=serializers.CharField())
+
+
+class UsageSampleSerializer(serializers.ModelSerializer):
+    cycle = serializers.PrimaryKeyRelatedField(read_only=True)
+
+    class Meta:
+        model = UsageSample
+        fields = [
+            "resource", "sampled_at", "cycle", "allocated", "allocated_non_preemptible", "requested",
+            "deserved", "fair_share",
+        ]  # fmt: skip

@@ -1,0 +1,206 @@
+"""Queues: the capacity tree.
+
+Everyone signed in reads the queues they can see (their teams' queues and the
+departments above them; admins all), with the computed status. Only portal
+admins create, change, delete and import queues: quotas are capacity.
+Changes use optimistic concurrency: a stale ``If-Match``/``updated_at`` is a 409.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from django.db import transaction
+from django.db.models import QuerySet
+from django.http import HttpResponse
+from django.utils import timezone
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_view
+from rest_framework import exceptions, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from kai_portal.core.api import TEXT_PARSERS, Conflict, api_actor, body_text, check_not_stale, etag_for
+from kai_portal.queues import kai_yaml
+from kai_portal.queues.api.serializers import (
+    QueueImportResultSerializer,
+    QueueSerializer,
+    UsageSampleSerializer,
+)
+from kai_portal.queues.filtersets import QueueFilterSet
+from kai_portal.queues.models import Queue
+from kai_portal.queues.status import latest_status
+from kai_portal.scheduling.filtersets import UsageSampleFilterSet
+from kai_portal.scheduling.models import UsageSample
+
+IF_MATCH = OpenApiParameter(
+    "If-Match",
+    OpenApiTypes.STR,
+    OpenApiParameter.HEADER,
+    required=False,
+    description="The ETag you read. If the queue changed since, the answer is 409 and nothing is saved.",
+)
+CONFLICT = OpenApiResponse(description="The queue changed since you read it (stale If-Match or updated_at).")
+
+
+@extend_schema_view(
+    update=extend_schema(parameters=[IF_MATCH], responses={200: QueueSerializer, 409: CONFLICT}),
+    partial_update=extend_schema(parameters=[IF_MATCH], responses={200: QueueSerializer, 409: CONFLICT}),
+    destroy=extend_schema(
+        parameters=[IF_MATCH],
+        responses={204: None, 409: OpenApiResponse(description="Stale, or still has child queues or jobs.")},
+    ),
+)
+class QueueViewSet(viewsets.ModelViewSet):
+    serializer_class = QueueSerializer
+    filterset_class = QueueFilterSet
+    lookup_field = "name"
+    lookup_value_regex = "[-a-z0-9]+"
+    ordering_fields = [
+        "name",
+        "priority",
+        "created_at",
+        "updated_at",
+        "gpu_quota",
+        "cpu_quota",
+        "memory_quota",
+    ]
+    ordering = ["name"]
+
+    def get_queryset(self) -> QuerySet[Queue]:
+        return (
+            Queue.objects.visible_to(self.request.user)
+            .select_related("parent", "team")
+            .prefetch_related("children")
+        )
+
+    def get_serializer(self, *args: Any, **kwargs: Any) -> Any:
+        """Attach the computed status of exactly the queues being printed (one query)."""
+        if args and not kwargs.get("data") and "data" not in kwargs:
+            subject = args[0]
+            queues = list(subject) if kwargs.get("many") else [subject]
+            if kwargs.get("many"):
+                args = (queues, *args[1:])
+            kwargs["context"] = {**self.get_serializer_context(), "status": latest_status(queues)}
+        return super().get_serializer(*args, **kwargs)
+
+    def _require_admin(self, queue: Queue | None = None) -> None:
+        user = self.request.user
+        if queue is not None:
+            allowed = Queue.objects.manageable_by(user).filter(pk=queue.pk).exists()
+        else:
+            allowed = getattr(user, "is_portal_admin", False)
+        if not allowed:
+            raise exceptions.PermissionDenied("Only portal admins change queues and quotas.")
+
+    def retrieve(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        response = super().retrieve(request, *args, **kwargs)
+        response["ETag"] = etag_for(self.get_object())
+        return response
+
+    def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        self._require_admin()
+        serializer = self.get_serializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        with transaction.atomic(), api_actor(request):
+            queue = serializer.save()
+        response = Response(self.get_serializer(queue).data, status=status.HTTP_201_CREATED)
+        response["ETag"] = etag_for(queue)
+        return response
+
+    def update(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        queue = self.get_object()  # 404 before 403: a queue you cannot see does not exist for you
+        self._require_admin(queue)
+        with transaction.atomic(), api_actor(request):
+            locked = (
+                Queue.objects.select_for_update(of=("self",))
+                .select_related("parent", "team")
+                .get(pk=queue.pk)
+            )
+            check_not_stale(request, locked)
+            serializer = self.get_serializer(locked, data=request.data, partial=kwargs.get("partial", False))
+            serializer.is_valid(raise_exception=True)
+            queue = serializer.save()
+        queue = self.get_queryset().get(pk=queue.pk)
+        response = Response(self.get_serializer(queue).data)
+        response["ETag"] = etag_for(queue)
+        return response
+
+    def destroy(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        queue = self.get_object()
+        self._require_admin(queue)
+        with transaction.atomic(), api_actor(request):
+            locked = Queue.objects.select_for_update().get(pk=queue.pk)
+            check_not_stale(request, locked)
+            if locked.children.exists():
+                raise Conflict(f"Queue '{locked}' has child queues; delete or move them first.")
+            if locked.jobs.exists():
+                raise Conflict(f"Queue '{locked}' has jobs; it is kept as their history.")
+            locked.delete()
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+    @extend_schema(
+        summary="Export queues as KAI Queue YAML",
+        description="Every queue you can see, as multi-document `scheduling.run.ai/v2` Queue YAML, "
+        "parents first. Memory is in MB as KAI writes it.",
+        filters=False,
+        responses={
+            (200, "application/yaml"): OpenApiResponse(description="Multi-document Queue YAML.")
+        },
+    )
+    @action(detail=False, methods=["get"], url_path="export", pagination_class=None, filter_backends=[])
+    def export(self, request: Request) -> HttpResponse:
+        queues = self.get_queryset()
+        text = kai_yaml.export_queues(list(queues))
+        return HttpResponse(text, content_type="application/yaml; charset=utf-8")
+
+    @extend_schema(
+        summary="Import KAI Queue YAML",
+        description="Create or update queues from multi-document `scheduling.run.ai/v2` Queue YAML. "
+        "All or nothing: the first bad document is reported (400) and nothing is saved. Portal admins only.",
+        request={"application/yaml": OpenApiTypes.STR, "text/plain": OpenApiTypes.STR},
+        responses={200: QueueImportResultSerializer},
+        filters=False,
+    )
+    @action(
+        detail=False, methods=["post"], url_path="import", parser_classes=TEXT_PARSERS, filter_backends=[]
+    )
+    def import_yaml(self, request: Request) -> Response:
+        self._require_admin()
+        text = body_text(request)
+        try:
+            with api_actor(request):
+                result = kai_yaml.import_queues(text)
+        except kai_yaml.QueueYamlError as exc:
+            raise exceptions.ValidationError(
+                {"detail": str(exc), "document": exc.index, "key": exc.key, "queue": exc.queue}
+            ) from None
+        return Response(QueueImportResultSerializer(result).data)
+
+    @extend_schema(
+        summary="Usage history of one queue",
+        description="Samples written by the scheduling loop, newest first. The window defaults to the "
+        "last 24 hours; `since`/`until` are ISO 8601 timestamps.",
+        parameters=[
+            OpenApiParameter("resource", OpenApiTypes.STR, enum=["gpu", "cpu", "memory"]),
+            OpenApiParameter("since", OpenApiTypes.DATETIME),
+            OpenApiParameter("until", OpenApiTypes.DATETIME),
+        ],
+        filters=False,
+        responses={200: UsageSampleSerializer(many=True)},
+    )
+    @action(detail=True, methods=["get"], url_path="usage", filter_backends=[])
+    def usage(self, request: Request, name: str | None = None) -> Response:
+        queue = self.get_object()
+        params = request.query_params.copy()
+        if not params.get("since"):
+            params["since"] = (timezone.now() - timedelta(hours=24)).isoformat()
+        samples = UsageSample.objects.filter(queue=queue).order_by("-sampled_at", "resource")
+        filterset = UsageSampleFilterSet(params, queryset=samples, request=request)
+        if not filterset.is_valid():
+            raise exceptions.ValidationError(filterset.errors)
+        page = self.paginate_queryset(filterset.qs)
+        serializer = UsageSampleSerializer(page, many=True)
+        return self.get_paginated_response(serializer.data)

@@ -1,0 +1,108 @@
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from kai_portal.cluster.models import NodePool
+from kai_portal.queues.models import Queue
+from kai_portal.workloads.models import Job, Pod
+
+
+class PodCountsSerializer(serializers.Serializer):
+    total = serializers.IntegerField()
+    pending = serializers.IntegerField()
+    running = serializers.IntegerField(help_text="Bound or running.")
+    finished = serializers.IntegerField(help_text="Succeeded or failed.")
+
+
+class JobSerializer(serializers.ModelSerializer):
+    """A job (KAI pod group). Submit with POST; ``queue`` must be a leaf queue of your team.
+
+    Per task: ``gpu_count`` whole GPUs, or ``gpu_fraction`` (0-1) or
+    ``gpu_memory_mib`` of ``gpu_fraction_devices`` devices; ``cpu_millicores``
+    and ``memory_mib``. ``min_member`` is the gang minimum.
+    """
+
+    queue = serializers.SlugRelatedField(
+        slug_field="name",
+        queryset=Queue.objects.none(),
+        error_messages={
+            "does_not_exist": 'Queue "{value}" does not exist, is not a leaf queue or is not yours; '
+            "jobs go to leaf queues of your teams.",
+        },
+    )
+    team = serializers.SlugRelatedField(
+        source="queue.team", slug_field="slug", read_only=True, allow_null=True
+    )
+    submitter = serializers.SlugRelatedField(slug_field="username", read_only=True, allow_null=True)
+    node_pool = serializers.SlugRelatedField(
+        slug_field="name", queryset=NodePool.objects.all(), allow_null=True, required=False
+    )
+    priority = serializers.IntegerField(
+        required=False, allow_null=True, min_value=-1_000_000, max_value=1_000_000,
+        help_text="Empty = the value of the priority class.",
+    )  # fmt: skip
+    pods = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Job
+        fields = [
+            "uid", "name", "queue", "team", "submitter", "node_pool", "priority_class", "priority",
+            "preemptibility", "task_count", "min_member", "gpu_count", "gpu_fraction", "gpu_memory_mib",
+            "gpu_fraction_devices", "cpu_millicores", "memory_mib", "image", "command", "duration",
+            "restart_policy", "state", "message", "pods", "created_at", "updated_at", "started_at",
+            "finished_at",
+        ]  # fmt: skip
+        read_only_fields = [
+            "uid", "state", "message", "created_at", "updated_at", "started_at", "finished_at",
+        ]  # fmt: skip
+        extra_kwargs = {
+            "task_count": {"max_value": 10_000},
+            "min_member": {"max_value": 10_000},
+            "gpu_count": {"max_value": 1_024},
+            "gpu_memory_mib": {"max_value": 10_000_000},
+            "gpu_fraction_devices": {"max_value": 64},
+            "cpu_millicores": {"max_value": 2**31 - 1},
+            "memory_mib": {"max_value": 2**31 - 1},
+        }
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        request = self.context.get("request")
+        if request is not None:
+            self.fields["queue"].queryset = Queue.objects.submittable_by(request.user)  # type: ignore[attr-defined]
+
+    @extend_schema_field(PodCountsSerializer)
+    def get_pods(self, job: Job) -> dict[str, int]:
+        return {
+            "total": getattr(job, "pods_total", 0),
+            "pending": getattr(job, "pods_pending", 0),
+            "running": getattr(job, "pods_running", 0),
+            "finished": getattr(job, "pods_finished", 0),
+        }
+
+
+class PodSerializer(serializers.ModelSerializer):
+    job = serializers.SlugRelatedField(slug_field="uid", read_only=True)
+    node = serializers.SlugRelatedField(slug_field="name", read_only=True, allow_null=True)
+    gpu_devices = serializers.SerializerMethodField(help_text="Indexes of the node's GPUs it holds.")
+
+    class Meta:
+        model = Pod
+        fields = [
+            "name", "index", "job", "state", "node", "gpu_devices", "gpu_group", "reason", "reason_at",
+            "created_at", "updated_at", "started_at", "finished_at",
+        ]  # fmt: skip
+
+    def get_gpu_devices(self, pod: Pod) -> list[int]:
+        return sorted(device.index for device in pod.gpu_devices.all())
+
+
+class ManifestErrorSerializer(serializers.Serializer):
+    detail = serializers.CharField()
+    path = serializers.CharField(
+        help_text='Where in the manifest, e.g. metadata.labels["kai.scheduler/queue"].'
+    )
+    message = serializers.CharField()

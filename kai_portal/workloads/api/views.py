@@ -1,0 +1,167 @@
+"""Jobs and their pods.
+
+Members see their teams' jobs (admins all) and submit only to their teams'
+leaf queues. Cancelling: your own jobs, your team's if you are its admin,
+any if you are a portal admin; a finished job is a 409.
+"""
+
+from __future__ import annotations
+
+from django.db.models import Count, Q, QuerySet
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema
+from rest_framework import exceptions, mixins, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.serializers import BaseSerializer
+
+from kai_portal.core.api import TEXT_PARSERS, Conflict, JsonTextParser, body_text
+from kai_portal.workloads import lifecycle, submission
+from kai_portal.workloads.api.serializers import (
+    JobSerializer,
+    ManifestErrorSerializer,
+    PodSerializer,
+)
+from kai_portal.workloads.choices import PodState
+from kai_portal.workloads.filtersets import JobFilterSet, PodFilterSet
+from kai_portal.workloads.manifests import ManifestError, submit_manifest
+from kai_portal.workloads.models import Job, Pod
+
+EXAMPLE_MANIFEST = """apiVersion: batch/v1
+kind: Job
+metadata:
+  name: resnet-train
+  labels:
+    kai.scheduler/queue: ml-train
+  annotations:
+    kai.scheduler/batch-min-member: "2"
+spec:
+  parallelism: 2
+  template:
+    metadata:
+      annotations:
+        gpu-fraction: "0.5"
+    spec:
+      schedulerName: kai-scheduler
+      priorityClassName: train
+      containers:
+        - name: main
+          image: nvcr.io/nvidia/pytorch:24.05-py3
+          resources:
+            requests: {cpu: "2", memory: 8Gi}
+"""
+
+
+def _pod_counts(prefix: str = "pods__state") -> dict[str, Count]:
+    return {
+        "pods_total": Count("pods", distinct=True),
+        "pods_pending": Count("pods", filter=Q(**{prefix: PodState.PENDING}), distinct=True),
+        "pods_running": Count(
+            "pods", filter=Q(**{f"{prefix}__in": [PodState.BOUND, PodState.RUNNING]}), distinct=True
+        ),
+        "pods_finished": Count(
+            "pods", filter=Q(**{f"{prefix}__in": [PodState.SUCCEEDED, PodState.FAILED]}), distinct=True
+        ),
+    }
+
+
+class JobViewSet(
+    mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.CreateModelMixin, viewsets.GenericViewSet
+):
+    serializer_class = JobSerializer
+    filterset_class = JobFilterSet
+    lookup_field = "uid"
+    lookup_value_regex = "[0-9a-fA-F-]{32,36}"
+    ordering_fields = ["created_at", "updated_at", "name", "state", "priority", "queue__name"]
+    ordering = ["-created_at"]
+
+    def get_queryset(self) -> QuerySet[Job]:
+        return (
+            Job.objects.visible_to(self.request.user)
+            .select_related("queue__team", "submitter", "node_pool")
+            .annotate(**_pod_counts())
+        )
+
+    def perform_create(self, serializer: BaseSerializer) -> None:
+        job = Job(**serializer.validated_data, submitter=self.request.user)
+        submission.submit(job)
+        serializer.instance = self.get_queryset().get(pk=job.pk)
+
+    @extend_schema(
+        request=None,
+        responses={
+            200: JobSerializer,
+            403: OpenApiResponse(description="You may see the job but not cancel it."),
+            409: OpenApiResponse(description="The job already finished or was cancelled."),
+        },
+    )
+    @action(detail=True, methods=["post"])
+    def cancel(self, request: Request, uid: str | None = None) -> Response:
+        job = self.get_object()
+        if not Job.objects.cancellable_by(request.user).filter(pk=job.pk).exists():
+            raise exceptions.PermissionDenied(
+                "You may cancel your own jobs; team admins their team's jobs; portal admins any job."
+            )
+        try:
+            lifecycle.cancel_job(job, actor=request.user)
+        except lifecycle.TransitionError as exc:
+            raise Conflict(str(exc)) from None
+        return Response(self.get_serializer(self.get_queryset().get(pk=job.pk)).data)
+
+    @extend_schema(filters=False, responses={200: PodSerializer(many=True)})
+    @action(detail=True, methods=["get"], filter_backends=[])
+    def pods(self, request: Request, uid: str | None = None) -> Response:
+        job = self.get_object()
+        pods = Pod.objects.filter(job=job).select_related("job", "node").prefetch_related("gpu_devices")
+        page = self.paginate_queryset(pods.order_by("index"))
+        return self.get_paginated_response(PodSerializer(page, many=True).data)
+
+    @extend_schema(
+        summary="Submit a Kubernetes manifest",
+        description="A `v1` Pod or `batch/v1` Job as YAML or JSON, with KAI's labels and annotations: "
+        "`kai.scheduler/queue` (or legacy `runai/queue`), `gpu-fraction`, `gpu-memory`, "
+        "`gpu-fraction-num-devices`, `nvidia.com/gpu` limits, `priorityClassName`, "
+        "`kai.scheduler/preemptibility`, `kai.scheduler/batch-min-member`, `kai.scheduler/node-pool`. "
+        "A bad manifest is a 400 naming the path that is wrong; nothing is created.",
+        request={
+            "application/yaml": OpenApiTypes.STR,
+            "application/json": OpenApiTypes.OBJECT,
+            "text/plain": OpenApiTypes.STR,
+        },
+        responses={201: JobSerializer, 400: ManifestErrorSerializer},
+        examples=[OpenApiExample("batch Job", value=EXAMPLE_MANIFEST, media_type="application/yaml")],
+        filters=False,
+    )
+    @action(
+        detail=False,
+        methods=["post"],
+        url_path="manifest",
+        parser_classes=[*TEXT_PARSERS, JsonTextParser],
+        filter_backends=[],
+    )
+    def manifest(self, request: Request) -> Response:
+        try:
+            job = submit_manifest(body_text(request), request.user)
+        except ManifestError as exc:
+            return Response(
+                {"detail": str(exc), "path": exc.path, "message": exc.message},
+                status=status.HTTP_400_BAD_REQUEST,
+            )
+        return Response(
+            self.get_serializer(self.get_queryset().get(pk=job.pk)).data, status=status.HTTP_201_CREATED
+        )
+
+
+class PodViewSet(viewsets.ReadOnlyModelViewSet):
+    serializer_class = PodSerializer
+    filterset_class = PodFilterSet
+    ordering_fields = ["created_at", "updated_at", "name", "state", "reason_at"]
+    ordering = ["job_id", "index"]
+
+    def get_queryset(self) -> QuerySet[Pod]:
+        return (
+            Pod.objects.visible_to(self.request.user)
+            .select_related("job", "node")
+            .prefetch_related("gpu_devices")
+        )

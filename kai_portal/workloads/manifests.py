@@ -1,0 +1,433 @@
+"""A Kubernetes manifest (a ``v1`` Pod or a ``batch/v1`` Job) with KAI's labels and
+annotations, turned into a portal job.
+
+What is read (kai-semantics §1.7):
+
+* queue: label ``kai.scheduler/queue``, then the legacy ``runai/queue``; the
+  owner's (Job) label wins over the pod template's. Required.
+* GPUs: ``nvidia.com/gpu`` in the containers' limits (requests when no limit),
+  whole devices; or pod annotation ``gpu-fraction`` (``0 < f <= 1``; 1 means a
+  whole device) or ``gpu-memory`` (MiB of one device), with
+  ``gpu-fraction-num-devices``.
+* CPU and memory: the containers' requests (limits when no request), as
+  Kubernetes quantities (``500m``, ``2``, ``8Gi``), summed over containers;
+  stored as millicores and MiB, rounded up.
+* priority: ``priorityClassName`` as a label or in the pod spec (one of KAI's
+  built-in classes); ``kai.scheduler/preemptibility`` label.
+* gang: a Pod is one task. A Job runs ``parallelism`` tasks (default 1, at
+  most ``completions``); the gang minimum is annotation
+  ``kai.scheduler/batch-min-member`` and defaults to every task.
+* node pool: label ``kai.scheduler/node-pool``.
+* ``restartPolicy`` (OnFailure or Never; Always counts as the default) and
+  ``metadata.namespace`` are kept on the job.
+* ``kai.portal/duration`` annotation: run time on the simulated cluster (Go
+  duration such as ``30m``).
+
+Every error is a ``ManifestError`` naming the manifest path that is wrong;
+nothing is written until the job is valid as a whole (``submit_manifest``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import secrets
+import string
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+import yaml
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from kubernetes.utils import parse_quantity
+
+from kai_portal.cluster.models import NodePool
+from kai_portal.queues.durations import parse_go_duration
+from kai_portal.queues.models import Queue
+from kai_portal.workloads import submission
+from kai_portal.workloads.choices import Preemptibility, PriorityClass, RestartPolicy
+from kai_portal.workloads.models import Job
+
+QUEUE_LABEL = "kai.scheduler/queue"
+LEGACY_QUEUE_LABEL = "runai/queue"
+NODE_POOL_LABEL = "kai.scheduler/node-pool"
+PREEMPTIBILITY_LABEL = "kai.scheduler/preemptibility"
+PRIORITY_LABEL = "priorityClassName"
+GPU_FRACTION = "gpu-fraction"
+GPU_MEMORY = "gpu-memory"
+GPU_DEVICES = "gpu-fraction-num-devices"
+MIN_MEMBER = "kai.scheduler/batch-min-member"
+DURATION = "kai.portal/duration"
+GPU_RESOURCE = "nvidia.com/gpu"
+MAX_TASKS = 10_000
+
+
+class ManifestError(Exception):
+    """A manifest that cannot become a job: ``path`` says where, ``message`` what is wrong."""
+
+    def __init__(self, path: str, message: str) -> None:
+        self.path, self.message = path, message
+        super().__init__(f"{path}: {message}")
+
+
+@dataclass
+class _Source:
+    """Where each job field came from, so model-level errors name a manifest path."""
+
+    paths: dict[str, str]
+
+    def path(self, field: str) -> str:
+        return self.paths.get(field, "(manifest)")
+
+
+def _key(prefix: str, key: str) -> str:
+    return f'{prefix}["{key}"]'
+
+
+def _load(text: str | bytes | dict[str, Any]) -> dict[str, Any]:
+    if isinstance(text, dict):
+        return text
+    if isinstance(text, bytes):
+        try:
+            text = text.decode("utf-8")
+        except UnicodeDecodeError:
+            raise ManifestError("(body)", "is not UTF-8 text") from None
+    if not text.strip():
+        raise ManifestError("(body)", "is empty; send a Pod or batch/v1 Job manifest as YAML or JSON")
+    try:
+        docs = [d for d in yaml.safe_load_all(text) if d is not None]
+    except yaml.YAMLError as exc:
+        raise ManifestError("(body)", f"is not valid YAML or JSON: {exc}") from None
+    if len(docs) != 1:
+        raise ManifestError("(body)", f"must hold exactly one manifest (found {len(docs)})")
+    if not isinstance(docs[0], dict):
+        raise ManifestError("(body)", f"must be a mapping (got {type(docs[0]).__name__})")
+    return docs[0]
+
+
+def _mapping(value: Any, path: str) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ManifestError(path, f"must be a mapping (got {type(value).__name__})")
+    return value
+
+
+def _string_map(value: Any, path: str) -> dict[str, str]:
+    mapping = _mapping(value, path)
+    for key, item in mapping.items():
+        if not isinstance(item, str):
+            shown = json.dumps(item, default=str)
+            raise ManifestError(_key(path, str(key)), f"must be a string (got {shown})")
+    return mapping
+
+
+def _whole(value: Any, path: str, minimum: int) -> int:
+    if isinstance(value, bool):
+        raise ManifestError(path, f"must be a whole number (got {value!r})")
+    try:
+        number = Decimal(str(value).strip())
+    except InvalidOperation:
+        raise ManifestError(path, f"must be a whole number (got {value!r})") from None
+    if not number.is_finite() or number != number.to_integral_value():
+        raise ManifestError(path, f"must be a whole number (got {value!r})")
+    if number < minimum:
+        raise ManifestError(path, f"must be at least {minimum} (got {value!r})")
+    if number > MAX_TASKS * 1000:
+        raise ManifestError(path, f"is too large (got {value!r})")
+    return int(number)
+
+
+def _quantity(value: Any, path: str) -> Decimal:
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        raise ManifestError(path, f"must be a quantity such as 500m or 8Gi (got {value!r})")
+    try:
+        number = Decimal(parse_quantity(value))
+    except (ValueError, TypeError, InvalidOperation):
+        raise ManifestError(path, f"must be a quantity such as 500m or 8Gi (got {value!r})") from None
+    if not number.is_finite() or number < 0:
+        raise ManifestError(path, f"must be a non-negative quantity (got {value!r})")
+    return number
+
+
+def parse_manifest(text: str | bytes | dict[str, Any], user: Any = None) -> Job:
+    """An unsaved ``Job`` from a Pod or batch/v1 Job manifest, or ``ManifestError``.
+
+    With ``user`` the queue must be one they may submit to (``submittable_by``),
+    and the job's submitter is set to them; without it any leaf queue is accepted.
+    """
+    job, _ = _parse(_load(text), user)
+    return job
+
+
+def submit_manifest(text: str | bytes | dict[str, Any], user: Any) -> Job:
+    """Parse, validate and submit in one transaction; errors name the manifest path."""
+    job, source = _parse(_load(text), user)
+    try:
+        with transaction.atomic():
+            return submission.submit(job)
+    except ValidationError as exc:
+        field, messages = next(iter(exc.message_dict.items()))
+        raise ManifestError(source.path(field), " ".join(messages)) from None
+
+
+def _parse(doc: dict[str, Any], user: Any) -> tuple[Job, _Source]:
+    api_version, kind = doc.get("apiVersion"), doc.get("kind")
+    if kind == "Pod":
+        if api_version != "v1":
+            raise ManifestError("apiVersion", f"a Pod must have apiVersion v1 (got {api_version!r})")
+    elif kind == "Job":
+        if api_version != "batch/v1":
+            raise ManifestError("apiVersion", f"a Job must have apiVersion batch/v1 (got {api_version!r})")
+    else:
+        raise ManifestError("kind", f"must be Pod (v1) or Job (batch/v1) (got {kind!r})")
+
+    metadata = _mapping(doc.get("metadata"), "metadata")
+    spec = _mapping(doc.get("spec"), "spec")
+    owner_labels = _string_map(metadata.get("labels"), "metadata.labels")
+    owner_annotations = _string_map(metadata.get("annotations"), "metadata.annotations")
+    if kind == "Pod":
+        pod_path, pod_meta, pod_spec = "", metadata, spec
+        label_sources = [("metadata.labels", owner_labels)]
+        annotation_sources = [("metadata.annotations", owner_annotations)]
+    else:
+        template = _mapping(spec.get("template"), "spec.template")
+        pod_path = "spec.template."
+        pod_meta = _mapping(template.get("metadata"), "spec.template.metadata")
+        pod_spec = _mapping(template.get("spec"), "spec.template.spec")
+        # Owner labels win over the pod template's (kai-semantics §1.7); pod annotations
+        # (GPU sharing) are looked up on the template first.
+        label_sources = [
+            ("metadata.labels", owner_labels),
+            (
+                "spec.template.metadata.labels",
+                _string_map(pod_meta.get("labels"), "spec.template.metadata.labels"),
+            ),
+        ]
+        annotation_sources = [
+            (
+                "spec.template.metadata.annotations",
+                _string_map(pod_meta.get("annotations"), "spec.template.metadata.annotations"),
+            ),
+            ("metadata.annotations", owner_annotations),
+        ]
+
+    def label(key: str) -> tuple[str, str] | None:
+        for prefix, labels in label_sources:
+            if key in labels:
+                return _key(prefix, key), labels[key]
+        return None
+
+    def annotation(key: str) -> tuple[str, str] | None:
+        for prefix, values in annotation_sources:
+            if key in values:
+                return _key(prefix, key), values[key]
+        return None
+
+    paths: dict[str, str] = {}
+    job = Job(submitter=user if getattr(user, "is_authenticated", False) else None)
+    job.name = _name(metadata)
+    paths["name"] = "metadata.name"
+    namespace = metadata.get("namespace", "")
+    if not isinstance(namespace, str) or len(namespace) > 253:
+        raise ManifestError("metadata.namespace", "must be a Kubernetes namespace name")
+    job.namespace = namespace
+    restart = pod_spec.get("restartPolicy")
+    if restart in RestartPolicy.values:
+        job.restart_policy = restart
+    elif restart not in (None, "Always"):
+        raise ManifestError(
+            f"{pod_path}spec.restartPolicy", f"must be OnFailure, Never or Always (got {restart!r})"
+        )
+
+    found = label(QUEUE_LABEL) or label(LEGACY_QUEUE_LABEL)
+    if found is None:
+        raise ManifestError(
+            _key("metadata.labels", QUEUE_LABEL), f"is required (or the legacy label {LEGACY_QUEUE_LABEL})"
+        )
+    paths["queue"], queue_name = found
+    job.queue = _queue(queue_name, paths["queue"], user)
+
+    found = label(NODE_POOL_LABEL)
+    if found is not None:
+        paths["node_pool"], pool_name = found
+        pool = NodePool.objects.filter(name=pool_name).first()
+        if pool is None:
+            raise ManifestError(paths["node_pool"], f'node pool "{pool_name}" does not exist')
+        job.node_pool = pool
+
+    _priority(job, pod_spec, pod_path, label, paths)
+    found = label(PREEMPTIBILITY_LABEL)
+    if found is not None:
+        paths["preemptibility"], value = found
+        allowed = [c for c in Preemptibility.values if c]
+        if value not in allowed:
+            raise ManifestError(
+                paths["preemptibility"], f"must be one of {', '.join(allowed)} (got {value!r})"
+            )
+        job.preemptibility = value
+
+    containers = pod_spec.get("containers")
+    containers_path = f"{pod_path}spec.containers"
+    if not isinstance(containers, list) or not containers:
+        raise ManifestError(containers_path, "must list at least one container")
+    _resources(job, containers, containers_path, paths)
+    _gpu_sharing(job, annotation, paths)
+    _gang(job, kind, spec, annotation, paths)
+
+    found = annotation(DURATION)
+    if found is not None:
+        paths["duration"], value = found
+        try:
+            job.duration = parse_go_duration(value)
+        except ValueError as exc:
+            raise ManifestError(paths["duration"], str(exc)) from None
+    return job, _Source(paths)
+
+
+def _name(metadata: dict[str, Any]) -> str:
+    name, generate = metadata.get("name"), metadata.get("generateName")
+    if name is None and isinstance(generate, str) and generate:
+        suffix = "".join(secrets.choice(string.ascii_lowercase + string.digits) for _ in range(5))
+        name = generate + suffix
+    if not isinstance(name, str) or not name.strip():
+        raise ManifestError("metadata.name", "is required (or metadata.generateName)")
+    if len(name) > 253:
+        raise ManifestError("metadata.name", f"must be at most 253 characters (got {len(name)})")
+    return name
+
+
+def _queue(name: str, path: str, user: Any) -> Queue:
+    queues = Queue.objects.submittable_by(user) if user is not None else Queue.objects.leaves()
+    queue = queues.filter(name=name).first()
+    if queue is not None:
+        return queue
+    if Queue.objects.visible_to(user).filter(name=name).exists() if user is not None else False:
+        raise ManifestError(path, f'queue "{name}" is not a leaf queue of your team; jobs go to leaf queues')
+    raise ManifestError(path, f'queue "{name}" does not exist or is not yours')
+
+
+def _priority(job: Job, pod_spec: dict[str, Any], pod_path: str, label: Any, paths: dict[str, str]) -> None:
+    found = label(PRIORITY_LABEL)
+    if found is None and "priorityClassName" in pod_spec:
+        found = (f"{pod_path}spec.priorityClassName", pod_spec["priorityClassName"])
+    if found is None:
+        return
+    path, value = found
+    if value not in PriorityClass.values:
+        raise ManifestError(path, f"must be one of {', '.join(PriorityClass.values)} (got {value!r})")
+    job.priority_class = value
+    paths["priority_class"] = paths["priority"] = path
+
+
+def _resources(job: Job, containers: list[Any], path: str, paths: dict[str, str]) -> None:
+    gpus, cpu, memory = 0, Decimal(0), Decimal(0)
+    for i, container in enumerate(containers):
+        here = f"{path}[{i}]"
+        container = _mapping(container, here)
+        if i == 0:
+            image = container.get("image", "")
+            if not isinstance(image, str):
+                raise ManifestError(f"{here}.image", "must be a string")
+            job.image = image[:500]
+            words = [*(container.get("command") or []), *(container.get("args") or [])]
+            if not all(isinstance(w, str) for w in words):
+                raise ManifestError(f"{here}.command", "must be a list of strings")
+            job.command = " ".join(words)
+        resources = _mapping(container.get("resources"), f"{here}.resources")
+        limits = _mapping(resources.get("limits"), f"{here}.resources.limits")
+        requests = _mapping(resources.get("requests"), f"{here}.resources.requests")
+        for key, values, kind in ((GPU_RESOURCE, limits, "limits"), (GPU_RESOURCE, requests, "requests")):
+            if key in values:
+                gpu_path = _key(f"{here}.resources.{kind}", key)
+                gpus += _whole(values[key], gpu_path, 0)
+                paths.setdefault("gpu_count", gpu_path)
+                break
+        for name in ("cpu", "memory"):
+            source = requests if name in requests else limits
+            if name not in source:
+                continue
+            kind = "requests" if source is requests else "limits"
+            amount = _quantity(source[name], _key(f"{here}.resources.{kind}", name))
+            field = "cpu_millicores" if name == "cpu" else "memory_mib"
+            paths.setdefault(field, _key(f"{here}.resources.{kind}", name))
+            if name == "cpu":
+                cpu += amount
+            else:
+                memory += amount
+    job.gpu_count = gpus
+    job.cpu_millicores = math.ceil(cpu * 1000)
+    job.memory_mib = math.ceil(memory / 2**20)
+    if job.cpu_millicores > 2**31 or job.memory_mib > 2**31:
+        raise ManifestError(path, "requests more CPU or memory than any node has")
+
+
+def _gpu_sharing(job: Job, annotation: Any, paths: dict[str, str]) -> None:
+    fraction, memory = annotation(GPU_FRACTION), annotation(GPU_MEMORY)
+    devices = annotation(GPU_DEVICES)
+    if fraction is not None and memory is not None:
+        raise ManifestError(memory[0], f"cannot be combined with {GPU_FRACTION}; request GPUs in one way")
+    if (fraction is not None or memory is not None) and job.gpu_count:
+        where = (fraction or memory)[0]  # type: ignore[index]
+        raise ManifestError(where, f"cannot be combined with {GPU_RESOURCE} limits; request GPUs in one way")
+    count = 1
+    if devices is not None:
+        paths["gpu_fraction_devices"] = devices[0]
+        if fraction is None and memory is None:
+            raise ManifestError(devices[0], f"only applies with {GPU_FRACTION} or {GPU_MEMORY}")
+        count = _whole(devices[1], devices[0], 1)
+        if count > 64:
+            raise ManifestError(devices[0], f"must be at most 64 (got {count})")
+    if fraction is not None:
+        path, text = fraction
+        paths["gpu_fraction"] = path
+        try:
+            value = Decimal(text.strip())
+        except InvalidOperation:
+            raise ManifestError(path, f"must be a number between 0 and 1 (got {text!r})") from None
+        if not value.is_finite() or not 0 < value <= 1:
+            raise ManifestError(path, f"must be more than 0 and at most 1 (got {text!r})")
+        if value != value.quantize(Decimal("0.01")):
+            raise ManifestError(path, f"must have at most 2 decimals (got {text!r})")
+        if value == 1:  # a whole device on each of the devices
+            job.gpu_count = count
+            paths["gpu_count"] = path
+            return
+        job.gpu_fraction = value
+        job.gpu_fraction_devices = count
+    if memory is not None:
+        path, text = memory
+        paths["gpu_memory_mib"] = path
+        job.gpu_memory_mib = _whole(text, path, 1)
+        job.gpu_fraction_devices = count
+
+
+def _gang(job: Job, kind: str, spec: dict[str, Any], annotation: Any, paths: dict[str, str]) -> None:
+    tasks = 1
+    if kind == "Job":
+        parallelism = spec.get("parallelism")
+        completions = spec.get("completions")
+        if parallelism is not None:
+            tasks = _whole(parallelism, "spec.parallelism", 1)
+            paths["task_count"] = "spec.parallelism"
+        if completions is not None:
+            done = _whole(completions, "spec.completions", 1)
+            if parallelism is None or done < tasks:
+                paths["task_count"] = "spec.completions"
+            tasks = min(tasks, done) if parallelism is not None else done
+        if tasks > MAX_TASKS:
+            raise ManifestError(paths["task_count"], f"must be at most {MAX_TASKS} (got {tasks})")
+    job.task_count = tasks
+    found = annotation(MIN_MEMBER)
+    if found is None:
+        job.min_member = tasks
+        return
+    path, value = found
+    paths["min_member"] = path
+    minimum = _whole(value, path, 0)
+    if minimum > tasks:
+        raise ManifestError(
+            path, f"gang minimum ({minimum}) cannot be more than the number of tasks ({tasks})"
+        )
+    job.min_member = minimum
