@@ -2,6 +2,13 @@
 
 from __future__ import annotations
 
-from django.urls import URLPattern, URLResolver
+from django.urls import URLPattern, URLResolver, include, path
 
-urlpatterns: list[URLPattern | URLResolver] = []
+urlpatterns: list[URLPattern | URLResolver] = [
+    path("accounts/", include("kai_portal.accounts.urls")),
+    path("cluster/", include("kai_portal.cluster.urls")),
+    path("queues/", include("kai_portal.queues.urls")),
+    path("jobs/", include("kai_portal.workloads.urls")),
+    path("teams/", include("kai_portal.teams.urls")),
+    path("audit/", include("kai_portal.audit.urls")),
+]

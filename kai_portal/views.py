@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from django.db import connection
 from django.http import HttpRequest, HttpResponse, JsonResponse
-from django.shortcuts import render
+from django.shortcuts import redirect
 
 
 def home(request: HttpRequest) -> HttpResponse:
-    return render(request, "home.html")
+    """Signed-in people land on the cluster overview; others on the sign-in page."""
+    return redirect("cluster:overview" if request.user.is_authenticated else "accounts:login")
 
 
 def healthz(request: HttpRequest) -> JsonResponse:

@@ -36,6 +36,7 @@ def test_admin_pages_work_with_demo_data(client: Any, model: Any) -> None:
         assert client.get(reverse("admin:{}_{}_change".format(*info), args=[obj.pk])).status_code == 200
 
 
-def test_home_and_health_pages(client: Any) -> None:
-    assert client.get("/").status_code == 200
+def test_home_sends_strangers_to_sign_in_and_health_answers(client: Any) -> None:
+    response = client.get("/")
+    assert response.status_code == 302 and "/accounts/login/" in response["Location"]
     assert client.get("/healthz").json() == {"status": "ok"}

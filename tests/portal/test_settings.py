@@ -15,7 +15,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _manage(args: list[str], extra_env: dict[str, str], tmp_path: Path) -> subprocess.CompletedProcess[str]:
-    clean = {k: v for k, v in os.environ.items() if k not in {"DEBUG", "SECRET_KEY", "DJANGO_SECRET_KEY"}}
+    # A deployment's environment: none of the test run's debug or async-unsafe switches.
+    dropped = {"DEBUG", "SECRET_KEY", "DJANGO_SECRET_KEY", "DJANGO_ALLOW_ASYNC_UNSAFE"}
+    clean = {k: v for k, v in os.environ.items() if k not in dropped}
     clean.update(
         {
             "DJANGO_SETTINGS_MODULE": "kai_portal.settings",

@@ -1,0 +1,14 @@
+from __future__ import annotations
+
+from django.urls import path
+
+from kai_portal.queues import views
+
+app_name = "queues"
+
+urlpatterns = [
+    path("", views.queue_list, name="queue_list"),
+    path("new/", views.queue_create, name="queue_create"),
+    path("<str:name>/", views.queue_detail, name="queue_detail"),
+    path("<str:name>/edit/", views.queue_edit, name="queue_edit"),
+]

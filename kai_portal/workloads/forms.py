@@ -1,0 +1,140 @@
+"""Job submission forms: the full form and "submit from YAML".
+
+Forms check shape and convert units (CPU cores to millicores, "30m" to a
+duration); ``Job.clean()`` checks the rules (leaf queue, one GPU request form,
+gang within tasks) and its errors land on the fields they name.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+from django import forms
+
+from kai_portal.cluster.models import NodePool
+from kai_portal.queues.durations import parse_go_duration
+from kai_portal.queues.models import Queue
+from kai_portal.workloads.models import Job
+
+
+class GpuMode:
+    NONE, WHOLE, FRACTION, MEMORY = "none", "whole", "fraction", "memory"
+    CHOICES = [
+        (NONE, "No GPU"),
+        (WHOLE, "Whole GPUs"),
+        (FRACTION, "GPU fraction"),
+        (MEMORY, "GPU memory"),
+    ]
+
+
+class JobSubmitForm(forms.ModelForm):
+    """A job for one of the user's leaf queues. ``user`` limits the queue choices."""
+
+    gpu_mode = forms.ChoiceField(
+        label="GPU per task", choices=GpuMode.CHOICES, initial=GpuMode.WHOLE, widget=forms.RadioSelect
+    )
+    cpu_cores = forms.DecimalField(
+        label="CPU per task (cores)", min_value=0, max_digits=8, decimal_places=3, initial=1,
+        help_text="0.5 = 500 millicores.",
+    )  # fmt: skip
+    run_time = forms.CharField(
+        label="Declared duration", required=False, initial="30m",
+        help_text="How long each task runs on the simulated cluster: 90s, 30m, 2h.",
+    )  # fmt: skip
+
+    class Meta:
+        model = Job
+        fields = [
+            "name",
+            "queue",
+            "task_count",
+            "min_member",
+            "gpu_count",
+            "gpu_fraction",
+            "gpu_memory_mib",
+            "gpu_fraction_devices",
+            "memory_mib",
+            "priority_class",
+            "node_pool",
+            "image",
+            "command",
+        ]
+        labels = {
+            "task_count": "Tasks (pods)",
+            "min_member": "Gang minimum",
+            "gpu_count": "Whole GPUs per task",
+            "gpu_fraction": "GPU fraction per task",
+            "gpu_memory_mib": "GPU memory per task (MiB)",
+            "gpu_fraction_devices": "Devices per task (fraction / memory)",
+            "memory_mib": "Memory per task (MiB)",
+            "node_pool": "Node pool",
+        }
+        help_texts = {
+            "min_member": "Pods that must start together; 0 = elastic.",
+            "gpu_fraction": "Strictly between 0 and 1, e.g. 0.5.",
+        }
+        widgets = {"command": forms.Textarea(attrs={"rows": 2})}
+
+    def __init__(self, *args: Any, user: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.user = user
+        queue_field = self.fields["queue"]
+        queue_field.queryset = Queue.objects.submittable_by(user).select_related("team").order_by("name")
+        queue_field.label_from_instance = lambda q: f"{q.name} ({q.team.name})" if q.team else q.name
+        queue_field.empty_label = "Choose a queue"
+        self.fields["node_pool"].queryset = NodePool.objects.order_by("name")
+        self.fields["node_pool"].empty_label = "Any pool"
+        for name in ("gpu_count", "gpu_fraction", "gpu_memory_mib", "gpu_fraction_devices", "memory_mib"):
+            self.fields[name].required = False
+
+    def clean_cpu_cores(self) -> int:
+        cores: Decimal = self.cleaned_data["cpu_cores"]
+        return int(cores * 1000)
+
+    def clean_run_time(self) -> Any:
+        text = (self.cleaned_data.get("run_time") or "").strip()
+        if not text:
+            return None
+        try:
+            return parse_go_duration(text)
+        except ValueError as exc:
+            raise forms.ValidationError(f"{exc}.") from None
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        mode = data.get("gpu_mode")
+        needed = {
+            GpuMode.WHOLE: "gpu_count",
+            GpuMode.FRACTION: "gpu_fraction",
+            GpuMode.MEMORY: "gpu_memory_mib",
+        }
+        if mode in needed and data.get(needed[mode]) in (None, 0):
+            self.add_error(needed[mode], "Enter an amount for the GPU request you chose.")
+        # Only the chosen request form reaches the model; the others are cleared.
+        if mode != GpuMode.WHOLE:
+            data["gpu_count"] = 0
+        if mode != GpuMode.FRACTION:
+            data["gpu_fraction"] = None
+        if mode != GpuMode.MEMORY:
+            data["gpu_memory_mib"] = None
+        if mode not in (GpuMode.FRACTION, GpuMode.MEMORY) or not data.get("gpu_fraction_devices"):
+            data["gpu_fraction_devices"] = 1
+        if data.get("memory_mib") is None:
+            data["memory_mib"] = 0
+        return data
+
+    def _post_clean(self) -> None:
+        self.instance.cpu_millicores = self.cleaned_data.get("cpu_cores", 0) or 0
+        self.instance.duration = self.cleaned_data.get("run_time")
+        self.instance.submitter = self.user
+        super()._post_clean()
+
+
+class ManifestSubmitForm(forms.Form):
+    """A Kubernetes Pod or batch/v1 Job manifest with KAI's labels and annotations."""
+
+    manifest = forms.CharField(
+        label="Manifest (YAML)",
+        widget=forms.Textarea(attrs={"rows": 22, "spellcheck": "false", "class": "code"}),
+    )

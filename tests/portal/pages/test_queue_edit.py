@@ -1,0 +1,73 @@
+"""Quota editing: saves through the model rules, shows their errors inline, lands in the audit log."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kai_portal.audit.models import AuditEntry
+from kai_portal.queues.forms import QueueForm
+from kai_portal.queues.models import Queue
+
+
+def _data(queue: Queue, **changes: Any) -> dict[str, Any]:
+    form = QueueForm(instance=queue)
+    data = {name: form[name].value() for name in form.fields}
+    data = {k: ("" if v is None else v) for k, v in data.items()}
+    data.update(changes)
+    return data
+
+
+def test_admin_edit_saves_and_writes_an_audit_entry(world: dict, client_for: Any) -> None:
+    queue = world["queues"]["alpha"]
+    response = client_for("admin").post(f"/queues/{queue.name}/edit/", _data(queue, gpu_quota="6"))
+    assert response.status_code == 302
+    queue.refresh_from_db()
+    assert queue.gpu_quota == 6
+    entry = AuditEntry.objects.filter(object_id=str(queue.pk), action="update").latest("at")
+    assert entry.actor_name == "root" and entry.source == "web"
+    assert entry.before["gpu_quota"] == "2.00" and entry.after["gpu_quota"] == "6.00"
+    audit = client_for("admin").get(f"/audit/?queue={queue.pk}").content.decode()
+    assert "gpu_quota" in audit and "6.00" in audit
+
+
+def test_limit_below_quota_is_shown_on_the_field_and_nothing_is_saved(world: dict, client_for: Any) -> None:
+    queue = world["queues"]["alpha"]
+    before = AuditEntry.objects.count()
+    response = client_for("admin").post(f"/queues/{queue.name}/edit/", _data(queue, gpu_limit="1"))
+    assert response.status_code == 200
+    assert "must be at least the quota" in response.context["form"].errors["gpu_limit"][0]
+    assert "Nothing was saved" in response.content.decode()
+    queue.refresh_from_db()
+    assert queue.gpu_limit == -1 and AuditEntry.objects.count() == before
+
+
+def test_child_quota_beyond_parent_is_refused_inline(world: dict, client_for: Any) -> None:
+    queue = world["queues"]["alpha"]
+    response = client_for("admin").post(f"/queues/{queue.name}/edit/", _data(queue, gpu_quota="7"))
+    assert response.status_code == 200
+    assert "does not fit in parent queue 'research'" in response.context["form"].errors["gpu_quota"][0]
+
+
+def test_admin_moves_a_queue_to_another_parent(world: dict, client_for: Any) -> None:
+    Queue(name="production", gpu_quota=-1).save()
+    queue = world["queues"]["beta"]
+    production = Queue.objects.get(name="production")
+    response = client_for("admin").post(f"/queues/{queue.name}/edit/", _data(queue, parent=production.pk))
+    assert response.status_code == 302
+    queue.refresh_from_db()
+    assert queue.parent == production
+
+
+def test_admin_creates_a_queue(world: dict, client_for: Any) -> None:
+    data = _data(Queue(), name="alpha-infer", parent=world["queues"]["research"].pk, gpu_quota="1")
+    response = client_for("admin").post("/queues/new/", data)
+    assert response.status_code == 302
+    assert AuditEntry.objects.filter(action="create", object_repr="alpha-infer").exists()
+
+
+def test_team_admin_cannot_post_quota_edits(world: dict, client_for: Any) -> None:
+    queue = world["queues"]["alpha"]
+    response = client_for("team_admin").post(f"/queues/{queue.name}/edit/", _data(queue, gpu_quota="6"))
+    assert response.status_code == 403
+    queue.refresh_from_db()
+    assert queue.gpu_quota == 2
