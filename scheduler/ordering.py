@@ -97,28 +97,63 @@ def job_request(session: Session, job: Job) -> dict[str, float]:
 
 
 class JobQueue:
-    """Pending jobs in a heap per leaf queue; the best queue is chosen top-down on every pop."""
+    """Pending jobs in a heap per leaf queue; the best queue is chosen top-down on every pop.
+
+    The choice is re-evaluated after every pop (§4.2), but a subtree's best job and its queue key
+    are only recomputed when something below it changed: a job charged or uncharged
+    (``session.queue_stamp``) or a push or pop on one of its leaf heaps."""
 
     def __init__(self, session: Session, capacity: Mapping[str, float]) -> None:
         self.session = session
         self.capacity = capacity
         self.heaps: dict[str, list[tuple[tuple[object, ...], str]]] = {}
+        self.heap_stamp: dict[str, int] = {}
+        self.memo: dict[str, tuple[tuple[int, int], tuple[Job, tuple[object, ...]] | None]] = {}
+        self.tops = [
+            qs.name
+            for qs in session.queues.values()
+            if not (qs.queue.parent is not None and qs.queue.parent in session.queues)
+        ]
+
+    def _touch(self, queue: str) -> None:
+        for qs in self.session.ancestors(queue):
+            self.heap_stamp[qs.name] = self.heap_stamp.get(qs.name, 0) + 1
 
     def push(self, job: Job) -> None:
         heapq.heappush(self.heaps.setdefault(job.queue, []), (job_key(self.session, job), job.name))
+        self._touch(job.queue)
+
+    def _entry(self, queue: str) -> tuple[Job, tuple[object, ...]] | None:
+        """The subtree's best job and the queue's key for it (cached until the subtree changes)."""
+        stamp = (self.session.queue_stamp.get(queue, 0), self.heap_stamp.get(queue, 0))
+        hit = self.memo.get(queue)
+        if hit is not None and hit[0] == stamp:
+            return hit[1]
+        cand = self._best_in(queue)
+        out = None
+        if cand is not None:
+            out = (
+                cand,
+                queue_key(self.session.queues[queue], job_request(self.session, cand), self.capacity),
+            )
+        self.memo[queue] = (stamp, out)
+        return out
 
     def _best_in(self, queue: str) -> Job | None:
         qs = self.session.queues[queue]
         if qs.is_leaf:
             heap = self.heaps.get(queue)
             return self.session.jobs[heap[0][1]] if heap else None
+        return self._best_of(qs.children)
+
+    def _best_of(self, queues: list[str]) -> Job | None:
         best: tuple[QueueState, Job, tuple[object, ...]] | None = None
-        for child in qs.children:
-            cand = self._best_in(child)
-            if cand is None:
+        for child in queues:
+            entry = self._entry(child)
+            if entry is None:
                 continue
+            cand, key = entry
             cqs = self.session.queues[child]
-            key = queue_key(cqs, job_request(self.session, cand), self.capacity)
             if best is None or self._better(cqs, key, best[0], best[2]):
                 best = (cqs, cand, key)
         return best[1] if best else None
@@ -131,18 +166,9 @@ class JobQueue:
 
     def pop(self) -> Job | None:
         """Remove and return the job that goes next, or None when all are done."""
-        best: tuple[QueueState, Job, tuple[object, ...]] | None = None
-        for qs in self.session.queues.values():
-            if qs.queue.parent is not None and qs.queue.parent in self.session.queues:
-                continue
-            cand = self._best_in(qs.name)
-            if cand is None:
-                continue
-            key = queue_key(qs, job_request(self.session, cand), self.capacity)
-            if best is None or self._better(qs, key, best[0], best[2]):
-                best = (qs, cand, key)
-        if best is None:
+        job = self._best_of(self.tops)
+        if job is None:
             return None
-        job = best[1]
         heapq.heappop(self.heaps[job.queue])
+        self._touch(job.queue)
         return job

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -106,13 +107,48 @@ def _free_and_total(ns: NodeState, gpu: bool) -> tuple[float, float]:
     return ns.cpu_idle + ns.cpu_rel, float(ns.node.cpu_millis)
 
 
+def node_score(
+    fit: Fit,
+    gpu: bool,
+    spread: bool,
+    cpu_only: bool,
+    free: float,
+    total: float,
+    mn: float,
+    mx: float,
+    base: float,
+) -> float:
+    """Score of one fitting node (§4.5): shared GPU group >> fits now >> CPU-only node for a
+    CPU task >> binpack 0..9 (or spread 0..1) over the fitting nodes' free amounts [mn, mx]."""
+    s = base
+    if fit.shares_group and not spread:
+        s += 10_000
+    if fit.now:
+        s += 1_000
+    if not gpu and cpu_only:
+        s += 10
+    if total > 0:
+        if spread:
+            s += free / total
+        elif mx <= 0:
+            pass
+        elif mn == mx:
+            s += 9
+        else:
+            s += 9 * (1 - (free - mn) / (mx - mn))
+    return s
+
+
 def score_nodes(
     session: Session,
     task: Task,
     fits: Sequence[tuple[NodeState, Fit]],
     extra: Mapping[str, float] | None = None,
 ) -> list[tuple[NodeState, Fit]]:
-    """Sort fitting nodes best first: score descending, then node name (§4.5)."""
+    """Sort fitting nodes best first: score descending, then node name (§4.5).
+
+    This is the reference rule; :func:`best_fit` finds its first element without scanning every
+    node where it can (tests/engine/test_node_search.py checks they agree)."""
     gpu = task.needs_gpu
     spread = session.config.placement == "spread"
     frees = {ns.name: _free_and_total(ns, gpu) for ns, _ in fits}
@@ -121,23 +157,146 @@ def score_nodes(
 
     def score(item: tuple[NodeState, Fit]) -> float:
         ns, fit = item
-        s = extra.get(ns.name, 0.0) if extra else 0.0
-        if fit.shares_group and not spread:
-            s += 10_000
-        if fit.now:
-            s += 1_000
-        if not gpu and not ns.devices:
-            s += 10
+        base = extra.get(ns.name, 0.0) if extra else 0.0
         free, total = frees[ns.name]
-        if total > 0:
-            if spread:
-                s += free / total
-            elif mx <= 0:
-                pass
-            elif mn == mx:
-                s += 9
-            else:
-                s += 9 * (1 - (free - mn) / (mx - mn))
-        return s
+        return node_score(fit, gpu, spread, not ns.devices, free, total, mn, mx, base)
 
     return sorted(fits, key=lambda item: (-score(item), item[0].name))
+
+
+def scan_fits(
+    session: Session, task: Task, selector: Mapping[str, str], nodes: Sequence[NodeState]
+) -> tuple[list[tuple[NodeState, Fit]], dict[str, int]]:
+    """Every node's fit (the reference scan): the fitting nodes and counts of the other reasons."""
+    fits = []
+    counts: dict[str, int] = {}
+    for ns in nodes:
+        fit = node_fit(session, ns, task, selector)
+        if fit.ok:
+            fits.append((ns, fit))
+        elif fit.reason:
+            counts[fit.reason] = counts.get(fit.reason, 0) + 1
+    return fits, counts
+
+
+def best_fit_reference(
+    session: Session, task: Task, selector: Mapping[str, str], nodes: Sequence[NodeState]
+) -> tuple[NodeState, Fit] | None:
+    """The best fitting node by the plain rule: check every node, sort, take the first."""
+    fits, _ = scan_fits(session, task, selector, nodes)
+    return score_nodes(session, task, fits)[0] if fits else None
+
+
+class NodeIndex:
+    """Schedulable nodes of a session bucketed by free whole GPUs (devices with no active task),
+    each bucket in name order; refreshed lazily from ``session.dirty_nodes``.
+
+    For a whole-GPU task under binpack the node score is a function of (fits now, free whole
+    GPUs) given the minimum and maximum free count over the fitting nodes, and it does not
+    increase with the free count; so the best node is the first fitting one, in name order, of
+    the lowest bucket holding one in the best category. Only a few nodes per bucket are checked
+    instead of every node."""
+
+    __slots__ = ("session", "buckets", "where", "rank", "names")
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+        self.names: list[str] = []
+        self.rank: dict[str, int] = {}
+        self.where: dict[str, int] = {}
+        self.buckets: dict[int, list[int]] = {}
+        for ns in session.nodes.values():  # sorted by name
+            if not ns.schedulable:
+                continue
+            r = len(self.names)
+            self.names.append(ns.name)
+            self.rank[ns.name] = r
+            k = ns.free_whole_gpus()
+            self.where[ns.name] = k
+            self.buckets.setdefault(k, []).append(r)
+        session.dirty_nodes.clear()
+
+    def refresh(self) -> None:
+        dirty = self.session.dirty_nodes
+        if not dirty:
+            return
+        nodes = self.session.nodes
+        for name in dirty:
+            old = self.where.get(name)
+            if old is None:
+                continue  # unschedulable: never indexed
+            k = nodes[name].free_whole_gpus()
+            if k == old:
+                continue
+            r = self.rank[name]
+            lst = self.buckets[old]
+            del lst[bisect.bisect_left(lst, r)]
+            bisect.insort(self.buckets.setdefault(k, []), r)
+            self.where[name] = k
+        dirty.clear()
+
+    def best_whole(self, task: Task, selector: Mapping[str, str]) -> tuple[NodeState, Fit] | None:
+        """First node in (score desc, name asc) order for a whole-GPU task under binpack."""
+        self.refresh()
+        session = self.session
+        nodes = session.nodes
+        names = self.names
+        ks = sorted(k for k, lst in self.buckets.items() if k >= task.whole_gpus and lst)
+        if not ks:
+            return None
+
+        def first(k: int, now: bool | None) -> tuple[NodeState, Fit] | None:
+            """First node of bucket k, in name order, that fits (and fits now / later)."""
+            for r in self.buckets[k]:
+                ns = nodes[names[r]]
+                fit = node_fit(session, ns, task, selector)
+                if fit.ok and (now is None or fit.now == now):
+                    return ns, fit
+            return None
+
+        # Minimum and maximum free count over all fitting nodes (the binpack range).
+        mn = next((k for k in ks if first(k, None) is not None), None)
+        if mn is None:
+            return None
+        mx = next(k for k in reversed(ks) if first(k, None) is not None)
+        for now in (True, False):
+            best: tuple[NodeState, Fit] | None = None
+            best_score = 0.0
+            for k in ks:
+                if k < mn:
+                    continue
+                # Later buckets score no higher; only an exactly equal score can still win.
+                if best is not None and self._score(now, k, mn, mx) != best_score:
+                    break
+                found = first(k, now)
+                if found is None:
+                    continue
+                if best is None:
+                    best, best_score = found, self._score(now, k, mn, mx)
+                elif found[0].name < best[0].name:
+                    best = found
+            if best is not None:
+                return best
+        return None
+
+    @staticmethod
+    def _score(now: bool, k: int, mn: int, mx: int) -> float:
+        return node_score(Fit(True, now=now), True, False, False, float(k), 1.0, float(mn), float(mx), 0.0)
+
+
+def index_of(session: Session) -> NodeIndex:
+    idx = session.node_index
+    if not isinstance(idx, NodeIndex):
+        idx = NodeIndex(session)
+        session.node_index = idx
+    return idx
+
+
+def best_fit(
+    session: Session, task: Task, selector: Mapping[str, str], nodes: Sequence[NodeState]
+) -> tuple[NodeState, Fit] | None:
+    """Same answer as :func:`best_fit_reference`, fast for whole-GPU tasks under binpack on the
+    whole pool; other cases (fractional, CPU-only, spread, a topology subset) scan every node."""
+    if task.whole_gpus and session.config.placement != "spread" and len(nodes) == len(session.nodes):
+        return index_of(session).best_whole(task, selector)
+    return best_fit_reference(session, task, selector, nodes)

@@ -145,6 +145,43 @@ class Session:
         self.evictions: list[Eviction] = []
         # Monotonic deadline of the running eviction action (set by the action).
         self.deadline: float | None = None
+        # Bumped on every change of a node's resources (placement, eviction, rollback); names of
+        # nodes changed since the node index (``placement.NodeIndex``) last looked.
+        self.node_version = 0
+        # Bumped for a queue and its ancestors whenever a job below it is charged or uncharged
+        # (its allocation and that job's placements change); ordering caches keys on it.
+        self.queue_stamp: dict[str, int] = {}
+        self.dirty_nodes: set[str] = set()
+        self.node_index: object | None = None
+        # Fit error of a task shape that fitted no node, valid while ``node_version`` is unchanged.
+        self.fit_error_cache: dict[tuple[object, ...], tuple[int, str]] = {}
+        self._pool_max: tuple[int, float, float] | None = None
+        self.free_gpus_cache: tuple[int, float] | None = None
+        self._jobs_by_queue: dict[str, list[Job]] | None = None
+
+    def jobs_of_queue(self, queue: str) -> list[Job]:
+        """The jobs of one queue, in ``self.jobs`` order."""
+        if self._jobs_by_queue is None:
+            self._jobs_by_queue = {}
+            for job in self.jobs.values():
+                self._jobs_by_queue.setdefault(job.queue, []).append(job)
+        return self._jobs_by_queue.get(queue, [])
+
+    def touch_node(self, name: str) -> None:
+        """Record that a node's resources change (called before and on undo of every change)."""
+        self.node_version += 1
+        self.dirty_nodes.add(name)
+
+    def pool_max(self) -> tuple[int, float, float]:
+        """Largest GPU count, CPU and memory of any node of the pool (static within a cycle)."""
+        if self._pool_max is None:
+            nodes = [ns.node for ns in self.nodes.values()]
+            self._pool_max = (
+                max((n.gpus for n in nodes), default=0),
+                max((n.cpu_millis for n in nodes), default=0),
+                max((n.memory_mib for n in nodes), default=0),
+            )
+        return self._pool_max
 
     # ---- queue helpers -------------------------------------------------
     def ancestors(self, queue: str) -> list[QueueState]:
@@ -157,7 +194,9 @@ class Session:
         return out
 
     def _charge_queues(self, job: Job, charge: dict[str, float], sign: float) -> None:
+        stamp = self.queue_stamp
         for qs in self.ancestors(job.queue):
+            stamp[qs.name] = stamp.get(qs.name, 0) + 1
             for r in RESOURCES:
                 qs.allocated[r] = clean(qs.allocated[r] + sign * charge.get(r, 0.0))
                 if not job.is_preemptible:
@@ -272,10 +311,13 @@ class Statement:
         self._undo.clear()
 
     def _snapshot_node(self, ns: NodeState) -> Callable[[], None]:
+        session = self.session
+        session.touch_node(ns.name)
         scalars = (ns.cpu_idle, ns.cpu_rel, ns.mem_idle, ns.mem_rel, ns.pods_idle, ns.pods_rel)
         devs = [(d.active, d.releasing, d.whole) for d in ns.devices]
 
         def restore() -> None:
+            session.touch_node(ns.name)
             ns.cpu_idle, ns.cpu_rel, ns.mem_idle, ns.mem_rel, ns.pods_idle, ns.pods_rel = scalars
             for d, (a, rel, w) in zip(ns.devices, devs, strict=True):
                 d.active, d.releasing, d.whole = a, rel, w

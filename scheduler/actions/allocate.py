@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from scheduler import gang, reasons
 from scheduler.model import RESOURCES, Job, Task, TaskState, clean
 from scheduler.ordering import JobQueue
-from scheduler.placement import Fit, node_fit, score_nodes
+from scheduler.placement import Fit, best_fit, node_fit, scan_fits, score_nodes
 from scheduler.session import EPS, NodeState, Session, Statement
 from scheduler.topology import node_sets
 
@@ -75,17 +75,14 @@ def capacity_error(session: Session, job: Job, request: dict[str, float]) -> tup
 
 def pre_predicate_error(session: Session, job: Job, task: Task) -> str | None:
     """MaxNodePoolResources: no single node of the pool could ever hold this task."""
-    nodes = [ns.node for ns in session.nodes.values()]
-    max_gpu = max((n.gpus for n in nodes), default=0)
+    max_gpu, max_cpu, max_mem = session.pool_max()
     if (task.whole_gpus and task.whole_gpus > max_gpu) or (task.is_fractional and max_gpu == 0):
         return reasons.max_node_pool_resources(
             job.namespace, task.name, task.gpu, task.cpu_millis, task.memory_mib, session.pool, max_gpu
         )
-    max_cpu = max((n.cpu_millis for n in nodes), default=0)
     if task.cpu_millis > max_cpu + EPS:
         top = reasons.human("cpu", max_cpu) + " cores"
         return reasons.max_node_pool_other(job.namespace, task.name, "CPU", session.pool, top)
-    max_mem = max((n.memory_mib for n in nodes), default=0)
     if task.memory_mib > max_mem + EPS:
         top = reasons.human("memory", max_mem) + " GB"
         return reasons.max_node_pool_other(job.namespace, task.name, "memory", session.pool, top)
@@ -101,24 +98,42 @@ def place_task(
     pipeline_only: bool = False,
 ) -> str | None:
     """Put one task on the best fitting node; return the pod fit error when none fits."""
-    fits = []
-    counts: dict[str, int] = {}
     memory_request = task.gpu == 0 and task.gpu_memory_mib > 0
-    for ns in nodes:
-        fit = node_fit(session, ns, task, job.node_selector)
-        if fit.ok and memory_request:
-            # The batch check used the largest device; redo it with this node's exact fraction.
-            charge = {"gpu": session.gpu_fraction_on(task, ns.node.gpu_memory_mib), "cpu": 0.0, "memory": 0.0}
-            err = capacity_error(session, job, charge)
-            if err:
-                fit = Fit(False, reason=err[1])
-        if fit.ok:
-            fits.append((ns, fit))
-        elif fit.reason:
-            counts[fit.reason] = counts.get(fit.reason, 0) + 1
-    if not fits:
-        return reasons.fit_error(counts)
-    ns, fit = score_nodes(session, task, fits)[0]
+    if memory_request:
+        # The batch check used the largest device; redo it with this node's exact fraction.
+        fits = []
+        counts: dict[str, int] = {}
+        for ns in nodes:
+            fit = node_fit(session, ns, task, job.node_selector)
+            if fit.ok:
+                gpu = session.gpu_fraction_on(task, ns.node.gpu_memory_mib)
+                charge = {"gpu": gpu, "cpu": 0.0, "memory": 0.0}
+                err = capacity_error(session, job, charge)
+                if err:
+                    fit = Fit(False, reason=err[1])
+            if fit.ok:
+                fits.append((ns, fit))
+            elif fit.reason:
+                counts[fit.reason] = counts.get(fit.reason, 0) + 1
+        if not fits:
+            return reasons.fit_error(counts)
+        ns, fit = score_nodes(session, task, fits)[0]
+    else:
+        # A task shape that fitted no node still fits none while no node has changed.
+        whole_pool = len(nodes) == len(session.nodes)
+        shape = (task.gpu, task.gpu_memory_mib, task.cpu_millis, task.memory_mib)
+        key = (*shape, *sorted(job.node_selector.items()))
+        cached = session.fit_error_cache.get(key) if whole_pool else None
+        if cached is not None and cached[0] == session.node_version:
+            return cached[1]
+        found = best_fit(session, task, job.node_selector, nodes)
+        if found is None:
+            _, counts = scan_fits(session, task, job.node_selector, nodes)
+            error = reasons.fit_error(counts)
+            if whole_pool:
+                session.fit_error_cache[key] = (session.node_version, error)
+            return error
+        ns, fit = found
     stmt.place(task, ns.name, fit.devices, pipelined=pipeline_only or not fit.now)
     return None
 

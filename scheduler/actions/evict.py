@@ -88,11 +88,17 @@ def _split_candidates(
     return out, core_protected
 
 
-def _victim_jobs(session: Session, preemptor: Job) -> list[Job]:
+def _victim_jobs(
+    session: Session, preemptor: Job, queue: str | None = None, below: int | None = None
+) -> list[Job]:
+    """Preemptible jobs with active tasks in leaf queues, in job order; only ``queue``'s jobs and
+    only priorities below ``below`` when given (checked first: they are the cheap filters)."""
+    jobs = session.jobs.values() if queue is None else session.jobs_of_queue(queue)
     return [
         v
-        for v in session.jobs.values()
-        if v is not preemptor
+        for v in jobs
+        if (below is None or v.priority < below)
+        and v is not preemptor
         and v.is_preemptible
         and v.queue in session.queues
         and session.queues[v.queue].is_leaf
@@ -355,7 +361,7 @@ def preempt(session: Session) -> None:
         return reasons.PREEMPT_NOT_POSSIBLE, reasons.preempt_no_scenario(job.queue, job.priority)
 
     def candidates(job: Job, tasks: list[Task]) -> tuple[list[Job], set[str]]:
-        jobs = [v for v in _victim_jobs(session, job) if v.queue == job.queue and v.priority < job.priority]
+        jobs = _victim_jobs(session, job, job.queue, job.priority)
         out, prot = _split_candidates(session, jobs, lambda v: preempt_min_runtime(session, v.queue))
         core[job.name] = prot
         return out, prot
@@ -376,6 +382,15 @@ def preempt(session: Session) -> None:
 
 
 def _free_gpus(session: Session) -> float:
+    cached = session.free_gpus_cache
+    if cached is not None and cached[0] == session.node_version:
+        return cached[1]
+    free = _free_gpus_scan(session)
+    session.free_gpus_cache = (session.node_version, free)
+    return free
+
+
+def _free_gpus_scan(session: Session) -> float:
     free = 0.0
     for ns in session.nodes.values():
         if not ns.schedulable:

@@ -26,7 +26,7 @@ from scheduler import gang, reasons
 from scheduler.actions.allocate import capacity_error, eligible, place_task, step_request
 from scheduler.model import RESOURCES, Job, Task, TaskState, clean
 from scheduler.ordering import allocatable_share, job_key, queue_key
-from scheduler.placement import AMOUNT_EPS, node_fit, score_nodes
+from scheduler.placement import AMOUNT_EPS, best_fit, node_fit
 from scheduler.result import Eviction
 from scheduler.session import EPS, NodeState, QueueState, Session, Statement
 from scheduler.topology import node_sets
@@ -405,15 +405,11 @@ def _replace_victims(
             continue
         if capacity_error(session, job, step_request(session, [t])):
             continue
-        fits = []
-        for ns in nodes:
-            fit = node_fit(session, ns, t, job.node_selector)
-            if fit.ok:
-                fits.append((ns, fit))
-        if not fits:
+        found = best_fit(session, t, job.node_selector, nodes)
+        if found is None:
             bound[:] = list(_max_free(session))  # tighten the screen for the victims that follow
             continue
-        ns, fit = score_nodes(session, t, fits)[0]
+        ns, fit = found
         if (
             ns.name == origin
             and p.status == TaskState.RELEASING
