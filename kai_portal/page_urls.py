@@ -11,4 +11,5 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path("jobs/", include("kai_portal.workloads.urls")),
     path("teams/", include("kai_portal.teams.urls")),
     path("audit/", include("kai_portal.audit.urls")),
+    path("fairness/", include("kai_portal.scheduling.urls")),
 ]

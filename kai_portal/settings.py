@@ -171,6 +171,12 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": float(CYCLE_SECONDS),
         "options": {"queue": "scheduling", "expires": float(CYCLE_SECONDS)},
     },
+    # Scheduling history past REASON_RETENTION_DAYS / USAGE_RETENTION_DAYS (scheduling/retention.py).
+    "prune-history": {
+        "task": "kai_portal.scheduling.tasks.prune_history",
+        "schedule": 24 * 3600.0,
+        "options": {"queue": "default", "expires": 3600.0},
+    },
 }
 
 # --- REST API ---------------------------------------------------------------

@@ -11,4 +11,5 @@ urlpatterns = [
     path("new/", views.queue_create, name="queue_create"),
     path("<str:name>/", views.queue_detail, name="queue_detail"),
     path("<str:name>/edit/", views.queue_edit, name="queue_edit"),
+    path("<str:name>/edit/preview/", views.queue_preview, name="queue_preview"),
 ]

@@ -17,7 +17,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
-from django.views.decorators.http import require_http_methods
+from django.views.decorators.http import require_http_methods, require_POST
 
 from kai_portal.cluster.models import GpuDevice, Node
 from kai_portal.core.access import get_visible_or_404, get_writable_or_403
@@ -27,6 +27,7 @@ from kai_portal.queues.forms import QueueForm
 from kai_portal.queues.models import Queue
 from kai_portal.queues.status import ResourceStatus, latest_status
 from kai_portal.scheduling.models import UsageSample
+from kai_portal.scheduling.whatif import PREVIEW_FIELDS, preview_queue_change
 from kai_portal.workloads.choices import JobState
 
 
@@ -341,3 +342,19 @@ def queue_edit(request: HttpRequest, name: str) -> HttpResponse:
         return redirect("queues:queue_detail", name=queue.name)
     audit_url = reverse("audit:entry_list") + f"?queue={queue.pk}"
     return render(request, "queues/queue_form.html", {"form": form, "queue": queue, "audit_url": audit_url})
+
+
+@login_required
+@require_POST
+def queue_preview(request: HttpRequest, name: str) -> HttpResponse:
+    """htmx: the impact of the quota form's values on the next cycle, shown under the form; saves nothing."""
+    queue = get_writable_or_403(
+        Queue.objects.visible_to(request.user), Queue.objects.manageable_by(request.user), name=name
+    )
+    # A fresh copy: the form writes its values onto the instance, which is never saved.
+    form = QueueForm(request.POST, instance=Queue.objects.select_related("parent").get(pk=queue.pk))
+    context: dict[str, Any] = {"form": form, "queue": queue, "preview": None}
+    if form.is_valid():
+        changes = {f: form.cleaned_data[f] for f in PREVIEW_FIELDS if f in form.cleaned_data}
+        context["preview"] = preview_queue_change(queue, changes, timezone.now())
+    return render(request, "partials/queues/_preview.html", context)

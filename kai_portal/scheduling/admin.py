@@ -31,10 +31,10 @@ class SchedulingCycleAdmin(HistoryAdmin):
 
 @admin.register(Decision)
 class DecisionAdmin(HistoryAdmin):
-    list_display = ["cycle", "pod", "job", "kind", "action", "node", "reason", "evictor_job"]
+    list_display = ["cycle", "pod_name", "job", "kind", "action", "node", "reason", "evictor_job"]
     list_filter = ["kind", "action", "reason"]
-    search_fields = ["pod__name", "job__name", "message", "node__name"]
-    list_select_related = ["cycle", "pod", "job", "node", "evictor_job"]
+    search_fields = ["pod_name", "job__name", "message", "node__name"]
+    list_select_related = ["cycle", "job", "node", "evictor_job"]
 
 
 @admin.register(JobMessage)

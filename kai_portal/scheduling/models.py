@@ -59,7 +59,11 @@ class Decision(models.Model):
         STALE_GANG = "stale_gang", "Stale gang eviction"
 
     cycle = models.ForeignKey(SchedulingCycle, on_delete=models.CASCADE, related_name="decisions")
-    pod = models.ForeignKey("workloads.Pod", on_delete=models.CASCADE, related_name="decisions")
+    # History outlives the pod: a deleted pod leaves its name here (retention.py prunes old rows).
+    pod = models.ForeignKey(
+        "workloads.Pod", null=True, blank=True, on_delete=models.SET_NULL, related_name="decisions"
+    )
+    pod_name = models.CharField(max_length=253, blank=True, help_text="The pod's name when decided.")
     job = models.ForeignKey("workloads.Job", on_delete=models.CASCADE, related_name="decisions")
     kind = models.CharField(max_length=16, choices=Kind.choices)
     action = models.CharField(max_length=16, choices=Action.choices, blank=True, default=Action.NONE)
@@ -87,7 +91,7 @@ class Decision(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.pod} {self.kind} in cycle {self.cycle_id}"
+        return f"{self.pod_name or self.pod} {self.kind} in cycle {self.cycle_id}"
 
 
 class JobMessage(models.Model):

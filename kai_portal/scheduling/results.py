@@ -198,6 +198,7 @@ def persist_result(
             Decision(
                 cycle=cycle,
                 pod_id=ref.pod_id,
+                pod_name=ref.name,
                 job_id=ref.job_id,
                 kind=Decision.Kind.EVICTED,
                 action=ACTIONS.get(eviction.action, Decision.Action.NONE),
@@ -237,6 +238,7 @@ def _decision(
     return Decision(
         cycle=cycle,
         pod_id=ref.pod_id,
+        pod_name=ref.name,
         job_id=ref.job_id,
         kind=kind,
         action=action,

@@ -12,6 +12,7 @@ too (two teams may both run ``train``); then it becomes ``<name>-<pk>``.
 
 from __future__ import annotations
 
+import copy
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -145,25 +146,27 @@ def _queues(index: SnapshotIndex) -> list[scheduler.Queue]:
     out = []
     for position, row in enumerate(rows):
         index.queues[row.name] = row.pk
-        out.append(
-            scheduler.Queue(
-                name=row.name,
-                parent=row.parent.name if row.parent else None,
-                priority=row.priority,
-                resources={
-                    r: scheduler.QueueResource(
-                        quota=float(getattr(row, f"{r}_quota")),
-                        limit=float(getattr(row, f"{r}_limit")),
-                        over_quota_weight=float(getattr(row, f"{r}_over_quota_weight")),
-                    )
-                    for r in ("gpu", "cpu", "memory")
-                },
-                reclaim_min_runtime_s=_seconds(row.reclaim_min_runtime),
-                preempt_min_runtime_s=_seconds(row.preempt_min_runtime),
-                created_index=position,
-            )
-        )
+        out.append(_engine_queue(row, position))
     return out
+
+
+def _engine_queue(row: Queue, position: int) -> scheduler.Queue:
+    return scheduler.Queue(
+        name=row.name,
+        parent=row.parent.name if row.parent else None,
+        priority=row.priority,
+        resources={
+            r: scheduler.QueueResource(
+                quota=float(getattr(row, f"{r}_quota")),
+                limit=float(getattr(row, f"{r}_limit")),
+                over_quota_weight=float(getattr(row, f"{r}_over_quota_weight")),
+            )
+            for r in ("gpu", "cpu", "memory")
+        },
+        reclaim_min_runtime_s=_seconds(row.reclaim_min_runtime),
+        preempt_min_runtime_s=_seconds(row.preempt_min_runtime),
+        created_index=position,
+    )
 
 
 def _age(now: datetime, moment: datetime | None) -> float | None:
@@ -201,24 +204,28 @@ def _jobs(now: datetime, index: SnapshotIndex) -> list[scheduler.Job]:
             index.tasks[task_name] = PodRef(
                 pod.pk, job.pk, pod.name, namespace, pod.state, pod.node_id, pod.reason
             )
-        explicit = {Preemptibility.PREEMPTIBLE: True, Preemptibility.NON_PREEMPTIBLE: False}
-        out.append(
-            scheduler.Job(
-                name=engine_name,
-                queue=job.queue.name,
-                priority=job.priority,
-                preemptible=explicit.get(job.preemptibility),  # type: ignore[call-overload]
-                min_available=max(job.min_member, 1),
-                created_s=_age(now, job.created_at) or 0.0,
-                last_start_s=_age(now, job.started_at),
-                tasks=tasks,
-                namespace=namespace,
-                pool=job.node_pool.name if job.node_pool else DEFAULT_POOL,
-                stale_s=_age(now, job.stale_since),
-                last_eviction_s=_age(now, job.last_evicted_at),
-            )
-        )
+        out.append(_engine_job(job, engine_name, namespace, tasks, now))
     return out
+
+
+def _engine_job(
+    job: Job, name: str, namespace: str, tasks: list[scheduler.Task], now: datetime
+) -> scheduler.Job:
+    explicit = {Preemptibility.PREEMPTIBLE: True, Preemptibility.NON_PREEMPTIBLE: False}
+    return scheduler.Job(
+        name=name,
+        queue=job.queue.name,
+        priority=job.priority,
+        preemptible=explicit.get(job.preemptibility),  # type: ignore[call-overload]
+        min_available=max(job.min_member, 1),
+        created_s=_age(now, job.created_at) or 0.0,
+        last_start_s=_age(now, job.started_at),
+        tasks=tasks,
+        namespace=namespace,
+        pool=job.node_pool.name if job.node_pool else DEFAULT_POOL,
+        stale_s=_age(now, job.stale_since),
+        last_eviction_s=_age(now, job.last_evicted_at),
+    )
 
 
 def _task(pod: Pod, job: Job, name: str, job_name: str) -> scheduler.Task:
@@ -239,3 +246,43 @@ def _task(pod: Pod, job: Job, name: str, job_name: str) -> scheduler.Task:
         if state != scheduler.TaskState.PENDING
         else (),
     )
+
+
+# --- In-memory modifications (what-if previews and fit checks; nothing is saved) -------------------
+
+
+def with_queue_row(inp: CycleInput, row: Queue) -> CycleInput:
+    """A copy of the cycle input in which one queue is replaced by an unsaved, modified row.
+
+    Quotas, limits, weights, priority, min-runtimes and parent come from ``row``; the
+    queue keeps its place in creation order. Nodes and jobs are copied too, so the
+    engine may run on both inputs independently.
+    """
+    out = copy.deepcopy(inp)
+    for position, queue in enumerate(out.snapshot.queues):
+        if queue.name == row.name or out.index.queues.get(queue.name) == row.pk:
+            engine = _engine_queue(row, queue.created_index)
+            engine.historical_usage = queue.historical_usage
+            out.snapshot.queues[position] = engine
+    return out
+
+
+def with_extra_job(inp: CycleInput, job: Job, now: datetime) -> tuple[CycleInput, str]:
+    """A copy of the cycle input plus one unsaved job with ``task_count`` pending pods.
+
+    Returns the copy and the job's engine name. Pods are named as ``submit`` would name
+    them (``<job>-<i>``), so the engine's reason texts read as they will after submitting.
+    """
+    out = copy.deepcopy(inp)
+    name = job.name
+    while name in out.index.jobs or any(j.name == name for j in out.snapshot.jobs):
+        name = f"{name}-new"
+    namespace = job.namespace or job.queue.name
+    tasks = []
+    for i in range(job.task_count):
+        task_name = f"{job.name}-{i}" if name == job.name else f"{name}-{i}"
+        while task_name in out.index.tasks:
+            task_name = f"{task_name}-new"
+        tasks.append(_task(Pod(job=job, index=i, name=task_name), job, task_name, name))
+    out.snapshot.jobs.append(_engine_job(job, name, namespace, tasks, now))
+    return out, name

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from celery import shared_task
 
+from kai_portal.scheduling import retention
 from kai_portal.scheduling.cycle import run_scheduling_cycle
 
 
@@ -14,3 +15,10 @@ def run_cycle() -> int:
     Skips, recording a ``skipped`` cycle, when another cycle holds the lock.
     """
     return run_scheduling_cycle().pk
+
+
+@shared_task(name="kai_portal.scheduling.tasks.prune_history", ignore_result=True, time_limit=1800)
+def prune_history() -> int:
+    """Delete scheduling history past its retention period (beat sends this daily); returns rows deleted."""
+    report = retention.prune_history()
+    return report.decisions + report.job_messages + report.usage_samples + report.cycles

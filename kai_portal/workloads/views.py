@@ -13,11 +13,14 @@ from django.core.paginator import Paginator
 from django.db.models import Count
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.utils import timezone
 from django.views.decorators.http import require_http_methods, require_POST
 
 from kai_portal.core.access import get_visible_or_404
 from kai_portal.core.htmx import page_or_fragment
 from kai_portal.queues.models import Queue
+from kai_portal.scheduling import forecast
+from kai_portal.scheduling.fitcheck import check_fit
 from kai_portal.scheduling.models import Decision, JobMessage
 from kai_portal.teams.models import Team
 from kai_portal.workloads import lifecycle, submission
@@ -46,7 +49,10 @@ def job_list(request: HttpRequest) -> HttpResponse:
         .order_by()
     ):
         counts[job_id][state] = n
+    pending = [job.pk for job in rows if job.state == JobState.PENDING]
+    forecasts = forecast.cached_forecast(pending) if pending else {}
     for job in rows:
+        job.forecast = forecasts.get(job.pk)
         job.pod_counts = counts[job.pk]
         job.running_pods = counts[job.pk][PodState.RUNNING] + counts[job.pk][PodState.BOUND]
     query = request.GET.copy()
@@ -87,8 +93,8 @@ def decision_timeline(job: Job, user: Any) -> list[TimelineEntry]:
     """The job's recent decisions, newest first, with repeats across cycles folded into one entry."""
     decisions = list(
         Decision.objects.filter(job=job)
-        .select_related("cycle", "node", "pod", "evictor_job", "evictor_queue")
-        .order_by("-cycle_id", "kind", "pod__index")[:TIMELINE_DECISIONS]
+        .select_related("cycle", "node", "evictor_job", "evictor_queue")
+        .order_by("-cycle_id", "kind", "pod_name")[:TIMELINE_DECISIONS]
     )
     visible_evictors = set(
         Job.objects.visible_to(user)
@@ -115,7 +121,7 @@ def decision_timeline(job: Job, user: Any) -> list[TimelineEntry]:
                 evictor_job_uid=str(evictor.uid) if evictor and evictor.pk in visible_evictors else "",
                 evictor_queue=d.evictor_queue.name if d.evictor_queue else "",
             )
-        entry.pods.append(d.pod.name)
+        entry.pods.append(d.pod_name)
         if d.node is not None and d.node.name not in entry.nodes:
             entry.nodes.append(d.node.name)
     timeline: list[TimelineEntry] = []
@@ -142,12 +148,17 @@ def _job_context(job: Job, user: Any) -> dict[str, Any]:
         .order_by("index")[:500]
     )
     latest_message = JobMessage.objects.filter(job=job).select_related("cycle").order_by("-cycle_id").first()
+    job_forecast = None
+    if job.state == JobState.PENDING:
+        fc = forecast.cached_forecast([job.pk]).get(job.pk) or forecast.not_yet(job)
+        job_forecast = forecast.describe(fc, user)
     return {
         "job": job,
         "pods": pods,
         "pod_total": job.task_count,
         "timeline": decision_timeline(job, user),
         "latest_message": latest_message,
+        "forecast": job_forecast,
         "can_cancel": not job.is_terminal and Job.objects.cancellable_by(user).filter(pk=job.pk).exists(),
     }
 
@@ -195,6 +206,20 @@ def job_submit(request: HttpRequest) -> HttpResponse:
         return redirect("workloads:job_detail", uid=job.uid)
     has_queue = form.fields["queue"].queryset.exists()
     return render(request, "workloads/job_submit.html", {"form": form, "has_queue": has_queue})
+
+
+@login_required
+@require_POST
+def job_fit_check(request: HttpRequest) -> HttpResponse:
+    """htmx: the fit verdict for the submit form's current values (nothing is saved)."""
+    data = request.POST.copy()
+    if not data.get("name"):
+        data["name"] = "new-job"  # the name does not change the verdict; let a draft without one be checked
+    form = JobSubmitForm(data, user=request.user)
+    context: dict[str, Any] = {"form": form, "verdict": None}
+    if form.is_valid():
+        context["verdict"] = check_fit(request.user, form.instance, timezone.now())
+    return render(request, "partials/workloads/_fit_verdict.html", context)
 
 
 @login_required

@@ -90,3 +90,74 @@ class UsageSampleSerializer(serializers.ModelSerializer):
             "resource", "sampled_at", "cycle", "allocated", "allocated_non_preemptible", "requested",
             "deserved", "fair_share",
         ]  # fmt: skip
+
+
+class ShareChangeSerializer(serializers.Serializer):
+    """One resource of one queue: deserved (quota) and fair share before -> after, and what it uses now."""
+
+    resource = serializers.ChoiceField(choices=UsageSample.Resource.choices)
+    deserved_before = serializers.FloatField()
+    deserved_after = serializers.FloatField()
+    fair_share_before = serializers.FloatField()
+    fair_share_after = serializers.FloatField()
+    allocated = serializers.FloatField()
+
+
+class QueueImpactSerializer(serializers.Serializer):
+    queue = serializers.CharField()
+    relation = serializers.ChoiceField(choices=["changed", "ancestor", "sibling", "descendant", "other"])
+    changed = serializers.BooleanField(help_text="Some deserved or fair share of this queue changes.")
+    shares = ShareChangeSerializer(many=True)
+
+
+class JobImpactSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    uid = serializers.CharField()
+    queue = serializers.CharField()
+    tasks = serializers.IntegerField(help_text="Pods that start, are evicted or are reclaimable.")
+    gpus = serializers.FloatField()
+    how = serializers.CharField(
+        help_text="Start: allocated (binds now) or pipelined (after the evictions). Eviction: reclaim, "
+        "preempt, consolidation, stalegangeviction. Reclaimable: reclaimable or 'evicted next cycle'."
+    )
+    message = serializers.CharField()
+    evictor_job = serializers.CharField(allow_null=True)
+    evictor_queue = serializers.CharField(allow_null=True)
+    without_change = serializers.BooleanField(help_text="The next cycle does this even without the change.")
+
+
+class UsageWarningSerializer(serializers.Serializer):
+    resource = serializers.ChoiceField(choices=UsageSample.Resource.choices)
+    kind = serializers.ChoiceField(choices=["quota", "limit"])
+    value = serializers.FloatField()
+    allocated = serializers.FloatField()
+    text = serializers.CharField()
+
+
+class QueueChangeSerializer(serializers.Serializer):
+    field = serializers.CharField()
+    old = serializers.CharField()
+    new = serializers.CharField()
+
+
+class QueuePreviewSerializer(serializers.Serializer):
+    """What the next scheduling cycle would do with the change saved, computed now; nothing is saved.
+
+    Units: GPU devices, CPU millicores, memory MiB. ``reclaimable``: preemptible running
+    jobs above their leaf queue's allocatable share max(deserved, fair share) after the
+    change, in victim order (lowest priority, most recently started first), as many as it
+    takes to bring the queue down to that share.
+    """
+
+    queue = serializers.CharField()
+    now = serializers.DateTimeField()
+    changes = serializers.SerializerMethodField()
+    queues = QueueImpactSerializer(many=True)
+    would_start = JobImpactSerializer(many=True)
+    would_be_evicted = JobImpactSerializer(many=True)
+    reclaimable = JobImpactSerializer(many=True)
+    warnings = UsageWarningSerializer(many=True)
+
+    @extend_schema_field(QueueChangeSerializer(many=True))
+    def get_changes(self, preview: Any) -> list[dict[str, str]]:
+        return [{"field": f, "old": old, "new": new} for f, old, new in preview.changes]

@@ -26,6 +26,7 @@ from kai_portal.core.api import TEXT_PARSERS, Conflict, api_actor, body_text, ch
 from kai_portal.queues import kai_yaml
 from kai_portal.queues.api.serializers import (
     QueueImportResultSerializer,
+    QueuePreviewSerializer,
     QueueSerializer,
     UsageSampleSerializer,
 )
@@ -34,6 +35,7 @@ from kai_portal.queues.models import Queue
 from kai_portal.queues.status import latest_status
 from kai_portal.scheduling.filtersets import UsageSampleFilterSet
 from kai_portal.scheduling.models import UsageSample
+from kai_portal.scheduling.whatif import preview_queue_change
 
 IF_MATCH = OpenApiParameter(
     "If-Match",
@@ -204,3 +206,26 @@ class QueueViewSet(viewsets.ModelViewSet):
         page = self.paginate_queryset(filterset.qs)
         serializer = UsageSampleSerializer(page, many=True)
         return self.get_paginated_response(serializer.data)
+
+    @extend_schema(
+        summary="Preview a quota change (what-if)",
+        description="Send the same fields as PATCH. Nothing is saved: the answer is what the next "
+        "scheduling cycle would do with the change, computed by the engine on the current cluster — new "
+        "deserved and fair shares of every affected queue, running jobs that would be evicted or become "
+        "reclaimable, pending jobs that would start, and warnings when a quota or limit is set below what "
+        "the queue uses now. Invalid changes are a 400 with field errors. Portal admins only.",
+        request=QueueSerializer,
+        responses={200: QueuePreviewSerializer},
+        filters=False,
+    )
+    @action(detail=True, methods=["post"], url_path="preview", filter_backends=[])
+    def preview(self, request: Request, name: str | None = None) -> Response:
+        queue = self.get_object()  # 404 before 403
+        self._require_admin(queue)
+        context = self.get_serializer_context()
+        serializer = QueueSerializer(queue, data=request.data, partial=True, context=context)
+        serializer.is_valid(raise_exception=True)
+        preview = preview_queue_change(queue, dict(serializer.validated_data), timezone.now())
+        if not preview.ok:
+            raise exceptions.ValidationError(preview.errors)
+        return Response(QueuePreviewSerializer(preview).data)

@@ -18,7 +18,9 @@ class DecisionSerializer(serializers.ModelSerializer):
     """What one cycle decided about one pod, with KAI's reason code and message."""
 
     cycle = serializers.PrimaryKeyRelatedField(read_only=True)
-    pod = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    pod = serializers.CharField(
+        source="pod_name", read_only=True, help_text="The pod's name (kept after the pod is deleted)."
+    )
     job = serializers.SlugRelatedField(slug_field="uid", read_only=True)
     node = serializers.SlugRelatedField(slug_field="name", read_only=True, allow_null=True)
     evictor_job = serializers.SlugRelatedField(
@@ -44,3 +46,49 @@ class JobMessageSerializer(serializers.ModelSerializer):
     class Meta:
         model = JobMessage
         fields = ["id", "cycle", "job", "reason", "message"]
+
+
+class JobAheadSerializer(serializers.Serializer):
+    uid = serializers.UUIDField()
+    name = serializers.CharField()
+    queue = serializers.CharField(source="queue.name")
+
+
+class ForecastSerializer(serializers.Serializer):
+    """Where a pending job stands: positions, the jobs ahead (other teams' only counted), estimated start.
+
+    ``estimated_start`` is null when unknown; ``unknown`` then says why
+    (``never_fits``, ``no_duration``, ``beyond_horizon``, ``not_yet_considered``)."""
+
+    pool = serializers.CharField()
+    queue_position = serializers.IntegerField(allow_null=True, help_text="1 = next in its leaf queue.")
+    queue_pending = serializers.IntegerField()
+    cluster_position = serializers.IntegerField(allow_null=True, help_text="1 = next in its node pool.")
+    cluster_pending = serializers.IntegerField()
+    jobs_ahead = serializers.IntegerField()
+    estimated_start = serializers.DateTimeField(allow_null=True)
+    unknown = serializers.CharField(allow_blank=True)
+    reason = serializers.CharField(allow_blank=True)
+    computed_at = serializers.DateTimeField(allow_null=True)
+
+
+class ForecastDetailSerializer(ForecastSerializer):
+    ahead_visible = JobAheadSerializer(many=True, help_text="Jobs ahead that you may see.")
+    ahead_other_teams = serializers.IntegerField(help_text="Jobs ahead of other teams (not named).")
+
+
+class FindingSerializer(serializers.Serializer):
+    queue = serializers.CharField()
+    kind = serializers.CharField()
+    kind_label = serializers.CharField()
+    since = serializers.DateTimeField()
+    evidence = serializers.DictField()
+    summary = serializers.CharField()
+    action = serializers.CharField()
+    job_uid = serializers.CharField(allow_blank=True)
+    details = serializers.ListField(child=serializers.CharField())
+
+
+class FairnessAuditSerializer(serializers.Serializer):
+    count = serializers.IntegerField()
+    results = FindingSerializer(many=True)

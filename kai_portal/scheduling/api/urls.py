@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from django.urls import path
 from rest_framework.routers import DefaultRouter
 
 from kai_portal.scheduling.api import views
@@ -11,4 +12,7 @@ router.include_root_view = False
 router.register("cycles", views.CycleViewSet, basename="cycle")
 router.register("decisions", views.DecisionViewSet, basename="decision")
 router.register("job-messages", views.JobMessageViewSet, basename="jobmessage")
-urlpatterns = router.urls
+urlpatterns = [
+    *router.urls,
+    path("fairness-audit/", views.FairnessAuditView.as_view(), name="fairness-audit"),
+]

@@ -7,6 +7,8 @@ from rest_framework import serializers
 
 from kai_portal.cluster.models import NodePool
 from kai_portal.queues.models import Queue
+from kai_portal.scheduling import forecast
+from kai_portal.scheduling.api.serializers import ForecastSerializer
 from kai_portal.workloads.models import Job, Pod
 
 
@@ -45,6 +47,9 @@ class JobSerializer(serializers.ModelSerializer):
         help_text="Empty = the value of the priority class.",
     )  # fmt: skip
     pods = serializers.SerializerMethodField()
+    forecast = serializers.SerializerMethodField(
+        help_text="Pending jobs: queue position and estimated start as of the latest cycle (else null)."
+    )
 
     class Meta:
         model = Job
@@ -53,7 +58,7 @@ class JobSerializer(serializers.ModelSerializer):
             "preemptibility", "task_count", "min_member", "gpu_count", "gpu_fraction", "gpu_memory_mib",
             "gpu_fraction_devices", "cpu_millicores", "memory_mib", "image", "command", "duration",
             "restart_policy", "state", "message", "pods", "created_at", "updated_at", "started_at",
-            "finished_at",
+            "finished_at", "forecast",
         ]  # fmt: skip
         read_only_fields = [
             "uid", "state", "message", "created_at", "updated_at", "started_at", "finished_at",
@@ -84,6 +89,18 @@ class JobSerializer(serializers.ModelSerializer):
         }
 
 
+    @extend_schema_field(ForecastSerializer(allow_null=True))
+    def get_forecast(self, job: Job) -> dict[str, Any] | None:
+        if job.state != "pending":
+            return None
+        # One forecast (one query when cached) for all the rows of a response.
+        forecasts = self.context.get("forecasts")
+        if forecasts is None:
+            forecasts = self.context["forecasts"] = forecast.cached_forecast()
+        fc = forecasts.get(job.pk) or forecast.not_yet(job)
+        return ForecastSerializer(fc).data  # type: ignore[return-value]
+
+
 class PodSerializer(serializers.ModelSerializer):
     job = serializers.SlugRelatedField(slug_field="uid", read_only=True)
     node = serializers.SlugRelatedField(slug_field="name", read_only=True, allow_null=True)
@@ -106,3 +123,32 @@ class ManifestErrorSerializer(serializers.Serializer):
         help_text='Where in the manifest, e.g. metadata.labels["kai.scheduler/queue"].'
     )
     message = serializers.CharField()
+
+
+class FitVictimSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    uid = serializers.CharField()
+    queue = serializers.CharField()
+    action = serializers.CharField(help_text="reclaim, preempt or consolidation.")
+    tasks = serializers.IntegerField()
+    moved = serializers.BooleanField(help_text="Consolidation: re-placed on another node, not stopped.")
+    message = serializers.CharField()
+
+
+class FitVerdictSerializer(serializers.Serializer):
+    """Would this job start now, wait (and for what), evict someone, or never fit? Nothing is saved.
+
+    Computed by the scheduling engine on the cluster as it is now plus this job; ``never_fits``
+    when it could not be placed even on an empty cluster of the same nodes and queues.
+    """
+
+    verdict = serializers.ChoiceField(choices=["starts_now", "waits", "needs_eviction", "never_fits"])
+    summary = serializers.CharField()
+    reason = serializers.CharField(help_text="The engine's job (pod group) message; empty when it starts.")
+    reason_code = serializers.CharField(help_text="OverLimit, NonPreemptibleOverQuota, MaxNodePoolResources…")
+    pod_reason = serializers.CharField()
+    detail = serializers.CharField(help_text="The line of the reason that names the cause.")
+    tasks = serializers.IntegerField()
+    placed = serializers.IntegerField(help_text="Tasks placed in the next cycle.")
+    nodes = serializers.ListField(child=serializers.CharField())
+    victims = FitVictimSerializer(many=True)

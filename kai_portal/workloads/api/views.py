@@ -7,7 +7,9 @@ any if you are a portal admin; a finished job is a 409.
 
 from __future__ import annotations
 
+from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db.models import Count, Q, QuerySet
+from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema
 from rest_framework import exceptions, mixins, status, viewsets
@@ -17,13 +19,17 @@ from rest_framework.response import Response
 from rest_framework.serializers import BaseSerializer
 
 from kai_portal.core.api import TEXT_PARSERS, Conflict, JsonTextParser, body_text
+from kai_portal.scheduling import forecast
+from kai_portal.scheduling.api.serializers import ForecastDetailSerializer, ForecastSerializer
+from kai_portal.scheduling.fitcheck import check_fit
 from kai_portal.workloads import lifecycle, submission
 from kai_portal.workloads.api.serializers import (
+    FitVerdictSerializer,
     JobSerializer,
     ManifestErrorSerializer,
     PodSerializer,
 )
-from kai_portal.workloads.choices import PodState
+from kai_portal.workloads.choices import JobState, PodState
 from kai_portal.workloads.filtersets import JobFilterSet, PodFilterSet
 from kai_portal.workloads.manifests import ManifestError, submit_manifest
 from kai_portal.workloads.models import Job, Pod
@@ -109,6 +115,25 @@ class JobViewSet(
             raise Conflict(str(exc)) from None
         return Response(self.get_serializer(self.get_queryset().get(pk=job.pk)).data)
 
+    @extend_schema(
+        filters=False,
+        responses={
+            200: ForecastDetailSerializer,
+            409: OpenApiResponse(description="The job is not pending: it has no queue position."),
+        },
+    )
+    @action(detail=True, methods=["get"], filter_backends=[])
+    def forecast(self, request: Request, uid: str | None = None) -> Response:
+        """Queue position, jobs ahead and estimated start of a pending job."""
+        job = self.get_object()
+        if job.state != JobState.PENDING:
+            raise Conflict(f"Job {job.name} is {job.state}, not pending: it has no queue position.")
+        fc = forecast.cached_forecast([job.pk]).get(job.pk) or forecast.not_yet(job)
+        seen = forecast.describe(fc, request.user)
+        data = {**ForecastSerializer(fc).data, "ahead_visible": seen["ahead_visible"],
+                "ahead_other_teams": seen["ahead_hidden"]}  # fmt: skip
+        return Response(ForecastDetailSerializer(data).data)
+
     @extend_schema(filters=False, responses={200: PodSerializer(many=True)})
     @action(detail=True, methods=["get"], filter_backends=[])
     def pods(self, request: Request, uid: str | None = None) -> Response:
@@ -151,6 +176,28 @@ class JobViewSet(
         return Response(
             self.get_serializer(self.get_queryset().get(pk=job.pk)).data, status=status.HTTP_201_CREATED
         )
+
+
+    @extend_schema(
+        summary="Fit check: would this job start now?",
+        description="Send the same fields as a submission. Nothing is saved: the engine runs on the "
+        "cluster as it is now plus this job and says whether it starts now, waits (and why), needs to "
+        "evict running jobs (naming them), or can never fit (checked on an empty cluster of the same "
+        "nodes: no node that big, above the queue's limit, non-preemptible above quota). "
+        "The queue must be one you may submit to (400 otherwise).",
+        request=JobSerializer,
+        responses={200: FitVerdictSerializer},
+        filters=False,
+    )
+    @action(detail=False, methods=["post"], url_path="fit-check", filter_backends=[])
+    def fit_check(self, request: Request) -> Response:
+        serializer = JobSerializer(data=request.data, context=self.get_serializer_context())
+        serializer.is_valid(raise_exception=True)
+        try:
+            verdict = check_fit(request.user, dict(serializer.validated_data), timezone.now())
+        except DjangoValidationError as exc:
+            raise exceptions.ValidationError(exc.message_dict) from None
+        return Response(FitVerdictSerializer(verdict).data)
 
 
 class PodViewSet(viewsets.ReadOnlyModelViewSet):

@@ -1,0 +1,364 @@
+"""Fairness audit for portal admins (issue 10): who is starved, who borrows, idle quota, blocked gangs.
+
+Findings come from the GPU usage history (``UsageSample``, one row per queue
+per cycle) and, for head-of-line blocking, from the engine:
+
+* **starved**: allocated < fair share - ``starved_margin`` while requested >
+  allocated, continuously for at least ``starved_minutes``;
+* **borrowing**: allocated > deserved quota for at least ``borrowing_minutes``;
+* **idle quota**: deserved quota > 0 with allocated and requested both about 0
+  for at least ``idle_hours``;
+* **head-of-line blocking**: the first pending job of a leaf queue (KAI job
+  order) is a gang the engine cannot place now, it has waited at least
+  ``blocking_minutes``, and smaller jobs sit behind it.
+
+"Continuously since" is the sample after the last one that broke the
+condition (one aggregate query per kind). Thresholds come from the
+``FAIRNESS_AUDIT`` setting (a dict; missing keys take the defaults below).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from decimal import Decimal
+from typing import Any
+
+from django.conf import settings
+from django.db.models import Avg, F, Max, Min, Q
+from django.utils import timezone
+
+import scheduler
+from kai_portal.queues.models import Queue
+from kai_portal.scheduling.forecast import pool_orders
+from kai_portal.scheduling.models import UsageSample
+from kai_portal.scheduling.snapshot import build_snapshot
+from kai_portal.workloads.choices import JobState
+from kai_portal.workloads.models import Job
+
+DEFAULTS: dict[str, float] = {
+    "starved_margin": 0.5,  # GPUs below fair share
+    "starved_minutes": 30,
+    "borrowing_minutes": 30,
+    "idle_hours": 24,
+    "idle_epsilon": 0.05,  # GPUs that count as "about 0"
+    "blocking_minutes": 10,
+}
+
+STARVED, BORROWING, IDLE, BLOCKING = "starved", "borrowing", "idle_quota", "head_of_line"
+KIND_LABELS = {
+    STARVED: "Starved below fair share",
+    BORROWING: "Borrowing above quota",
+    IDLE: "Idle quota",
+    BLOCKING: "Head-of-line blocking",
+}
+
+
+@dataclass
+class Finding:
+    """One thing an admin should look at, with the numbers behind it and what to do."""
+
+    queue: str
+    kind: str
+    since: datetime
+    evidence: dict[str, Any]
+    summary: str
+    action: str
+    job_uid: str = ""
+    details: list[str] = field(default_factory=list)
+
+    @property
+    def kind_label(self) -> str:
+        return KIND_LABELS[self.kind]
+
+
+def thresholds() -> dict[str, float]:
+    return {**DEFAULTS, **getattr(settings, "FAIRNESS_AUDIT", {})}
+
+
+def _num(x: Decimal | float | None) -> float:
+    return round(float(x or 0), 2)
+
+
+def _gpus(x: float) -> str:
+    return f"{x:g} GPU{'s' if x != 1 else ''}"
+
+
+def _span(delta: timedelta) -> str:
+    minutes = int(delta.total_seconds() // 60)
+    if minutes < 120:
+        return f"{minutes} min"
+    hours = minutes // 60
+    if hours < 72:
+        return f"{hours} h"
+    return f"{hours // 24} days"
+
+
+def _runs(condition: Q, minimum: timedelta, now: datetime) -> dict[int, tuple[datetime, datetime]]:
+    """Queues whose GPU samples satisfy ``condition`` from some time up to their latest sample,
+    for at least ``minimum``: queue id -> (since, latest sample time)."""
+    rows = (
+        UsageSample.objects.filter(resource=UsageSample.Resource.GPU)
+        .values("queue_id")
+        .annotate(
+            first=Min("sampled_at"),
+            last=Max("sampled_at"),
+            last_bad=Max("sampled_at", filter=~condition),
+        )
+        .order_by()
+    )
+    out: dict[int, tuple[datetime, datetime]] = {}
+    for r in rows:
+        if r["last_bad"] is not None and r["last_bad"] >= r["last"]:
+            continue  # the latest sample breaks the condition
+        since = r["first"]
+        if r["last_bad"] is not None:  # the first sample after the last one that broke it
+            since = (
+                UsageSample.objects.filter(
+                    queue_id=r["queue_id"], resource=UsageSample.Resource.GPU, sampled_at__gt=r["last_bad"]
+                )
+                .order_by("sampled_at")
+                .values_list("sampled_at", flat=True)
+                .first()
+            )
+        if since is not None and r["last"] - since >= minimum:
+            out[r["queue_id"]] = (since, r["last"])
+    return out
+
+
+def _window_stats(queue_id: int, since: datetime) -> dict[str, float]:
+    agg = UsageSample.objects.filter(
+        queue_id=queue_id, resource=UsageSample.Resource.GPU, sampled_at__gte=since
+    ).aggregate(
+        allocated_avg=Avg("allocated"),
+        allocated_max=Max("allocated"),
+        allocated_min=Min("allocated"),
+        requested_avg=Avg("requested"),
+        fair_share_avg=Avg("fair_share"),
+        deserved=Max("deserved"),
+    )
+    return {k: _num(v) for k, v in agg.items()}
+
+
+def audit(now: datetime | None = None) -> list[Finding]:
+    """All findings, worst kinds first (starved, head-of-line, borrowing, idle)."""
+    now = now or timezone.now()
+    t = thresholds()
+    names = dict(Queue.objects.values_list("pk", "name"))
+    leaves = set(Queue.objects.leaves().values_list("pk", flat=True))
+    findings: list[Finding] = []
+
+    starved = Q(allocated__lt=F("fair_share") - Decimal(str(t["starved_margin"]))) & Q(
+        requested__gt=F("allocated")
+    )
+    for qid, (since, _last) in _runs(starved, timedelta(minutes=t["starved_minutes"]), now).items():
+        if qid not in leaves:
+            continue
+        s = _window_stats(qid, since)
+        gap = round(s["fair_share_avg"] - s["allocated_avg"], 2)
+        findings.append(
+            Finding(
+                queue=names[qid],
+                kind=STARVED,
+                since=since,
+                evidence={**s, "gap": gap, "minutes": int((now - since).total_seconds() // 60)},
+                summary=(
+                    f"{names[qid]} has held {s['allocated_avg']:g} GPUs on average against a fair share of "
+                    f"{s['fair_share_avg']:g} for {_span(now - since)}, "
+                    f"while requesting {s['requested_avg']:g}."
+                ),
+                action=(
+                    f"Check why reclaim does not bring {names[qid]} up to its fair share "
+                    f"({gap:g} GPUs short): non-preemptible or min-runtime-protected jobs elsewhere, "
+                    "or jobs that do not fit any node; raise its quota or priority if the share is wrong."
+                ),
+            )
+        )
+
+    borrowing = Q(deserved__gte=0) & Q(allocated__gt=F("deserved"))
+    for qid, (since, _last) in _runs(borrowing, timedelta(minutes=t["borrowing_minutes"]), now).items():
+        if qid not in leaves:
+            continue
+        s = _window_stats(qid, since)
+        over_quota = round(s["allocated_avg"] - s["deserved"], 2)
+        over_fs = round(s["allocated_avg"] - s["fair_share_avg"], 2)
+        findings.append(
+            Finding(
+                queue=names[qid],
+                kind=BORROWING,
+                since=since,
+                evidence={**s, "over_quota": over_quota, "over_fair_share": over_fs},
+                summary=(
+                    f"{names[qid]} has used {s['allocated_avg']:g} "
+                    f"GPUs on average (peak {s['allocated_max']:g}) "
+                    f"against a quota of {s['deserved']:g} for "
+                    f"{_span(now - since)}: {over_quota:g} above quota, "
+                    f"{over_fs:g} {'above' if over_fs >= 0 else 'below'} "
+                    f"its fair share of {s['fair_share_avg']:g}."
+                ),
+                action=(
+                    f"Fine while others are idle (borrowed GPUs are "
+                    f"reclaimable if its jobs are preemptible); "
+                    f"if {names[qid]} needs this steadily, raise its quota from {s['deserved']:g} to "
+                    f"{math.ceil(s['allocated_avg']):g} GPUs."
+                    if over_fs <= 0.5
+                    else f"{names[qid]} holds {over_fs:g} GPUs above "
+                    f"its fair share: make its jobs preemptible "
+                    f"so reclaim can return them, or raise its quota if the use is legitimate."
+                ),
+            )
+        )
+
+    eps = Decimal(str(t["idle_epsilon"]))
+    idle = Q(deserved__gt=0) & Q(allocated__lte=eps) & Q(requested__lte=eps)
+    for qid, (since, _last) in _runs(idle, timedelta(hours=t["idle_hours"]), now).items():
+        if qid not in leaves:
+            continue
+        s = _window_stats(qid, since)
+        history = UsageSample.objects.filter(
+            queue_id=qid,
+            resource=UsageSample.Resource.GPU,
+            sampled_at__gte=now - timedelta(days=settings.USAGE_RETENTION_DAYS),
+        ).aggregate(peak=Max("allocated"))
+        peak = _num(history["peak"])
+        suggested = math.ceil(peak) if peak > s["allocated_max"] else 0
+        findings.append(
+            Finding(
+                queue=names[qid],
+                kind=IDLE,
+                since=since,
+                evidence={**s, "peak_in_retention": peak, "suggested_quota": suggested},
+                summary=(
+                    f"{names[qid]} deserves {s['deserved']:g} GPUs but has used ≤ {s['allocated_max']:g} and "
+                    f"requested ≤ {t['idle_epsilon']:g} for {_span(now - since)}."
+                ),
+                action=(
+                    f"Lower {names[qid]}'s quota from {s['deserved']:g} to {suggested} GPUs — it has used "
+                    f"≤ {s['allocated_max']:g} for {_span(now - since)}"
+                    + (f" (peak {peak:g} in the kept history)" if peak else "")
+                    + "; unused quota is lent out anyway, but it distorts fair shares and guarantees."
+                ),
+            )
+        )
+
+    findings.extend(_head_of_line(now, t, names))
+    order = {STARVED: 0, BLOCKING: 1, BORROWING: 2, IDLE: 3}
+    findings.sort(key=lambda f: (order[f.kind], f.since, f.queue))
+    return findings
+
+
+def _head_of_line(now: datetime, t: dict[str, float], names: dict[int, str]) -> list[Finding]:
+    """Gangs at the head of their queue that the engine cannot place while smaller jobs wait behind."""
+    inp = build_snapshot(now)
+    index = inp.index
+    pending_rows = {
+        j.pk: j
+        for j in Job.objects.filter(
+            state=JobState.PENDING, pk__in={r.job_id for r in index.jobs.values()}
+        ).only(
+            "pk", "uid", "name", "created_at", "task_count", "min_member", "gpu_count", "queue_id", "priority"
+        )
+    }
+    if not pending_rows:
+        return []
+    result = scheduler.run_cycle(inp.snapshot, inp.config)
+    engine_jobs = {j.name: j for j in inp.snapshot.jobs}
+    free_by_pool = _free_gpus(inp.snapshot)
+    out: list[Finding] = []
+    for pool, order in pool_orders(inp).items():
+        by_queue: dict[int, list[str]] = {}
+        for name in order:
+            ref = index.jobs[name]
+            if ref.job_id in pending_rows:
+                by_queue.setdefault(ref.queue_id, []).append(name)
+        for qid, names_in_queue in by_queue.items():
+            head = engine_jobs[names_in_queue[0]]
+            row = pending_rows[index.jobs[head.name].job_id]
+            if head.gang_min <= 1:
+                continue
+            waited = now - row.created_at
+            if waited < timedelta(minutes=t["blocking_minutes"]):
+                continue
+            placed = [
+                o
+                for task in head.tasks
+                if (o := result.tasks.get(task.name)) is not None
+                and o.status in (scheduler.TaskState.ALLOCATED, scheduler.TaskState.PIPELINED)
+            ]
+            if placed:
+                continue  # the engine places it now
+            need = sum(task.gpu for task in head.tasks[: head.gang_min])
+            behind = [
+                (index.jobs[n].name, sum(t.gpu for t in engine_jobs[n].tasks)) for n in names_in_queue[1:]
+            ]
+            # Jobs behind it in KAI's order that started while it waited: they went around it.
+            behind += [
+                (j.name, float(j.gpu_count * j.task_count))
+                for j in Job.objects.filter(
+                    queue_id=qid, state__in=JobState.active(), started_at__gte=row.created_at
+                ).exclude(pk=row.pk)
+                if (-j.priority, j.created_at) > (-row.priority, row.created_at)
+            ]
+            smaller = [name for name, gpus in behind if gpus < need]
+            if not smaller:
+                continue
+            free, reclaimable = free_by_pool.get(pool, (0.0, 0.0))
+            largest = max(free_by_pool.values(), key=lambda v: v[0] + v[1], default=(0.0, 0.0))
+            out.append(
+                Finding(
+                    queue=names[qid],
+                    kind=BLOCKING,
+                    since=row.created_at,
+                    job_uid=str(row.uid),
+                    evidence={
+                        "job": row.name,
+                        "gang_gpus": need,
+                        "gang_pods": head.gang_min,
+                        "waited_minutes": int(waited.total_seconds() // 60),
+                        "jobs_behind": len(behind),
+                        "smaller_jobs_behind": len(smaller),
+                        "pool": pool,
+                        "pool_free_gpus": free,
+                        "pool_free_after_reclaim": free + reclaimable,
+                    },
+                    summary=(
+                        f"Gang {row.name} ({head.gang_min} pods, "
+                        f"{_gpus(need)}) heads {names[qid]} and has waited "
+                        f"{_span(waited)}; {len(smaller)} smaller job{'s' if len(smaller) != 1 else ''} "
+                        "behind it went ahead of it or are waiting."
+                    ),
+                    action=(
+                        f"The gang needs {_gpus(need)}; the largest "
+                        f"pool has {largest[0] + largest[1]:g} free "
+                        "after reclaim"
+                        + (
+                            ": reduce its size or add nodes."
+                            if largest[0] + largest[1] < need
+                            else ": it can run once preemptible work elsewhere is reclaimed or ends; "
+                            "consider a higher priority for it, or a dedicated pool."
+                        )
+                    ),
+                    details=smaller[:10],
+                )
+            )
+    return out
+
+
+def _free_gpus(snap: scheduler.Snapshot) -> dict[str, tuple[float, float]]:
+    """Per pool: (free GPUs now, GPUs of running preemptible jobs that reclaim could free)."""
+    capacity: dict[str, float] = {}
+    for n in snap.nodes:
+        if not n.unschedulable:
+            capacity[n.pool] = capacity.get(n.pool, 0.0) + n.gpus
+    used: dict[str, float] = {}
+    preemptible: dict[str, float] = {}
+    for j in snap.jobs:
+        held = sum(t.gpu for t in j.tasks if t.state != scheduler.TaskState.PENDING)
+        used[j.pool] = used.get(j.pool, 0.0) + held
+        if j.is_preemptible:
+            preemptible[j.pool] = preemptible.get(j.pool, 0.0) + held
+    return {
+        p: (round(max(0.0, c - used.get(p, 0.0)), 2), round(preemptible.get(p, 0.0), 2))
+        for p, c in capacity.items()
+    }

@@ -1,0 +1,62 @@
+"""A member sees the fit verdict change as they edit the submit form (issue 10, fit check)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from kai_portal.teams.models import Membership
+from kai_portal.workloads.models import Job
+from tests.browser.conftest import screenshot, sign_in
+from tests.portal import factories
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+
+@pytest.fixture
+def world(django_user_model: Any) -> None:
+    factories.node("gpu-node-1", gpus=8)
+    beta = factories.team("beta", name="Beta")
+    bob = django_user_model.objects.create_user("bob", password="pw")
+    Membership(team=beta, user=bob).save()
+    research = factories.queue("research", gpu_quota=8)
+    factories.queue("beta-train", parent=research, team=beta, gpu_quota=2, gpu_limit=4)
+
+
+def _verdict(page: Any, expected: str) -> Any:
+    box = page.locator(f'[data-testid=fit-verdict][data-verdict="{expected}"]')
+    box.wait_for()
+    return box
+
+
+def test_member_sees_the_fit_verdict_follow_the_gpu_count(page: Any, world: None) -> None:
+    sign_in(page, "bob")
+    page.goto("/jobs/submit/")
+    page.select_option("#id_queue", label="beta-train (Beta)")
+    page.fill("#id_gpu_count", "1")
+    starts = _verdict(page, "starts_now")
+    assert "Starts now: 1 task fit on gpu-node-1." in starts.inner_text()
+    screenshot(page, "whatif_fit_check_starts_now")
+
+    page.fill("#id_gpu_count", "16")
+    never = _verdict(page, "never_fits")
+    # The engine stops at the first failed check (the queue limit); the node size is named too.
+    assert "Can never fit: it asks for more than the limit of queue beta-train" in never.inner_text()
+    assert "Also, no node in the default pool has more than 8 GPUs." in never.inner_text()
+    screenshot(page, "whatif_fit_check_never_fits")
+
+    page.fill("#id_gpu_count", "5")
+    over = page.locator('[data-testid=fit-verdict][data-verdict="never_fits"]', has_text="requested 5 GPUs")
+    over.wait_for()
+    assert "more than the limit of queue beta-train" in over.inner_text()
+    assert "Limit is 4 GPUs" in over.inner_text() and "Also" not in over.inner_text()
+
+    # The form still submits normally; the fit check never created anything.
+    assert not Job.objects.exists()
+    page.fill("#id_gpu_count", "2")
+    _verdict(page, "starts_now")
+    page.fill("#id_name", "from-browser")
+    page.click("button:has-text('Submit job')")
+    page.wait_for_url("**/jobs/*/")
+    assert Job.objects.get().gpu_count == 2

@@ -1,0 +1,43 @@
+"""Fixtures for the what-if tests: the cycle lock freed, a simulated clock, personas."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import redis
+from django.conf import settings
+
+from kai_portal.scheduling.lock import LOCK_NAME
+from kai_portal.teams.models import Membership
+from tests.portal import factories
+from tests.portal.scheduling.conftest import Loop
+
+
+@pytest.fixture(autouse=True)
+def free_cycle_lock() -> Iterator[None]:
+    client = redis.Redis.from_url(settings.REDIS_URL)
+    client.delete(LOCK_NAME)
+    yield
+    client.delete(LOCK_NAME)
+    client.close()
+
+
+@pytest.fixture
+def loop() -> Loop:
+    return Loop()
+
+
+@pytest.fixture
+def people(db: None, django_user_model: Any) -> dict[str, Any]:
+    """Teams a and b under one department; ``member`` is in team a only."""
+    a_team, b_team = factories.team("team-a"), factories.team("team-b")
+    users = {
+        "admin": django_user_model.objects.create_superuser("root", "root@example.com", "pw"),
+        "member": django_user_model.objects.create_user("alice", password="pw"),
+        "other": django_user_model.objects.create_user("bob", password="pw"),
+    }
+    Membership(team=a_team, user=users["member"]).save()
+    Membership(team=b_team, user=users["other"]).save()
+    return {"users": users, "teams": {"a": a_team, "b": b_team}}
