@@ -17,7 +17,8 @@ class JobFilterSet(django_filters.FilterSet):
 
     team = django_filters.CharFilter(field_name="queue__team__slug", label="Team (slug)")
     queue = django_filters.CharFilter(field_name="queue__name", label="Queue")
-    state = django_filters.MultipleChoiceFilter(choices=JobState.choices)
+    # distinct=False: a filter on the job's own column cannot repeat rows (the default adds DISTINCT).
+    state = django_filters.MultipleChoiceFilter(choices=JobState.choices, distinct=False)
     submitter = django_filters.CharFilter(field_name="submitter__username", label="Submitter (username)")
     node_pool = django_filters.CharFilter(field_name="node_pool__name", label="Node pool")
     priority_class = django_filters.ChoiceFilter(choices=PriorityClass.choices)
@@ -35,7 +36,7 @@ class PodFilterSet(django_filters.FilterSet):
 
     job = django_filters.UUIDFilter(field_name="job__uid", label="Job uid")
     queue = django_filters.CharFilter(field_name="job__queue__name", label="Queue")
-    state = django_filters.MultipleChoiceFilter(choices=PodState.choices)
+    state = django_filters.MultipleChoiceFilter(choices=PodState.choices, distinct=False)
     node = django_filters.CharFilter(field_name="node__name", label="Node")
 
     class Meta:

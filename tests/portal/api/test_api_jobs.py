@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
+from django.db import connection
+from django.test import Client
+from django.test.utils import CaptureQueriesContext
 
 from kai_portal.accounts import tokens
 from kai_portal.accounts.models import User
+from kai_portal.teams.models import Membership
 from kai_portal.workloads.models import Job, Pod
 from tests.portal import factories
 from tests.portal.api.conftest import World
@@ -108,3 +114,95 @@ def test_job_and_pod_lists_query_count_does_not_grow_with_rows(
         assert client.get("/api/v1/jobs/").json()["count"] == rows
     with django_assert_max_num_queries(6):
         assert client.get("/api/v1/pods/").json()["count"] == rows * 2
+
+
+def _job_list_sql(client: Any, url: str) -> list[str]:
+    with CaptureQueriesContext(connection) as ctx:
+        response = client.get(url)
+    assert response.status_code == 200, response.content
+    return [q["sql"] for q in ctx.captured_queries if 'FROM "workloads_job"' in q["sql"]]
+
+
+@pytest.mark.parametrize("persona", ["member", "admin"])
+@pytest.mark.parametrize("url", ["/api/v1/jobs/", "/api/v1/jobs/?state=pending&queue=ml-train", "/jobs/"])
+def test_job_list_sql_neither_joins_pods_nor_uses_distinct(world: World, persona: str, url: str) -> None:
+    """The list (API and page) and its COUNT stay proportional to the page (benchmarks/api-load.md):
+    pod counts in correlated subqueries, never ``LEFT JOIN pods ... GROUP BY job``; the access rule
+    as a subquery on memberships, never a join that needs ``DISTINCT``."""
+    if url.startswith("/api/"):
+        client = world.client(persona)
+    else:
+        client = Client()
+        client.force_login(world.users[persona])
+    statements = _job_list_sql(client, url)
+    assert statements, "no job query captured"
+    for sql in statements:
+        assert "DISTINCT" not in sql.upper(), sql
+        assert 'JOIN "workloads_pod"' not in sql, sql
+        assert 'JOIN "teams_membership"' not in sql, sql
+        assert 'GROUP BY "workloads_job"' not in sql, sql
+    counts = [sql for sql in statements if sql.startswith("SELECT COUNT(*)")]
+    assert counts and all("workloads_pod" not in sql for sql in counts), counts
+
+
+def test_job_list_pod_counts_by_state(world: World) -> None:
+    job = factories.job(
+        world.objects["ml_q"], "wide", submitter=world.users["member"], task_count=6, min_member=1
+    )
+    states = ["pending", "bound", "running", "succeeded", "failed", "pending"]
+    for pod, state in zip(job.pods.order_by("index"), states, strict=True):
+        pod.state = state
+        pod.save(update_fields=["state"])
+    rows = {j["name"]: j for j in world.client("member").get("/api/v1/jobs/").json()["results"]}
+    assert rows["wide"]["pods"] == {"total": 6, "pending": 2, "running": 2, "finished": 2}
+    assert rows["ml-by-member"]["pods"] == {"total": 1, "pending": 1, "running": 0, "finished": 0}
+    one = world.client("member").get(f"/api/v1/jobs/{job.uid}/").json()
+    assert one["pods"] == rows["wide"]["pods"]
+
+
+def test_job_list_forecasts_match_the_single_job_answer(world: World) -> None:
+    """The page's forecasts are computed in one batch; each equals what the job's own GET says."""
+    client = world.client("admin")
+    listed = {j["uid"]: j["forecast"] for j in client.get("/api/v1/jobs/").json()["results"]}
+    assert len(listed) == 3
+    for uid, fc in listed.items():
+        single = client.get(f"/api/v1/jobs/{uid}/").json()
+        assert single["forecast"] == fc
+        assert (fc is None) == (single["state"] != "pending")
+    assert any(fc is not None and "cluster_position" in fc for fc in listed.values())
+
+
+def test_access_rules_return_each_job_once(world: World) -> None:
+    """Without DISTINCT the rules must still not repeat rows: a team admin who also submitted a job
+    (own and team-admin rules both match) and a member of two teams each see a job once."""
+    lead = world.users["team_admin"]
+    Membership(team=world.objects["cv"], user=lead, role="admin").save()
+    visible = list(Job.objects.visible_to(lead).values_list("name", flat=True))
+    assert sorted(visible) == ["cv-job", "ml-by-lead", "ml-by-member"]
+    cancellable = list(Job.objects.cancellable_by(lead).values_list("name", flat=True))
+    assert sorted(cancellable) == ["cv-job", "ml-by-lead", "ml-by-member"]
+    member = world.users["member"]
+    assert list(Job.objects.cancellable_by(member).values_list("name", flat=True)) == ["ml-by-member"]
+    assert Pod.objects.visible_to(lead).count() == 3
+    assert world.client("team_admin").get("/api/v1/jobs/").json()["count"] == 3
+
+
+def test_cached_forecast_of_a_page_reads_only_its_jobs_entries(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A page reads its jobs' forecasts from per-job cache entries, not the whole (quadratic) forecast."""
+    from django.core.cache import cache
+
+    from kai_portal.scheduling import forecast
+
+    ids = [world.objects["ml_job"].pk, world.objects["cv_job"].pk, -1]
+    first = forecast.cached_forecast(ids)  # computes and caches the whole forecast and its entries
+    whole = forecast.cached_forecast()
+    assert first == {pk: whole[pk] for pk in ids if pk in whole} and first
+    cache.delete(forecast._cache_key())  # the whole forecast is not needed any more for a page
+
+    def recompute(now: object = None) -> None:
+        raise AssertionError("recomputed instead of reading the per-job entries")
+
+    monkeypatch.setattr(forecast, "forecast", recompute)
+    assert forecast.cached_forecast(ids) == first
