@@ -26,7 +26,7 @@ lint: install
 	$(VENV)/bin/lint-imports
 
 typecheck: install
-	$(VENV)/bin/mypy scheduler
+	$(VENV)/bin/mypy scheduler kai_portal
 
 scenarios: install
 	$(PY) -m scheduler.scenario check ../shared/scenarios tests/scenarios

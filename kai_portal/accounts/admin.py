@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.contrib import admin, messages
 from django.contrib.auth.admin import UserAdmin as BaseUserAdmin
@@ -10,6 +10,9 @@ from django.http import HttpRequest
 from kai_portal.accounts import tokens
 from kai_portal.accounts.models import ApiToken, User
 from kai_portal.teams.models import Membership
+
+if TYPE_CHECKING:
+    from django.contrib.admin.options import _FieldGroups
 
 
 class MembershipInline(admin.TabularInline):
@@ -35,7 +38,7 @@ class ApiTokenAdmin(admin.ModelAdmin):
     autocomplete_fields = ["user"]
     actions = ["revoke_selected"]
 
-    def get_fields(self, request: HttpRequest, obj: ApiToken | None = None) -> list[str]:
+    def get_fields(self, request: HttpRequest, obj: ApiToken | None = None) -> _FieldGroups:
         if obj is None:
             return ["user", "name", "read_only"]
         return ["user", "name", "prefix", "read_only", "created_at", "last_used_at", "revoked_at"]

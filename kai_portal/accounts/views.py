@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -10,7 +12,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
 from kai_portal.accounts import tokens
-from kai_portal.accounts.models import ApiToken
+from kai_portal.accounts.models import ApiToken, User
 from kai_portal.core.access import get_visible_or_404
 
 
@@ -39,7 +41,8 @@ def token_list(request: HttpRequest) -> HttpResponse:
 @require_POST
 def token_revoke(request: HttpRequest, token_id: int) -> HttpResponse:
     """Revoke one of the user's own tokens (another user's token is a 404)."""
-    token = get_visible_or_404(ApiToken.objects.filter(user=request.user), pk=token_id)
+    user = cast(User, request.user)  # @login_required: never anonymous here
+    token = get_visible_or_404(ApiToken.objects.filter(user=user), pk=token_id)
     if tokens.revoke_token(token):
         messages.success(request, f"Token {token.name} revoked.")
     return redirect("accounts:token_list")

@@ -26,6 +26,7 @@ RECENT_CYCLES = 20
 
 def gpu_allocation_by_pool() -> list[dict[str, Any]]:
     """Per node pool: GPU devices, devices' worth allocated to pods on its nodes, and the share."""
+    pools: dict[int, dict[str, Any]]
     pools = {p.pk: {"pool": p, "total": 0, "allocated": Decimal(0), "nodes": 0, "ready": 0}
              for p in NodePool.objects.order_by("name")}  # fmt: skip
     for pool_id, n in GpuDevice.objects.values_list("node__pool_id").annotate(n=Count("id")).order_by():

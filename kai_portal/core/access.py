@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any, TypeVar
 
 from django.contrib.auth.mixins import LoginRequiredMixin
-from django.core.exceptions import PermissionDenied
+from django.core.exceptions import ObjectDoesNotExist, PermissionDenied
 from django.db import models
 from django.http import Http404, HttpRequest
 
@@ -20,7 +20,7 @@ def get_visible_or_404(visible: models.QuerySet[M], **lookup: Any) -> M:
     """The object from the user's visible queryset, or 404 (another team's object does not exist for them)."""
     try:
         return visible.get(**lookup)
-    except visible.model.DoesNotExist:
+    except ObjectDoesNotExist:  # the model's DoesNotExist; only get() can raise it here
         raise Http404(f"No {visible.model._meta.verbose_name} matches the given query.") from None
 
 

@@ -110,7 +110,10 @@ def check_not_stale(request: Request, current: Model) -> None:
 class _TextParser(BaseParser):
     """Hands the request body to the view as text (YAML documents, manifests)."""
 
-    def parse(self, stream: Any, media_type: str | None = None, parser_context: Any = None) -> str:
+    # DRF lets a parser return any data; the stubs narrow it to a mapping.
+    def parse(  # type: ignore[override]
+        self, stream: Any, media_type: str | None = None, parser_context: Any = None
+    ) -> str:
         try:
             return stream.read().decode("utf-8") if stream is not None else ""
         except UnicodeDecodeError:

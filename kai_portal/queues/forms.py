@@ -6,7 +6,7 @@ quota, no cycles) are ``Queue.clean()`` and arrive here as field errors.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from django import forms
 
@@ -57,9 +57,10 @@ class QueueForm(forms.ModelForm):
         parents = Queue.objects.select_related("parent").order_by("name")
         if self.instance.pk is not None:
             parents = parents.exclude(pk=self.instance.pk)
-        self.fields["parent"].queryset = parents
-        self.fields["parent"].empty_label = "(top level: a department)"
-        self.fields["team"].empty_label = "(none: run by portal admins)"
+        parent_field = cast("forms.ModelChoiceField[Queue]", self.fields["parent"])
+        parent_field.queryset = parents
+        parent_field.empty_label = "(top level: a department)"
+        cast("forms.ModelChoiceField[Any]", self.fields["team"]).empty_label = "(none: run by portal admins)"
 
     def resource_rows(self) -> list[tuple[str, list[forms.BoundField]]]:
         """The quota grid: one row per resource with its quota, limit and weight fields."""

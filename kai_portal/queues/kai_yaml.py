@@ -204,7 +204,8 @@ def import_queues(text: str) -> ImportResult:
 
 def _check_alone(doc: QueueDocument, queue: Queue) -> None:
     """Field and limit rules of one document, before anything is written."""
-    errors: dict[str, list[str]] = {}
+    # update_error_dict() stores ValidationError items; limit_errors() gives strings.
+    errors: dict[str, list[Any]] = {}
     try:
         queue.clean_fields(exclude=["parent", "team"])
     except ValidationError as exc:
@@ -288,7 +289,7 @@ def queue_document(queue: Queue) -> dict[str, Any]:
     spec: dict[str, Any] = {}
     if queue.display_name:
         spec["displayName"] = queue.display_name
-    if queue.parent_id is not None:
+    if queue.parent is not None:
         spec["parentQueue"] = queue.parent.name
     spec["priority"] = queue.priority
     spec["resources"] = {

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.db import models
 
+if TYPE_CHECKING:
+    from kai_portal.queues.models import Queue  # noqa: F401 (named in the QuerySet["Queue"] base)
 
-class QueueQuerySet(models.QuerySet):
+
+class QueueQuerySet(models.QuerySet["Queue"]):
     def visible_to(self, user: Any) -> QueueQuerySet:
         """Admins see the whole tree; others their teams' queues and the ancestors above them.
 
@@ -19,6 +22,7 @@ class QueueQuerySet(models.QuerySet):
             return self.all()
         names: set[str] = set()
         parent_of = dict(self.model.objects.values_list("name", "parent__name"))
+        name: str | None
         for name in self.model.objects.filter(team__memberships__user=user).values_list("name", flat=True):
             while name and name not in names:
                 names.add(name)

@@ -69,7 +69,9 @@ def _check_parent(queue: Queue, errors: Errors) -> None:
         errors.setdefault("parent", []).append("A queue cannot be its own parent.")
         return
     parent = queue.parent
+    assert parent is not None  # parent_id is set: the related object exists or access raised
     if queue.pk is not None:
+        node: Queue | None
         node, seen = parent, set()
         while node is not None and node.pk not in seen:
             if node.parent_id == queue.pk:
@@ -114,6 +116,7 @@ def _check_quota_within_parent(queue: Queue, resource: str, errors: Errors) -> N
     if quota is None or parent_quota is None or parent_quota == UNLIMITED:
         return
     parent = queue.parent
+    assert parent is not None  # parent_id is set: the related object exists or access raised
     if quota == UNLIMITED:
         errors.setdefault(field, []).append(
             f"Quota cannot be unlimited (-1): parent queue '{parent}' has a quota of "

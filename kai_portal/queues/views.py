@@ -21,7 +21,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from kai_portal.cluster.models import GpuDevice, Node
 from kai_portal.core.access import get_visible_or_404, get_writable_or_403
-from kai_portal.core.htmx import page_or_fragment
+from kai_portal.core.htmx import HtmxHttpRequest, page_or_fragment
 from kai_portal.core.units import RESOURCES, UNLIMITED
 from kai_portal.queues.forms import QueueForm
 from kai_portal.queues.models import Queue
@@ -197,7 +197,7 @@ def queue_list(request: HttpRequest) -> HttpResponse:
 
 
 @login_required
-def queue_detail(request: HttpRequest, name: str) -> HttpResponse:
+def queue_detail(request: HtmxHttpRequest, name: str) -> HttpResponse:
     """One queue: its settings, current standing per resource, children and usage history."""
     queue = get_visible_or_404(
         Queue.objects.visible_to(request.user).select_related("parent", "team"), name=name

@@ -1,10 +1,15 @@
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from django.conf import settings
 from django.db import models
 
 from kai_portal.core.validation import ValidatedModel
 from kai_portal.teams.querysets import TeamQuerySet
+
+if TYPE_CHECKING:
+    from kai_portal.accounts.models import User
 
 
 class Team(ValidatedModel):
@@ -14,7 +19,7 @@ class Team(ValidatedModel):
     name = models.CharField(max_length=200)
     description = models.TextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
-    members = models.ManyToManyField(
+    members: models.ManyToManyField[User, Membership] = models.ManyToManyField(
         settings.AUTH_USER_MODEL, through="Membership", related_name="teams", blank=True
     )
 

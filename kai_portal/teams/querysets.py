@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.db import models
+
+if TYPE_CHECKING:
+    from kai_portal.teams.models import Team  # noqa: F401 (named in the QuerySet["Team"] base)
 
 
 def _is_admin(user: Any) -> bool:
     return bool(getattr(user, "is_portal_admin", False))
 
 
-class TeamQuerySet(models.QuerySet):
+class TeamQuerySet(models.QuerySet["Team"]):
     def visible_to(self, user: Any) -> TeamQuerySet:
         """Portal admins see every team; everyone else the teams they belong to."""
         if not getattr(user, "is_authenticated", False):

@@ -8,7 +8,7 @@ gang within tasks) and its errors land on the fields they name.
 from __future__ import annotations
 
 from decimal import Decimal
-from typing import Any
+from typing import Any, cast
 
 from django import forms
 
@@ -79,12 +79,16 @@ class JobSubmitForm(forms.ModelForm):
     def __init__(self, *args: Any, user: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.user = user
-        queue_field = self.fields["queue"]
+        queue_field = cast("forms.ModelChoiceField[Queue]", self.fields["queue"])
         queue_field.queryset = Queue.objects.submittable_by(user).select_related("team").order_by("name")
-        queue_field.label_from_instance = lambda q: f"{q.name} ({q.team.name})" if q.team else q.name
+        # A per-instance override of the method: the stubs only allow subclassing.
+        queue_field.label_from_instance = (  # type: ignore[method-assign]
+            lambda obj: f"{obj.name} ({obj.team.name})" if obj.team else obj.name
+        )
         queue_field.empty_label = "Choose a queue"
-        self.fields["node_pool"].queryset = NodePool.objects.order_by("name")
-        self.fields["node_pool"].empty_label = "Any pool"
+        pool_field = cast("forms.ModelChoiceField[NodePool]", self.fields["node_pool"])
+        pool_field.queryset = NodePool.objects.order_by("name")
+        pool_field.empty_label = "Any pool"
         for name in ("gpu_count", "gpu_fraction", "gpu_memory_mib", "gpu_fraction_devices", "memory_mib"):
             self.fields[name].required = False
 
@@ -103,6 +107,7 @@ class JobSubmitForm(forms.ModelForm):
 
     def clean(self) -> dict[str, Any]:
         data = super().clean()
+        assert data is not None  # ModelForm.clean() returns cleaned_data
         mode = data.get("gpu_mode")
         needed = {
             GpuMode.WHOLE: "gpu_count",
@@ -128,7 +133,7 @@ class JobSubmitForm(forms.ModelForm):
         self.instance.cpu_millicores = self.cleaned_data.get("cpu_cores", 0) or 0
         self.instance.duration = self.cleaned_data.get("run_time")
         self.instance.submitter = self.user
-        super()._post_clean()
+        super()._post_clean()  # type: ignore[misc]  # stubs omit BaseModelForm._post_clean
 
 
 class ManifestSubmitForm(forms.Form):

@@ -190,7 +190,7 @@ class Job(ValidatedModel):
                 "Fractional devices only apply to a GPU fraction or GPU memory request."
             )
         shared = fraction is not None or memory is not None
-        if shared and self.node_pool_id is not None and not self.node_pool.gpu_sharing:
+        if shared and self.node_pool is not None and not self.node_pool.gpu_sharing:
             errors.setdefault("node_pool", []).append(
                 f"Node pool '{self.node_pool}' does not allow GPU sharing; "
                 "request whole GPUs or choose another pool."

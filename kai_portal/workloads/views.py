@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.db.models import Count
+from django.forms import ModelChoiceField
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
@@ -196,7 +197,7 @@ def job_cancel(request: HttpRequest, uid: str) -> HttpResponse:
 @require_http_methods(["GET", "POST"])
 def job_submit(request: HttpRequest) -> HttpResponse:
     """The submission form, limited to the leaf queues of the user's teams."""
-    initial = {"queue": request.GET.get("queue")} if request.GET.get("queue") else None
+    initial: dict[str, Any] | None = {"queue": request.GET.get("queue")} if request.GET.get("queue") else None
     if initial:
         initial["queue"] = Queue.objects.filter(name=initial["queue"]).values_list("pk", flat=True).first()
     form = JobSubmitForm(request.POST or None, user=request.user, initial=initial)
@@ -204,7 +205,8 @@ def job_submit(request: HttpRequest) -> HttpResponse:
         job = submission.submit(form.instance)
         messages.success(request, f"Job {job.name} submitted to {job.queue.name}.")
         return redirect("workloads:job_detail", uid=job.uid)
-    has_queue = form.fields["queue"].queryset.exists()
+    queue_choices = cast("ModelChoiceField[Queue]", form.fields["queue"]).queryset
+    has_queue = queue_choices is not None and queue_choices.exists()
     return render(request, "workloads/job_submit.html", {"form": form, "has_queue": has_queue})
 
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 from rest_framework import serializers
 
 from kai_portal.accounts.models import ApiToken, User
-from kai_portal.teams.models import Membership
+from kai_portal.teams.models import Membership, Team
 
 
 class ApiTokenSerializer(serializers.ModelSerializer):
@@ -21,7 +21,7 @@ class NewApiTokenSerializer(ApiTokenSerializer):
 
 
 class MyMembershipSerializer(serializers.ModelSerializer):
-    team = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    team: serializers.SlugRelatedField[Team] = serializers.SlugRelatedField(slug_field="slug", read_only=True)
 
     class Meta:
         model = Membership

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 from django.db.models import QuerySet
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, status, viewsets
@@ -18,7 +20,8 @@ from kai_portal.accounts.models import ApiToken, User
 @api_view(["GET"])
 def me(request: Request) -> Response:
     """The signed-in user (or the token's owner) with their team roles."""
-    user = User.objects.prefetch_related("memberships__team").get(pk=request.user.pk)
+    current = cast(User, request.user)  # IsAuthenticated (the default permission): never anonymous
+    user = User.objects.prefetch_related("memberships__team").get(pk=current.pk)
     return Response(MeSerializer(user).data)
 
 

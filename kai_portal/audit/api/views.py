@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.db.models import QuerySet
 from rest_framework import permissions, viewsets
@@ -11,6 +11,9 @@ from rest_framework.request import Request
 from kai_portal.audit.api.serializers import AuditEntrySerializer
 from kai_portal.audit.filtersets import AuditEntryFilterSet
 from kai_portal.audit.models import AuditEntry
+
+if TYPE_CHECKING:
+    from rest_framework.permissions import _SupportsHasPermission
 
 
 class IsPortalAdmin(permissions.BasePermission):
@@ -26,7 +29,7 @@ class AuditEntryViewSet(viewsets.ReadOnlyModelViewSet):
     ordering_fields = ["at"]
     ordering = ["-at", "-id"]
 
-    def get_permissions(self) -> list[permissions.BasePermission]:
+    def get_permissions(self) -> list[_SupportsHasPermission]:
         return [*super().get_permissions(), IsPortalAdmin()]
 
     def get_queryset(self) -> QuerySet[AuditEntry]:

@@ -20,7 +20,9 @@ class NodeGpuSerializer(serializers.ModelSerializer):
 
 
 class NodeSerializer(serializers.ModelSerializer):
-    pool = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    pool: serializers.SlugRelatedField[NodePool] = serializers.SlugRelatedField(
+        slug_field="name", read_only=True
+    )
     gpus = NodeGpuSerializer(many=True, read_only=True)
 
     class Meta:
@@ -32,7 +34,7 @@ class NodeSerializer(serializers.ModelSerializer):
 
 
 class GpuDeviceSerializer(serializers.ModelSerializer):
-    node = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    node: serializers.SlugRelatedField[Node] = serializers.SlugRelatedField(slug_field="name", read_only=True)
     pool = serializers.CharField(source="node.pool.name", read_only=True)
 
     class Meta:

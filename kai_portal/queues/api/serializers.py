@@ -8,7 +8,7 @@ from rest_framework import serializers
 from kai_portal.core.units import RESOURCES
 from kai_portal.queues.models import Queue
 from kai_portal.queues.status import empty_status
-from kai_portal.scheduling.models import UsageSample
+from kai_portal.scheduling.models import SchedulingCycle, UsageSample
 from kai_portal.teams.models import Team
 
 QUOTA_FIELDS = [f"{r}_{kind}" for r in RESOURCES for kind in ("quota", "limit", "over_quota_weight")]
@@ -39,7 +39,8 @@ class QueueSerializer(serializers.ModelSerializer):
     when you change it: a stale one is answered with 409.
     """
 
-    parent = serializers.SlugRelatedField(
+    # A declared field, popped into _declared_fields by the metaclass; the stubs see Field.parent.
+    parent = serializers.SlugRelatedField(  # type: ignore[assignment]
         slug_field="name", queryset=Queue.objects.all(), allow_null=True, required=False
     )
     team = serializers.SlugRelatedField(
@@ -82,7 +83,9 @@ class QueueImportResultSerializer(serializers.Serializer):
 
 
 class UsageSampleSerializer(serializers.ModelSerializer):
-    cycle = serializers.PrimaryKeyRelatedField(read_only=True)
+    cycle: serializers.PrimaryKeyRelatedField[SchedulingCycle] = serializers.PrimaryKeyRelatedField(
+        read_only=True
+    )
 
     class Meta:
         model = UsageSample

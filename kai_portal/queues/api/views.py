@@ -177,7 +177,8 @@ class QueueViewSet(viewsets.ModelViewSet):
                 result = kai_yaml.import_queues(text)
         except kai_yaml.QueueYamlError as exc:
             raise exceptions.ValidationError(
-                {"detail": str(exc), "document": exc.index, "key": exc.key, "queue": exc.queue}
+                # DRF turns every leaf into a string anyway; str() only makes that visible to the stubs.
+                {"detail": str(exc), "document": str(exc.index), "key": exc.key, "queue": exc.queue}
             ) from None
         return Response(QueueImportResultSerializer(result).data)
 

@@ -1,8 +1,15 @@
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rest_framework import serializers
 
 from kai_portal.scheduling.models import Decision, JobMessage, SchedulingCycle
+
+if TYPE_CHECKING:
+    from kai_portal.cluster.models import Node
+    from kai_portal.queues.models import Queue
+    from kai_portal.workloads.models import Job
 
 
 class CycleSerializer(serializers.ModelSerializer):
@@ -17,19 +24,25 @@ class CycleSerializer(serializers.ModelSerializer):
 class DecisionSerializer(serializers.ModelSerializer):
     """What one cycle decided about one pod, with KAI's reason code and message."""
 
-    cycle = serializers.PrimaryKeyRelatedField(read_only=True)
+    cycle: serializers.PrimaryKeyRelatedField[SchedulingCycle] = serializers.PrimaryKeyRelatedField(
+        read_only=True
+    )
     pod = serializers.CharField(
         source="pod_name", read_only=True, help_text="The pod's name (kept after the pod is deleted)."
     )
-    job = serializers.SlugRelatedField(slug_field="uid", read_only=True)
-    node = serializers.SlugRelatedField(slug_field="name", read_only=True, allow_null=True)
-    evictor_job = serializers.SlugRelatedField(
+    job: serializers.SlugRelatedField[Job] = serializers.SlugRelatedField(slug_field="uid", read_only=True)
+    node: serializers.SlugRelatedField[Node] = serializers.SlugRelatedField(
+        slug_field="name", read_only=True, allow_null=True
+    )
+    evictor_job: serializers.SlugRelatedField[Job] = serializers.SlugRelatedField(
         slug_field="name",
         read_only=True,
         allow_null=True,
         help_text="Name of the job that caused an eviction.",
     )
-    evictor_queue = serializers.SlugRelatedField(slug_field="name", read_only=True, allow_null=True)
+    evictor_queue: serializers.SlugRelatedField[Queue] = serializers.SlugRelatedField(
+        slug_field="name", read_only=True, allow_null=True
+    )
 
     class Meta:
         model = Decision
@@ -40,8 +53,10 @@ class DecisionSerializer(serializers.ModelSerializer):
 
 
 class JobMessageSerializer(serializers.ModelSerializer):
-    cycle = serializers.PrimaryKeyRelatedField(read_only=True)
-    job = serializers.SlugRelatedField(slug_field="uid", read_only=True)
+    cycle: serializers.PrimaryKeyRelatedField[SchedulingCycle] = serializers.PrimaryKeyRelatedField(
+        read_only=True
+    )
+    job: serializers.SlugRelatedField[Job] = serializers.SlugRelatedField(slug_field="uid", read_only=True)
 
     class Meta:
         model = JobMessage

@@ -1,16 +1,21 @@
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.contrib.auth import get_user_model
 from rest_framework import serializers
 
 from kai_portal.teams.models import Membership, Team
 
+if TYPE_CHECKING:
+    from kai_portal.queues.models import Queue
+
 
 class TeamSerializer(serializers.ModelSerializer):
     member_count = serializers.IntegerField(read_only=True)
-    queues = serializers.SlugRelatedField(slug_field="name", many=True, read_only=True)
+    queues: serializers.SlugRelatedField[Queue] = serializers.SlugRelatedField(
+        slug_field="name", many=True, read_only=True
+    )
 
     class Meta:
         model = Team

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,7 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         name = options["file"]
         try:
-            text = self.stdin.read() if name == "-" else Path(name).read_text()
+            text = sys.stdin.read() if name == "-" else Path(name).read_text()
         except OSError as exc:
             raise CommandError(f"{name}: cannot read: {exc}") from None
         user = None
