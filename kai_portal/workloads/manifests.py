@@ -431,3 +431,29 @@ def _gang(job: Job, kind: str, spec: dict[str, Any], annotation: Any, paths: dic
             path, f"gang minimum ({minimum}) cannot be more than the number of tasks ({tasks})"
         )
     job.min_member = minimum
+
+
+# A batch Job as a user would write it: shown on the YAML submit page and in the API schema.
+EXAMPLE_MANIFEST = """apiVersion: batch/v1
+kind: Job
+metadata:
+  name: resnet-train
+  labels:
+    kai.scheduler/queue: ml-train
+  annotations:
+    kai.scheduler/batch-min-member: "2"
+spec:
+  parallelism: 2
+  template:
+    metadata:
+      annotations:
+        gpu-fraction: "0.5"
+    spec:
+      schedulerName: kai-scheduler
+      priorityClassName: train
+      containers:
+        - name: main
+          image: nvcr.io/nvidia/pytorch:24.05-py3
+          resources:
+            requests: {cpu: "2", memory: 8Gi}
+"""

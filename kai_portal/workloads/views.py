@@ -28,7 +28,7 @@ from kai_portal.workloads import lifecycle, submission
 from kai_portal.workloads.choices import JobState, PodState
 from kai_portal.workloads.filtersets import JobFilterSet
 from kai_portal.workloads.forms import JobSubmitForm, ManifestSubmitForm
-from kai_portal.workloads.manifests import ManifestError, submit_manifest
+from kai_portal.workloads.manifests import EXAMPLE_MANIFEST, ManifestError, submit_manifest
 from kai_portal.workloads.models import Job, Pod
 
 PAGE_SIZE = 50
@@ -240,26 +240,3 @@ def job_submit_yaml(request: HttpRequest) -> HttpResponse:
             return redirect("workloads:job_detail", uid=job.uid)
     return render(request, "workloads/job_submit_yaml.html", {"form": form, "problems": problems,
                                                               "example": EXAMPLE_MANIFEST})  # fmt: skip
-
-
-EXAMPLE_MANIFEST = """apiVersion: batch/v1
-kind: Job
-metadata:
-  name: my-training
-  labels:
-    kai.scheduler/queue: my-leaf-queue
-  annotations:
-    gpu-fraction: "0.5"
-spec:
-  parallelism: 2
-  template:
-    spec:
-      schedulerName: kai-scheduler
-      priorityClassName: train
-      containers:
-        - name: main
-          image: nvcr.io/nvidia/pytorch:24.05-py3
-          command: ["python", "train.py"]
-          resources:
-            requests: {cpu: "2", memory: 8Gi}
-"""

@@ -35,35 +35,11 @@ from kai_portal.workloads.api.serializers import (
 )
 from kai_portal.workloads.choices import JobState, PodState
 from kai_portal.workloads.filtersets import JobFilterSet, PodFilterSet
-from kai_portal.workloads.manifests import ManifestError, submit_manifest
+from kai_portal.workloads.manifests import EXAMPLE_MANIFEST, ManifestError, submit_manifest
 from kai_portal.workloads.models import Job, Pod
 
 if TYPE_CHECKING:
     from kai_portal.accounts.models import User
-
-EXAMPLE_MANIFEST = """apiVersion: batch/v1
-kind: Job
-metadata:
-  name: resnet-train
-  labels:
-    kai.scheduler/queue: ml-train
-  annotations:
-    kai.scheduler/batch-min-member: "2"
-spec:
-  parallelism: 2
-  template:
-    metadata:
-      annotations:
-        gpu-fraction: "0.5"
-    spec:
-      schedulerName: kai-scheduler
-      priorityClassName: train
-      containers:
-        - name: main
-          image: nvcr.io/nvidia/pytorch:24.05-py3
-          resources:
-            requests: {cpu: "2", memory: 8Gi}
-"""
 
 
 def _pod_count(states: list[str] | None = None) -> Coalesce:
