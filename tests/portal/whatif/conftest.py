@@ -2,31 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-import redis
-from django.conf import settings
 
-from kai_portal.scheduling.lock import LOCK_NAME
 from kai_portal.teams.models import Membership
 from tests.portal import factories
-from tests.portal.scheduling.conftest import Loop
-
-
-@pytest.fixture(autouse=True)
-def free_cycle_lock() -> Iterator[None]:
-    client = redis.Redis.from_url(settings.REDIS_URL)
-    client.delete(LOCK_NAME)
-    yield
-    client.delete(LOCK_NAME)
-    client.close()
-
-
-@pytest.fixture
-def loop() -> Loop:
-    return Loop()
+from tests.portal.scheduling.conftest import free_cycle_lock, loop  # noqa: F401  (fixtures)
 
 
 @pytest.fixture
