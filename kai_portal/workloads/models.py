@@ -109,6 +109,7 @@ class Job(ValidatedModel):
         indexes = [
             models.Index(fields=["queue", "state"], name="job_queue_state"),
             models.Index(fields=["state", "created_at"], name="job_state_created"),
+            models.Index(fields=["-created_at"], name="job_created_desc"),
         ]
         constraints = [
             models.CheckConstraint(

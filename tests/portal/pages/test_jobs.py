@@ -111,6 +111,17 @@ def test_job_page_shows_pending_reason_and_folds_repeated_cycles(world: dict, cl
     assert len(response.context["timeline"]) == 1 and response.context["timeline"][0].cycles == 3
 
 
+def test_timeline_shows_the_reason_code_only_when_it_adds_to_the_kind(world: dict, client_for: Any) -> None:
+    job = world["jobs"]["beta"]
+    _decide(job, "unschedulable", reason="Unschedulable", message="no nodes with enough GPUs")
+    _decide(job, "unschedulable", reason="OverLimit", message="beta-train quota is at its limit")
+    html = client_for("outsider").get(f"/jobs/{job.uid}/").content.decode()
+    timeline = html.split('data-testid="timeline"', 1)[1].split("</ol>", 1)[0]
+    newer, older = timeline.split("<li", 2)[1:]
+    assert "OverLimit" in newer and newer.count("Unschedulable") == 1  # kind badge, then the differing code
+    assert older.count("Unschedulable") == 1  # the code repeats the kind: badge only
+
+
 def test_eviction_names_the_evictor_only_as_far_as_the_user_may_see(world: dict, client_for: Any) -> None:
     victim, evictor = world["jobs"]["alpha"], world["jobs"]["beta"]
     _decide(victim, "evicted", action="reclaim", evictor_job=evictor, evictor_queue=evictor.queue,
