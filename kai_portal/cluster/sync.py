@@ -6,9 +6,12 @@ The cluster is the source of truth for nodes and pods there:
   from the pool label, its ``GpuDevice`` rows ``0..gpu_count-1``;
 * pods: grouped into jobs by their pod group (``JobRef``); a job seen for the
   first time becomes a ``Job`` row with ``cluster_key`` set, in the queue its
-  pods name (pods naming no known queue are skipped and logged: KAI reports
-  them as ``QueueDoesNotExist``); each pod's phase, node and GPU devices are
-  copied onto its ``Pod`` row;
+  pods name (``default-queue`` when they name none), its gang minimum from the
+  ``kai.scheduler/batch-min-member`` annotation (else 1), capped to the pods
+  seen; each pod's phase, node and GPU devices are copied onto its ``Pod`` row;
+* pods naming a queue that does not exist get no rows: ``sync_cluster_state``
+  returns KAI's ``QueueDoesNotExist`` Unschedulable events for the pending ones
+  (kai-semantics.md §1.1), which the cycle posts with its other events;
 * a pod row of a cluster job whose pod is gone from the cluster ends as failed.
 
 The simulated backend never needs this: its rows are its cluster.
@@ -21,7 +24,14 @@ from collections import defaultdict
 from datetime import datetime
 from decimal import Decimal
 
-from kai_portal.cluster.backends import ClusterState, ObservedNode, ObservedPod, TaskStatus
+from kai_portal.cluster.backends import (
+    ClusterState,
+    EventType,
+    ObservedNode,
+    ObservedPod,
+    PodEvent,
+    TaskStatus,
+)
 from kai_portal.cluster.models import GpuDevice, Node, NodePool
 from kai_portal.queues.models import Queue
 from kai_portal.workloads import lifecycle
@@ -31,6 +41,8 @@ from kai_portal.workloads.models import Job, Pod
 logger = logging.getLogger(__name__)
 
 DEFAULT_POOL = "default"
+DEFAULT_QUEUE = "default-queue"  # KAI's fallback for a pod naming no queue (§1.7)
+BATCH_MIN_MEMBER_ANNOTATION = "kai.scheduler/batch-min-member"  # overrides minMember (§1.7)
 UNKNOWN_GPU_MEMORY_MIB = 1  # "not synced": no GPU-memory request fits (ObservedNode.gpu_memory_mib None)
 POD_STATE = {
     TaskStatus.PENDING: PodState.PENDING,
@@ -44,10 +56,14 @@ POD_STATE = {
 }
 
 
-def sync_cluster_state(state: ClusterState, now: datetime) -> None:
-    """Make the node, job and pod rows match an observation. Call inside a transaction."""
+def sync_cluster_state(state: ClusterState, now: datetime) -> list[PodEvent]:
+    """Make the node, job and pod rows match an observation. Call inside a transaction.
+
+    Returns the events to post for pods that got no rows: a pending pod whose
+    queue does not exist is told so, as KAI does (``QueueDoesNotExist``).
+    """
     nodes = _sync_nodes(state.nodes)
-    _sync_pods(state.pods, nodes, now)
+    return _sync_pods(state.pods, nodes, now)
 
 
 def _sync_nodes(observed: dict[str, ObservedNode]) -> dict[str, Node]:
@@ -78,7 +94,9 @@ def _sync_nodes(observed: dict[str, ObservedNode]) -> dict[str, Node]:
     return rows
 
 
-def _sync_pods(observed: dict[tuple[str, str], ObservedPod], nodes: dict[str, Node], now: datetime) -> None:
+def _sync_pods(
+    observed: dict[tuple[str, str], ObservedPod], nodes: dict[str, Node], now: datetime
+) -> list[PodEvent]:
     by_job: dict[str, list[ObservedPod]] = defaultdict(list)
     for pod in observed.values():
         by_job[pod.job.key].append(pod)
@@ -86,9 +104,11 @@ def _sync_pods(observed: dict[tuple[str, str], ObservedPod], nodes: dict[str, No
     queues = {q.name: q for q in Queue.objects.all()}
     seen: set[int] = set()
     touched: set[int] = set()
+    events: list[PodEvent] = []
     for key, pods in by_job.items():
         job = jobs.get(key) or _new_job(key, pods, queues)
         if job is None:
+            events.extend(_queue_missing(pods))
             continue
         touched.add(job.pk)
         rows = {p.name: p for p in job.pods.all()}
@@ -111,7 +131,13 @@ def _sync_pods(observed: dict[tuple[str, str], ObservedPod], nodes: dict[str, No
             ) if node else []  # fmt: skip
             if sorted(device_ids) != sorted(row.gpu_devices.values_list("pk", flat=True)):
                 row.gpu_devices.set(device_ids)
-        Job.objects.filter(pk=job.pk).update(task_count=max(next_index, job.task_count))
+        task_count = max(next_index, job.task_count)
+        wanted = _min_member(pods)
+        if wanted is not None and min(wanted, task_count) != job.min_member:
+            # More pods of a batch job seen: the cap to the pods seen rises with them.
+            Job.objects.filter(pk=job.pk).update(task_count=task_count, min_member=min(wanted, task_count))
+        else:
+            Job.objects.filter(pk=job.pk).update(task_count=task_count)
     gone = (
         Pod.objects.exclude(job__cluster_key="")
         .exclude(pk__in=seen)
@@ -122,18 +148,46 @@ def _sync_pods(observed: dict[tuple[str, str], ObservedPod], nodes: dict[str, No
         state=PodState.FAILED, node=None, finished_at=now, reason="The pod no longer exists in the cluster."
     )
     lifecycle.refresh_job_states(touched, now)
+    return events
+
+
+def _queue_name(pod: ObservedPod) -> str:
+    return pod.queue or DEFAULT_QUEUE
+
+
+def _queue_missing(pods: list[ObservedPod]) -> list[PodEvent]:
+    """KAI's fit error for a job whose queue does not exist (§1.1), one event per pending pod."""
+    message = f"Queue '{_queue_name(pods[0])}' does not exist"
+    return [
+        PodEvent(pod.namespace, pod.name, EventType.WARNING, "Unschedulable", message)
+        for pod in sorted(pods, key=lambda p: p.name)
+        if pod.status == TaskStatus.PENDING
+    ]
+
+
+def _min_member(pods: list[ObservedPod]) -> int | None:
+    """The ``batch-min-member`` annotation of the job's pods (first by name carrying a valid one)."""
+    for pod in sorted(pods, key=lambda p: p.name):
+        try:
+            value = int(pod.annotations.get(BATCH_MIN_MEMBER_ANNOTATION, ""))
+        except ValueError:
+            continue
+        if value >= 0:
+            return value
+    return None
 
 
 def _new_job(key: str, pods: list[ObservedPod], queues: dict[str, Queue]) -> Job | None:
     first = pods[0]
-    queue = queues.get(first.queue or "")
+    queue = queues.get(_queue_name(first))
     if queue is None:
-        logger.warning("pods of %s name no known queue (%r); skipped", key, first.queue)
+        logger.info("pods of %s name no known queue (%r): QueueDoesNotExist", key, _queue_name(first))
         return None
     priority_class = (
         first.priority_class if first.priority_class in PriorityClass.values else PriorityClass.TRAIN
     )
     gpu = first.gpu
+    wanted = _min_member(pods)
     job = Job(
         name=first.job.name,
         namespace=first.namespace,
@@ -143,7 +197,7 @@ def _new_job(key: str, pods: list[ObservedPod], queues: dict[str, Queue]) -> Job
         priority=PRIORITY_VALUES[PriorityClass(priority_class)],
         preemptibility=first.preemptibility or "",
         task_count=len(pods),
-        min_member=1,
+        min_member=min(1 if wanted is None else wanted, len(pods)),
         gpu_count=0 if gpu.shared else gpu.whole,
         gpu_fraction=Decimal(str(gpu.fraction)) if gpu.fraction is not None else None,
         gpu_memory_mib=gpu.memory_mib if gpu.fraction is None else None,

@@ -53,14 +53,15 @@ def _run_locked(now: datetime, backend: ClusterBackend) -> SchedulingCycle:
     cycle = SchedulingCycle.objects.create(started_at=now, status=SchedulingCycle.Status.RUNNING)
     try:
         state = backend.observe()
+        unsynced_events = []  # pods that got no rows (QueueDoesNotExist)
         if not getattr(backend, "writes_rows", False):
             with transaction.atomic():
-                sync_cluster_state(state, now)
+                unsynced_events = sync_cluster_state(state, now)
         inp = build_snapshot(now)
         result = scheduler.run_cycle(inp.snapshot, inp.config)
         ops = cluster_operations(inp, result)
         with transaction.atomic():
-            report = backend.apply(ops.binds, ops.evictions, ops.events)
+            report = backend.apply(ops.binds, ops.evictions, ops.events + unsynced_events)
             cycle.finished_at = now
             cycle.duration_ms = int((time.monotonic() - started) * 1000)
             persist_result(cycle, inp, result, report, now)
