@@ -5,6 +5,7 @@ from __future__ import annotations
 import django_filters
 
 from kai_portal.audit.models import AuditEntry
+from kai_portal.core.filters import UtcIsoDateTimeFilter
 
 
 class AuditEntryFilterSet(django_filters.FilterSet):
@@ -18,8 +19,8 @@ class AuditEntryFilterSet(django_filters.FilterSet):
     actor = django_filters.CharFilter(field_name="actor_name", label="Actor (username)")
     action = django_filters.ChoiceFilter(choices=AuditEntry.Action.choices)
     source = django_filters.CharFilter()
-    since = django_filters.IsoDateTimeFilter(field_name="at", lookup_expr="gte")
-    until = django_filters.IsoDateTimeFilter(field_name="at", lookup_expr="lt")
+    since = UtcIsoDateTimeFilter(field_name="at", lookup_expr="gte")
+    until = UtcIsoDateTimeFilter(field_name="at", lookup_expr="lt")
 
     class Meta:
         model = AuditEntry

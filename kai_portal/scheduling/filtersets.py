@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import django_filters
 
+from kai_portal.core.filters import UtcIsoDateTimeFilter
 from kai_portal.scheduling.models import Decision, JobMessage, SchedulingCycle, UsageSample
 
 
 class CycleFilterSet(django_filters.FilterSet):
     status = django_filters.ChoiceFilter(choices=SchedulingCycle.Status.choices)
-    since = django_filters.IsoDateTimeFilter(field_name="started_at", lookup_expr="gte")
-    until = django_filters.IsoDateTimeFilter(field_name="started_at", lookup_expr="lt")
+    since = UtcIsoDateTimeFilter(field_name="started_at", lookup_expr="gte")
+    until = UtcIsoDateTimeFilter(field_name="started_at", lookup_expr="lt")
 
     class Meta:
         model = SchedulingCycle
@@ -46,8 +47,8 @@ class UsageSampleFilterSet(django_filters.FilterSet):
     """A time window of one queue's usage: ``?resource=gpu&since=...&until=...`` (ISO 8601)."""
 
     resource = django_filters.ChoiceFilter(choices=UsageSample.Resource.choices)
-    since = django_filters.IsoDateTimeFilter(field_name="sampled_at", lookup_expr="gte")
-    until = django_filters.IsoDateTimeFilter(field_name="sampled_at", lookup_expr="lt")
+    since = UtcIsoDateTimeFilter(field_name="sampled_at", lookup_expr="gte")
+    until = UtcIsoDateTimeFilter(field_name="sampled_at", lookup_expr="lt")
 
     class Meta:
         model = UsageSample

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import django_filters
 
+from kai_portal.core.filters import UtcIsoDateTimeFilter
 from kai_portal.workloads.choices import JobState, PodState, PriorityClass
 from kai_portal.workloads.models import Job, Pod
 
@@ -23,8 +24,8 @@ class JobFilterSet(django_filters.FilterSet):
     node_pool = django_filters.CharFilter(field_name="node_pool__name", label="Node pool")
     priority_class = django_filters.ChoiceFilter(choices=PriorityClass.choices)
     name = django_filters.CharFilter(lookup_expr="icontains", label="Name contains")
-    created_after = django_filters.IsoDateTimeFilter(field_name="created_at", lookup_expr="gte")
-    created_before = django_filters.IsoDateTimeFilter(field_name="created_at", lookup_expr="lt")
+    created_after = UtcIsoDateTimeFilter(field_name="created_at", lookup_expr="gte")
+    created_before = UtcIsoDateTimeFilter(field_name="created_at", lookup_expr="lt")
 
     class Meta:
         model = Job

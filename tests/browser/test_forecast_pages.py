@@ -22,7 +22,7 @@ def test_job_page_shows_queue_position_and_estimated_start(page: Any, django_use
     factories.node("n1", gpus=2)
     dept = factories.queue("dept", gpu_quota=4)
     leaf = factories.queue("leaf", parent=dept, gpu_quota=2)
-    factories.job(leaf, "running", gpu_count=2, duration=timedelta(hours=1))
+    running = factories.job(leaf, "running", gpu_count=2, duration=timedelta(hours=1))
     now = timezone.now()
     run_cycle(now)
     run_cycle(now + timedelta(seconds=1))
@@ -34,7 +34,10 @@ def test_job_page_shows_queue_position_and_estimated_start(page: Any, django_use
     card = page.locator("[data-testid=job-forecast]")
     card.wait_for()
     assert page.locator("[data-testid=queue-position]").inner_text().startswith("1 of 1")
-    assert "in 59" in page.locator("[data-testid=estimated-start]").inner_text()
+    # The waiting job starts when the running one ends: its start plus its declared hour.
+    started = running.pods.get().started_at
+    expected = timezone.localtime(started + timedelta(hours=1)).strftime("%Y-%m-%d %H:%M:%S")
+    assert page.locator("[data-testid=estimated-start]").inner_text().startswith(expected)
     screenshot(page, "forecast_job_page")
     page.goto("/jobs/")
     assert page.locator("tr[data-job=waiting] [data-testid=est-start]").inner_text().startswith("in ")

@@ -59,3 +59,13 @@ def test_read_only_lists_query_count(db: None, rows: int, django_assert_max_num_
     ]:  # fmt: skip
         with django_assert_max_num_queries(limit):
             assert client.get(url).status_code == 200, url
+
+
+def test_time_filters_accept_any_iso_offset_and_compare_in_utc(world: World) -> None:
+    """PostgreSQL rejects offsets beyond ±15:59; the filter converts to UTC first (found by the fuzzer)."""
+    client = world.client("admin")
+    total = client.get("/api/v1/cycles/").json()["count"]
+    far_offset = client.get("/api/v1/cycles/", {"until": "2999-05-22T18:48:43-19:03"})
+    assert far_offset.status_code == 200 and far_offset.json()["count"] == total
+    assert client.get("/api/v1/cycles/", {"since": "2999-05-22T18:48:43+19:03"}).json()["count"] == 0
+    assert client.get("/api/v1/cycles/", {"until": "0001-01-01T00:10:00+01:00"}).status_code == 400
