@@ -154,12 +154,12 @@ class JobQueue:
                 continue
             cand, key = entry
             cqs = self.session.queues[child]
-            if best is None or self._better(cqs, key, best[0], best[2]):
+            if best is None or self.better(cqs, key, best[0], best[2]):
                 best = (cqs, cand, key)
         return best[1] if best else None
 
     @staticmethod
-    def _better(a: QueueState, ka: tuple[object, ...], b: QueueState, kb: tuple[object, ...]) -> bool:
+    def better(a: QueueState, ka: tuple[object, ...], b: QueueState, kb: tuple[object, ...]) -> bool:
         if ka != kb:
             return ka < kb  # type: ignore[operator]
         return _pareto_tail(a, b) < 0

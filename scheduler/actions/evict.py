@@ -434,7 +434,16 @@ def consolidation(session: Session) -> None:
         msg = reasons.evicted_by_consolidation(vjob.namespace, t.name)
         return msg, f"moved to make room for {job.name}; it keeps running elsewhere"
 
-    run_action(session, "consolidation", preemptor_ok, candidates, make_validator, describe, explain=explain)
+    run_action(
+        session,
+        "consolidation",
+        preemptor_ok,
+        candidates,
+        make_validator,
+        describe,
+        explain=explain,
+        moves_only=True,
+    )
 
 
 # ---- stale gang eviction ---------------------------------------------------------------------

@@ -18,14 +18,14 @@ from __future__ import annotations
 
 import heapq
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, timedelta
 
 from scheduler import gang, reasons
 from scheduler.actions.allocate import capacity_error, eligible, place_task, step_request
 from scheduler.model import RESOURCES, Job, Task, TaskState, clean
-from scheduler.ordering import allocatable_share, job_key, queue_key
+from scheduler.ordering import JobQueue, allocatable_share, job_key, job_request, queue_key
 from scheduler.placement import AMOUNT_EPS, best_fit, node_fit
 from scheduler.result import Eviction
 from scheduler.session import EPS, NodeState, QueueState, Session, Statement
@@ -302,8 +302,8 @@ OrderKeys = dict[str, tuple[list[QueueState], list[tuple[object, ...]], tuple[ob
 
 def _order_keys(session: Session, entries: list[tuple[Job, list[Task]]]) -> OrderKeys:
     """Queue keys along each job's path and its job key, taken once per job in the state before
-    the scenario's virtual evictions (a victim's queue still holds what it is about to give, so
-    the preemptor re-competes against the victims' queues as they stood)."""
+    the scenario's virtual evictions (consolidation: a victim's queue keeps what it holds, since
+    every victim must be re-placed), each queue keyed with the job's own request."""
     keys: OrderKeys = {}
     paths: dict[str, list[QueueState]] = {}
     cache: dict[tuple[str, tuple[float, ...]], tuple[object, ...]] = {}
@@ -321,6 +321,134 @@ def _order_keys(session: Session, entries: list[tuple[Job, list[Task]]]) -> Orde
             qkeys.append(k)
         keys[job.name] = (path, qkeys, job_key(session, job))
     return keys
+
+
+class PendingHeads:
+    """The eligible pending jobs of each leaf queue in job order (§4.2), taken when an action
+    starts: what the next allocate would see of the queues the simulation does not touch."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+        self.by_leaf: dict[str, list[tuple[tuple[object, ...], str]]] = {}
+        self.requests: dict[str, dict[str, float]] = {}
+
+    def add(self, job: Job) -> None:
+        self.by_leaf.setdefault(job.queue, []).append((job_key(self.session, job), job.name))
+
+    def freeze(self) -> None:
+        for lst in self.by_leaf.values():
+            lst.sort()
+
+    def request(self, job: Job) -> dict[str, float]:
+        req = self.requests.get(job.name)
+        if req is None:
+            req = self.requests[job.name] = job_request(self.session, job)
+        return req
+
+
+_Best = tuple[tuple[object, ...], QueueState, str, dict[str, float], bool]  # key, queue, leaf, request, other
+
+
+class AllocateOrder:
+    """The preemptor and the victim jobs in the order the next allocate would pop them (§3.3,
+    §4.1, §4.2), re-evaluated after every pop on the simulation's current state.
+
+    Each queue is represented by the best pending job of its subtree: a victim job asking for
+    the tasks it lost, the preemptor, or another pending job (``heads``) of a leaf that holds one
+    of them. Such another job keeps representing its leaf - a big job that does not fit included -
+    until it comes up; then allocate places or drops it and the leaf is represented by its next
+    job. Subtrees without simulation jobs left take no part."""
+
+    def __init__(
+        self, session: Session, entries: list[tuple[Job, list[Task]]], heads: PendingHeads | None
+    ) -> None:
+        self.session = session
+        self.heads = heads
+        self.in_sim = {j.name for j, _ in entries}
+        self.sim: dict[str, list[tuple[tuple[object, ...], int, tuple[Job, list[Task]]]]] = {}
+        for i, e in enumerate(entries):
+            self.sim.setdefault(e[0].queue, []).append((job_key(session, e[0]), i, e))
+        for lst in self.sim.values():
+            lst.sort(key=lambda x: (x[0], x[1]), reverse=True)  # type: ignore[arg-type,return-value]
+        self.pos: dict[str, int] = {}  # next index into heads.by_leaf per leaf
+        self.keys: dict[tuple[str, int, tuple[float, ...]], tuple[object, ...]] = {}
+        self.live: dict[str, int] = {}  # simulation jobs left per queue (subtree)
+        for leaf, lst in self.sim.items():
+            for qs in session.ancestors(leaf):
+                self.live[qs.name] = self.live.get(qs.name, 0) + len(lst)
+        self.tops = [
+            q
+            for q, qs in session.queues.items()
+            if not qs.queue.parent or qs.queue.parent not in session.queues
+        ]
+
+    def _other(self, leaf: str) -> tuple[tuple[object, ...], Job] | None:
+        """The next pending job of the leaf from ``heads`` that is not in the simulation."""
+        if self.heads is None:
+            return None
+        lst = self.heads.by_leaf.get(leaf, [])
+        i = self.pos.get(leaf, 0)
+        while i < len(lst):
+            key, name = lst[i]
+            job = self.session.jobs[name]
+            if name not in self.in_sim and gang.pending_tasks(self.session, job):
+                break
+            i += 1
+        self.pos[leaf] = i
+        return (lst[i][0], self.session.jobs[lst[i][1]]) if i < len(lst) else None
+
+    def _head(self, leaf: str) -> tuple[dict[str, float], bool] | None:
+        """The leaf's representative: its request, and whether it is another job (not a sim job)."""
+        lst = self.sim.get(leaf)
+        if not lst:
+            return None
+        key, _, (_, tasks) = lst[-1]
+        other = self._other(leaf)
+        if other is not None and other[0] < key:  # type: ignore[operator]
+            assert self.heads is not None
+            return self.heads.request(other[1]), True
+        return _request_of(self.session, tasks), False
+
+    def _best(self, queues: list[str]) -> _Best | None:
+        """Top-down: the leaf whose representative goes next among ``queues``' subtrees."""
+        session = self.session
+        best: _Best | None = None
+        for q in queues:
+            if not self.live.get(q):
+                continue
+            qs = session.queues[q]
+            if qs.is_leaf:
+                h = self._head(q)
+                if h is None:
+                    continue
+                leaf, req, other = q, h[0], h[1]
+            else:
+                sub = self._best(qs.children)
+                if sub is None:
+                    continue
+                leaf, req, other = sub[2], sub[3], sub[4]
+            mk = (q, session.queue_stamp.get(q, 0), tuple(req.values()))
+            k = self.keys.get(mk)
+            if k is None:
+                k = self.keys[mk] = queue_key(qs, req, session.capacity)
+            if best is None or JobQueue.better(qs, k, best[1], best[0]):
+                best = (k, qs, leaf, req, other)
+        return best
+
+    def pop(self) -> tuple[Job, list[Task]] | None:
+        while True:
+            found = self._best(self.tops)
+            if found is None:
+                return None
+            leaf, other = found[2], found[4]
+            if other:
+                # allocate places or drops it; either way it no longer represents the leaf
+                self.pos[leaf] = self.pos.get(leaf, 0) + 1
+                continue
+            entry = self.sim[leaf].pop()[2]
+            for qs in self.session.ancestors(leaf):
+                self.live[qs.name] -= 1
+            return entry
 
 
 def _order_jobs(
@@ -390,6 +518,9 @@ def _replace_victims(
     for t in tasks:
         p = session.placements[t.name]
         origin = p.node
+        if _fits_back(session, t):
+            stmt.unevict(t)  # §3.9: a task that fits back where it was is simply un-evicted
+            continue
         if (
             t.whole_gpus > bound[0]
             or t.cpu_millis > bound[2] + AMOUNT_EPS
@@ -423,6 +554,25 @@ def _replace_victims(
         bound[:] = list(_max_free(session))
 
 
+def _fits_back(session: Session, t: Task) -> bool:
+    """Whether an evicted task's own room (its devices, CPU, memory, pod slot) is still free on
+    the node it ran on: nothing placed since took it."""
+    p = session.placements[t.name]
+    if p.status != TaskState.RELEASING or p.node is None:
+        return False
+    ns = session.nodes[p.node]
+    if not ns.schedulable:
+        return False
+    if ns.cpu_rel + AMOUNT_EPS < t.cpu_millis or ns.mem_rel + AMOUNT_EPS < t.memory_mib or ns.pods_rel < 1:
+        return False
+    for i in p.devices:
+        d = ns.devices[i]
+        amount = p.gpu_memory if t.is_fractional else d.memory
+        if d.releasing + EPS < amount:
+            return False
+    return True
+
+
 def _place_preemptor(session: Session, stmt: Statement, job: Job, tasks: list[Task]) -> bool:
     nodes = list(session.nodes.values())
     sets = node_sets(session, job, tasks, nodes)
@@ -446,9 +596,19 @@ def simulate(
     tasks: list[Task],
     contributions: Sequence[Contribution],
     validate: Callable[[Outcome], bool],
+    heads: PendingHeads | None = None,
+    moves_only: bool = False,
 ) -> Outcome | None:
     """Evict the scenario's victims, then place preemptor and re-place victims in job order.
-    On failure everything is rolled back; on success the changes stay in ``stmt``."""
+    On failure everything is rolled back; on success the changes stay in ``stmt``.
+
+    Reclaim and preempt order the jobs as the next allocate would pop them (``AllocateOrder``:
+    queues keyed on the current state, after the virtual evictions and every re-placement, each
+    represented by its best pending job), so a victim whose queue allocate would serve before the
+    preemptor's takes its room back and the scenario fails - no reclaim that the next cycle would
+    undo. Consolidation (``moves_only``: every victim must be re-placed, no queue loses anything)
+    keys the queues as they stand, each by the job itself: the pending job places before the
+    jobs it moves."""
     cp = stmt.checkpoint()
     victims = [t for c in contributions for t in c.tasks]
     origin = {t.name: session.placements[t.name].node for t in victims}
@@ -456,14 +616,19 @@ def simulate(
     for c in contributions:
         by_job.setdefault(c.job.name, (c.job, []))[1].extend(c.tasks)
     entries = [(job, tasks)] + list(by_job.values())
-    keys = _order_keys(session, entries)
+    order: Iterator[tuple[Job, list[Task]]] | None = None
+    if moves_only:
+        order = iter(_order_jobs(session, entries, _order_keys(session, entries)))
     for t in victims:
         stmt.evict(t)
+    if order is None:
+        # job keys too after the evictions: a victim that lost its gang is below its minimum
+        order = iter(AllocateOrder(session, entries, heads).pop, None)
     if capacity_error(session, job, step_request(session, tasks)):
         stmt.rollback(cp)
         return None
     bound = list(_max_free(session))
-    for j, ts in _order_jobs(session, entries, keys):
+    for j, ts in order:
         if j is job:
             if not _place_preemptor(session, stmt, job, tasks):
                 stmt.rollback(cp)
@@ -582,46 +747,107 @@ def solve(
     tasks: list[Task],
     stream: list[Contribution],
     validate: Callable[[Outcome], bool],
+    heads: PendingHeads | None = None,
+    moves_only: bool = False,
 ) -> Outcome | None:
     """Find the victims for the preemptor's step: fewest tasks, KAI's victim order on ties."""
     nodes = usable_nodes(session, job)
     tracker = FreeTracker(session, nodes, tasks)
-    for c in stream:
-        for t in c.tasks:
+    # ``ok()`` only grows with the prefix: every prefix from ``lo`` on passes the capacity screen.
+    lo = 0
+    while not tracker.ok():
+        if lo == len(stream):
+            return None  # even every candidate victim would not make room
+        for t in stream[lo].tasks:
             tracker.add(t)
-    if not tracker.ok():
-        return None  # even every candidate victim would not make room
+        lo += 1
+    lo = max(lo, 1)
     greedy = (
         greedy_scenario(session, stmt, job, tasks, stream) if len(tasks) > 1 or len(stream) > 32 else None
     )
     bound = sum(len(c.tasks) for c in greedy) if greedy is not None else None
-    tracker = FreeTracker(session, nodes, tasks)
-    n = 0
-    i = 0
-    tried_greedy = False
-    while i < len(stream):
-        c = stream[i]
-        for t in c.tasks:
-            tracker.add(t)
-        n += len(c.tasks)
-        if bound is not None and not tried_greedy and n > bound:
-            # The greedy set evicts fewer tasks than any longer prefix: use it if it holds up.
-            tried_greedy = True
-            assert greedy is not None
-            out = simulate(session, stmt, job, tasks, greedy, validate)
-            if out is not None:
-                return out
-        i += 1
-        if not tracker.ok():
-            continue
-        if out_of_time(session):
-            return None
-        out = simulate(session, stmt, job, tasks, stream[:i], validate)
+    # Prefixes of at most ``bound`` tasks come before the greedy set, longer ones after it.
+    mid = lo - 1
+    n = sum(len(c.tasks) for c in stream[:mid])
+    while mid < len(stream) and (bound is None or n + len(stream[mid].tasks) <= bound):
+        n += len(stream[mid].tasks)
+        mid += 1
+    found = _shortest_prefix(session, stmt, job, tasks, stream, validate, heads, moves_only, lo, mid)
+    if found is not None or out_of_time(session):
+        return found
+    if greedy is not None:
+        out = simulate(session, stmt, job, tasks, greedy, validate, heads, moves_only)
         if out is not None:
             return out
-    if greedy is not None and not tried_greedy:
-        return simulate(session, stmt, job, tasks, greedy, validate)
-    return None
+    return _shortest_prefix(
+        session, stmt, job, tasks, stream, validate, heads, moves_only, mid + 1, len(stream)
+    )
+
+
+def _shortest_prefix(
+    session: Session,
+    stmt: Statement,
+    job: Job,
+    tasks: list[Task],
+    stream: list[Contribution],
+    validate: Callable[[Outcome], bool],
+    heads: PendingHeads | None,
+    moves_only: bool,
+    lo: int,
+    hi: int,
+) -> Outcome | None:
+    """The shortest prefix ``stream[:k]``, ``lo <= k <= hi``, whose scenario works (§3.9).
+
+    Prefix lengths are probed growing exponentially (lo, lo+1, lo+3, lo+7, ..., hi); after the
+    first success the shortest working prefix is binary-searched between the last failure and it,
+    as KAI solves large gangs progressively. O(log n) simulations instead of one per prefix.
+
+    Monotonicity assumption: a prefix that fails means every shorter prefix fails too (fewer
+    victims free less room). It is not exact - validators (a victim queue kept above its share)
+    and the allocate order (a victim queue that lost more sorts earlier and takes its room back)
+    can make a longer prefix fail where a shorter one works - so a working prefix that lies
+    between two failing probes can be missed; then the action tries again next cycle."""
+    if lo > hi:
+        return None
+    cp = stmt.checkpoint()
+
+    def attempt(k: int) -> Outcome | None:
+        return simulate(session, stmt, job, tasks, stream[:k], validate, heads, moves_only)
+
+    last_fail = lo - 1
+    step = 1
+    k = lo
+    while True:
+        if out_of_time(session):
+            return None
+        out = attempt(k)
+        if out is not None:
+            break
+        if k == hi:
+            return None
+        last_fail = k
+        k = min(hi, lo + 2 * step - 1)
+        step *= 2
+    # stream[:k] works (its changes are in ``stmt``), stream[:last_fail] does not.
+    best, best_out = k, out
+    held = True
+    a = last_fail + 1
+    while a < best:
+        if out_of_time(session):
+            break
+        m = (a + best) // 2
+        if held:
+            stmt.rollback(cp)
+            held = False
+        out = attempt(m)
+        if out is not None:
+            best, best_out, held = m, out, True
+        else:
+            a = m + 1
+    if held:
+        return best_out
+    stmt.rollback(cp)
+    return attempt(best)
 
 
 # ---- the action loop ------------------------------------------------------------------------
@@ -639,6 +865,7 @@ def run_action(
     describe: Callable[[Job, Task, Outcome], tuple[str, str]],
     max_gain: Callable[[Job, list[Task], list[Contribution]], float] | None = None,
     explain: Callable[[Job, str], Note | None] | None = None,
+    moves_only: bool = False,
 ) -> None:
     """Pop eligible pending jobs in job order and try to make room for each one.
 
@@ -648,17 +875,21 @@ def run_action(
     cover the job, no victim set is ever tried. ``explain(job, "no_victims" | "no_scenario")``
     words the note of a job the action tried and failed; notes are kept in
     ``session.action_notes`` (dropped again when a later action helps the job)."""
-    from scheduler.ordering import JobQueue
 
     session.deadline = now_s() + max(0.0, session.config.action_time_budget_s)
     queue = JobQueue(session, session.capacity)
+    heads = None if moves_only else PendingHeads(session)
     for candidate in session.jobs.values():
         if not eligible(session, candidate):
             continue
+        if heads is not None:
+            heads.add(candidate)
         if within_preemption_delay(session, candidate):
             add_note(session, candidate, preemption_delay_note(session, candidate))
             continue
         queue.push(candidate)
+    if heads is not None:
+        heads.freeze()
 
     def fail(job: Job, kind: str) -> None:
         note = explain(job, kind) if explain is not None else None
@@ -687,7 +918,7 @@ def run_action(
                 fail(job, "no_scenario")
                 continue
         stmt = session.statement()
-        outcome = solve(session, stmt, job, tasks, stream, make_validator(job, tasks))
+        outcome = solve(session, stmt, job, tasks, stream, make_validator(job, tasks), heads, moves_only)
         if outcome is None:
             stmt.rollback()
             fail(job, "no_scenario")

@@ -15,15 +15,7 @@ OWN = REPO / "tests" / "scenarios"
 
 
 # Shared cases the engine does not reproduce yet; every other shared case must pass.
-# reclaim_test/007: KAI ends (after 3 rounds) with no reclaim: queue1's 1-GPU job may not take
-# the GPU of queue0's newest job although queue0 is over its quota, because next cycle's allocate
-# would hand the GPU back to queue0 (queue1 is represented there by its 3-GPU head job) - a loop
-# KAI's simulation avoids. Which queue state/representative job KAI's re-placement order uses to
-# see this is not derivable from kai-semantics.md; the pre-eviction order that
-# consolidation_test/010 requires puts the reclaimer first here.
-KNOWN_GAPS = {
-    "integration_tests-reclaim_test/007-queue0-is-over-quota-queue1-is-under-quota-yet-we-don-t-recl.yaml",
-}
+KNOWN_GAPS: set[str] = set()
 
 
 def _key(path: Path) -> str:
