@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -105,6 +106,15 @@ class CycleResult:
 
     def with_status(self, status: TaskState) -> list[TaskOutcome]:
         return [t for t in self.tasks.values() if t.status == status]
+
+    def placed(self, task_names: Iterable[str]) -> list[TaskOutcome]:
+        """Those of the named tasks this cycle placed (Allocated or Pipelined)."""
+        return [
+            o
+            for name in task_names
+            if (o := self.tasks.get(name)) is not None
+            and o.status in (TaskState.ALLOCATED, TaskState.PIPELINED)
+        ]
 
     @property
     def allocations(self) -> list[TaskOutcome]:

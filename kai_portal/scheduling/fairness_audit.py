@@ -280,13 +280,7 @@ def _head_of_line(now: datetime, t: dict[str, float], names: dict[int, str]) -> 
             waited = now - row.created_at
             if waited < timedelta(minutes=t["blocking_minutes"]):
                 continue
-            placed = [
-                o
-                for task in head.tasks
-                if (o := result.tasks.get(task.name)) is not None
-                and o.status in (scheduler.TaskState.ALLOCATED, scheduler.TaskState.PIPELINED)
-            ]
-            if placed:
+            if result.placed(task.name for task in head.tasks):
                 continue  # the engine places it now
             need = sum(task.gpu for task in head.tasks[: head.gang_min])
             behind = [

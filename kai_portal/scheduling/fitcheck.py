@@ -30,7 +30,7 @@ from django.core.exceptions import ValidationError
 
 import scheduler
 from kai_portal.queues.models import Queue
-from kai_portal.scheduling.snapshot import CycleInput, build_snapshot, with_extra_job
+from kai_portal.scheduling.snapshot import CycleInput, alone_on_cluster, build_snapshot, with_extra_job
 from kai_portal.workloads.models import Job
 
 
@@ -115,15 +115,8 @@ def check_fit(user: Any, fields: Mapping[str, Any] | Job, now: datetime) -> FitV
     elif out.placed >= gang:
         out.summary = "Waits a moment: it fits onto resources that running jobs are releasing now."
     else:
-        empty = _empty_cluster(inp, engine_job)
-        empty_result = scheduler.run_cycle(empty.snapshot, empty.config)
-        placed_empty = sum(
-            1
-            for t in engine_job.tasks
-            if (o := empty_result.tasks.get(t.name))
-            and o.status in (scheduler.TaskState.ALLOCATED, scheduler.TaskState.PIPELINED)
-        )
-        if placed_empty < gang:
+        empty_result = alone_on_cluster(inp, engine_job)
+        if len(empty_result.placed(t.name for t in engine_job.tasks)) < gang:
             out.verdict = Verdict.NEVER_FITS
             _reasons(out, empty_result, engine_job)
             out.summary = _never_summary(out, job)
@@ -149,15 +142,6 @@ def _reasons(out: FitVerdict, result: scheduler.CycleResult, job: scheduler.Job)
             line = next(x for x in text.splitlines() if marker in x)
             out.detail = line.split("MaxNodePoolResources: ", 1)[-1].strip().removeprefix(code + ": ")
             break
-
-
-def _empty_cluster(inp: CycleInput, job: scheduler.Job) -> CycleInput:
-    """Same nodes and queues, nothing running, only the draft job: can it ever be placed?"""
-    out = copy.deepcopy(inp)
-    out.snapshot.jobs = [copy.deepcopy(job)]
-    for queue in out.snapshot.queues:
-        queue.historical_usage = {}
-    return out
 
 
 def _victims(inp: CycleInput, evictions: list[scheduler.Eviction]) -> list[Victim]:

@@ -41,7 +41,7 @@ from django.utils import timezone
 
 import scheduler
 from kai_portal.scheduling.models import SchedulingCycle
-from kai_portal.scheduling.snapshot import CycleInput, build_snapshot
+from kai_portal.scheduling.snapshot import CycleInput, alone_on_cluster, build_snapshot
 from kai_portal.workloads.choices import JobState, PodState
 from kai_portal.workloads.models import Job, Pod
 from scheduler import gang
@@ -132,15 +132,8 @@ def _prepared(inp: CycleInput, terminal: set[int]) -> scheduler.Snapshot:
 def _fits_alone(inp: CycleInput, snap: scheduler.Snapshot, name: str) -> bool:
     """Whether the engine places the job on an empty cluster (no other job at all)."""
     job = next(j for j in snap.jobs if j.name == name)
-    alone = scheduler.Snapshot(nodes=snap.nodes, queues=snap.queues, jobs=[job])
-    result = scheduler.run_cycle(alone, inp.config)
-    placed = sum(
-        1
-        for t in job.tasks
-        if (o := result.tasks.get(t.name)) is not None
-        and o.status in (scheduler.TaskState.ALLOCATED, scheduler.TaskState.PIPELINED)
-    )
-    return placed >= max(1, min(job.gang_min, len(job.tasks)))
+    placed = alone_on_cluster(inp, job).placed(t.name for t in job.tasks)
+    return len(placed) >= max(1, min(job.gang_min, len(job.tasks)))
 
 
 def forecast(now: datetime | None = None) -> dict[int, Forecast]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import copy
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from django.conf import settings
@@ -286,3 +286,14 @@ def with_extra_job(inp: CycleInput, job: Job, now: datetime) -> tuple[CycleInput
         tasks.append(_task(Pod(job=job, index=i, name=task_name), job, task_name, name))
     out.snapshot.jobs.append(_engine_job(job, name, namespace, tasks, now))
     return out, name
+
+
+def alone_on_cluster(inp: CycleInput, job: scheduler.Job) -> scheduler.CycleResult:
+    """The engine's cycle for ``job`` with nothing else on the cluster: can it ever be placed?
+
+    Same nodes and queue tree; no other job and no historical usage, so only the job's own
+    size, the nodes and the queue limits decide.
+    """
+    queues = [replace(q, historical_usage={}) for q in inp.snapshot.queues]
+    alone = scheduler.Snapshot(nodes=inp.snapshot.nodes, queues=queues, jobs=[job])
+    return scheduler.run_cycle(alone, inp.config)
