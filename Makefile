@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 export TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/kai_portal
 export TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
 
-.PHONY: install run test lint typecheck pytest services bench scenarios clean
+.PHONY: install run test lint typecheck pytest prodcheck services bench scenarios clean
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) on PATH"; exit 1; }
@@ -34,7 +34,11 @@ scenarios: install
 pytest: install
 	$(PY) -m pytest
 
-test: lint typecheck pytest
+# The production build (collectstatic and check --deploy with DEBUG off) served by gunicorn.
+prodcheck: install
+	bash .ci/production-check
+
+test: lint typecheck prodcheck pytest
 
 # The portal with demo data and a live simulated cluster (an in-process scheduling loop);
 # DEBUG=1 so no secret key is needed and static files are served.

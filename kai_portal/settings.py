@@ -21,7 +21,7 @@ Environment variables (all optional unless noted):
 ``REASON_RETENTION_DAYS`` (default 14), ``USAGE_RETENTION_DAYS`` (default 90)
 ``SECURE_SSL_REDIRECT``, ``SECURE_HSTS_SECONDS``, ``TRUST_X_FORWARDED_PROTO``
     (set it when a TLS-terminating proxy in front sets X-Forwarded-Proto),
-``LOG_LEVEL`` (default INFO)
+``LOG_LEVEL`` (default INFO), ``STATIC_ROOT`` (default ``<repo>/staticfiles``)
 """
 
 from __future__ import annotations
@@ -236,7 +236,8 @@ USE_TZ = True
 
 # --- Static files (whitenoise) -------------------------------------------------
 STATIC_URL = "static/"
-STATIC_ROOT = BASE_DIR / "staticfiles"
+# Where collectstatic writes; a deployment may put it on a volume.
+STATIC_ROOT = Path(env_str("STATIC_ROOT", str(BASE_DIR / "staticfiles")))
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
