@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
-from scheduler import reasons
+from scheduler import pools, reasons
 from scheduler.actions import get_action
 from scheduler.fairshare import compute_fair_shares
 from scheduler.model import RESOURCES, Config, Job, Snapshot, TaskState, clean
@@ -17,14 +17,16 @@ def run_cycle(snapshot: Snapshot, config: Config | None = None) -> CycleResult:
     """Run ``config.actions`` in order on every node pool of the snapshot."""
     config = config or Config()
     actions = [get_action(name) for name in config.actions]  # unknown name -> ValueError first
-    pools = sorted({n.pool for n in snapshot.nodes} | {j.pool for j in snapshot.jobs})
+    queue_pools = pools.queue_pools(snapshot.queues)
+    snapshot = dataclasses.replace(snapshot, jobs=pools.assign_pools(snapshot.jobs, queue_pools))
+    shards = sorted({n.pool for n in snapshot.nodes} | {j.pool for j in snapshot.jobs} | set(queue_pools.values()))
     result = CycleResult()
-    for pool in pools:
-        session = open_session(snapshot, config, pool)
+    for pool in shards:
+        session = open_session(snapshot, config, pool, queue_pools)
         for action in actions:
             action(session)
         _collect(session, result)
-    _sum_queues(result, snapshot)
+    _queue_outcomes(result, queue_pools)
     result.counters = {
         "allocated": len(result.allocations),
         "pipelined": len(result.pipelined),
@@ -35,11 +37,20 @@ def run_cycle(snapshot: Snapshot, config: Config | None = None) -> CycleResult:
     return result
 
 
-def open_session(snapshot: Snapshot, config: Config, pool: str) -> Session:
-    """Build the virtual state of one pool and its fair shares (computed once per cycle)."""
+def open_session(
+    snapshot: Snapshot, config: Config, pool: str, queue_pools: dict[str, str] | None = None
+) -> Session:
+    """Build the virtual state of one pool and its fair shares (computed once per cycle).
+
+    ``queue_pools`` maps queues to their pools (``pools.queue_pools``); jobs must already be in
+    their pools (``pools.assign_pools``)."""
+    if queue_pools is None:
+        queue_pools = pools.queue_pools(snapshot.queues)
     nodes = [n for n in snapshot.nodes if n.pool == pool]
     jobs = [j for j in snapshot.jobs if j.pool == pool]
-    session = Session(pool, config, nodes, snapshot.queues, jobs)
+    queues = [q for q in snapshot.queues if queue_pools[q.name] == pool]
+    session = Session(pool, config, nodes, queues, jobs)
+    session.queue_pools = queue_pools
     # Tasks pinned to GPU devices first, so that a task without a device never takes one of them.
     for pinned in (True, False):
         for job in jobs:
@@ -68,9 +79,9 @@ def open_session(snapshot: Snapshot, config: Config, pool: str) -> Session:
     usage = None
     k = 0.0
     if config.usage_enabled:
-        usage = {q.name: q.historical_usage for q in snapshot.queues}
+        usage = {q.name: q.historical_usage for q in queues}
         k = config.usage_k if config.usage_k is not None else 1.0
-    shares = compute_fair_shares(snapshot.queues, session.capacity, requested, usage, k)
+    shares = compute_fair_shares(queues, session.capacity, requested, usage, k)
     for name, qs in session.queues.items():
         qs.fair_share = shares.fair_share.get(name, dict.fromkeys(RESOURCES, 0.0))
         qs.requested = shares.requested.get(name, dict.fromkeys(RESOURCES, 0.0))
@@ -130,16 +141,10 @@ def _collect(session: Session, result: CycleResult) -> None:
     result.pool_queues[session.pool] = pool_out
 
 
-def _sum_queues(result: CycleResult, snapshot: Snapshot) -> None:
-    for q in snapshot.queues:
-        per_pool = [p[q.name] for p in result.pool_queues.values() if q.name in p]
-        out = QueueOutcome(
-            deserved={r: q.res(r).quota for r in RESOURCES},
-            limit={r: q.res(r).limit for r in RESOURCES},
-        )
-        for field in ("fair_share", "allocated", "allocated_non_preemptible", "requested"):
-            setattr(out, field, {r: clean(sum(getattr(p, field)[r] for p in per_pool)) for r in RESOURCES})
-        result.queues[q.name] = out
+def _queue_outcomes(result: CycleResult, queue_pools: dict[str, str]) -> None:
+    """Each queue's outcome is the one of its own pool: a queue lives in exactly one shard."""
+    for name, pool in queue_pools.items():
+        result.queues[name] = result.pool_queues[pool][name]
 
 
 def advance(snapshot: Snapshot, result: CycleResult) -> Snapshot:

@@ -61,6 +61,9 @@ class Queue:
     historical_usage: dict[str, float] = field(default_factory=dict)
     # Creation order (older first) breaks ties between queues.
     created_index: int = 0
+    # The node pool (KAI scheduling shard) the queue belongs to; None = its parent's, and for a
+    # top-level queue the default pool. Its quota and fair share apply in that pool only.
+    pool: str | None = None
 
     def res(self, r: str) -> QueueResource:
         return self.resources.get(r) or QueueResource()
@@ -125,7 +128,8 @@ class Job:
     last_eviction_s: float | None = None
 
     def __post_init__(self) -> None:
-        # A node selector on the pool label places the job in that pool's shard.
+        # A node selector on the pool label names the shard the job asks for; the cycle checks it
+        # against the shard of the job's queue (``pools.assign_pools``).
         if self.pool == DEFAULT_POOL and POOL_LABEL in self.node_selector:
             self.pool = self.node_selector[POOL_LABEL]
 

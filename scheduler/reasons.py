@@ -139,8 +139,14 @@ def not_ready(minimum: int, alive: int, gated: int = 0) -> str:
     )
 
 
-def queue_missing(queue: str) -> str:
-    return f"Queue '{queue}' does not exist"
+def queue_missing(queue: str, pool: str | None = None, elsewhere: str | None = None) -> str:
+    """No such queue in this shard; ``elsewhere`` names the node pool the queue belongs to."""
+    if elsewhere is None or pool is None:
+        return f"Queue '{queue}' does not exist"
+    return (
+        f"Queue '{queue}' does not exist in node-pool '{pool}': it belongs to node-pool '{elsewhere}'. "
+        f"Submit the job to a queue of node-pool '{pool}', or drop the node-pool selector."
+    )
 
 
 def scheduled(namespace: str, pod: str, node: str, pool: str) -> str:

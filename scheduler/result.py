@@ -95,7 +95,7 @@ class Eviction:
 @dataclass
 class CycleResult:
     tasks: dict[str, TaskOutcome] = field(default_factory=dict)
-    # Summed over node pools (deserved is the configured quota); per pool in pool_queues.
+    # Each queue's outcome in its own node pool (a queue lives in one shard); by pool in pool_queues.
     queues: dict[str, QueueOutcome] = field(default_factory=dict)
     pool_queues: dict[str, dict[str, QueueOutcome]] = field(default_factory=dict)
     job_messages: dict[str, str] = field(default_factory=dict)  # PodGroup message of jobs left pending

@@ -64,6 +64,9 @@ QUEUE_KEYS = {
     "reclaim_min_runtime_s",
     "preempt_min_runtime_s",
     "historical_usage",
+    # Our extension of the shared format: the queue's node pool (KAI shard); unset = the parent's,
+    # and for a top-level queue the default pool.
+    "pool",
 }
 QRES_KEYS = {"quota", "limit", "over_quota_weight"}
 JOB_KEYS = {
@@ -185,6 +188,7 @@ def _queue(data: Mapping[str, Any], index: int, path: str) -> Queue:
         preempt_min_runtime_s=d.get("preempt_min_runtime_s"),
         historical_usage={k: float(v) for k, v in usage.items()},
         created_index=index,
+        pool=str(d["pool"]) if d.get("pool") is not None else None,
     )
 
 

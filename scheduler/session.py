@@ -129,6 +129,8 @@ class Session:
             if q.parent in self.queues:
                 self.queues[q.parent].children.append(q.name)
         self.jobs: dict[str, Job] = {j.name: j for j in jobs}
+        # Every queue's node pool, this shard's and the others' (to explain a job in the wrong one).
+        self.queue_pools: dict[str, str] = {}
         self.task_job: dict[str, Job] = {t.name: j for j in jobs for t in j.tasks}
         self.placements: dict[str, Placement] = {}
         # Fair-share capacity of the pool (schedulable nodes only); set when the cycle opens.

@@ -29,7 +29,8 @@ def eligible(session: Session, job: Job) -> bool:
         return False
     qs = session.queues.get(job.queue)
     if qs is None:
-        add_job_error(session, job, reasons.QUEUE_DOES_NOT_EXIST, reasons.queue_missing(job.queue))
+        message = reasons.queue_missing(job.queue, session.pool, session.queue_pools.get(job.queue))
+        add_job_error(session, job, reasons.QUEUE_DOES_NOT_EXIST, message)
         return False
     if not qs.is_leaf:
         return False

@@ -1,0 +1,46 @@
+"""Node pools as KAI scheduling shards (kai-semantics §1.6).
+
+Nodes, queues and jobs carry a pool (label ``kai.scheduler/node-pool``); each pool is scheduled
+on its own, with only its own nodes, queues and jobs, so quotas, fair shares, reclaim and
+preemption never cross pools. A queue belongs to exactly one pool (unlabelled: its parent's,
+and for a top-level queue the default pool), and a job runs in its queue's pool. A job that asks
+for another pool (a node-pool selector) lands in that pool's shard, which does not see the
+queue: it stays pending with QueueDoesNotExist, as in KAI, and the message names the queue's pool.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from scheduler.model import DEFAULT_POOL, POOL_LABEL, Job, Queue
+
+
+def queue_pools(queues: list[Queue]) -> dict[str, str]:
+    """Each queue's pool: its own, else its nearest ancestor's, else the default pool."""
+    by_name = {q.name: q for q in queues}
+    pools: dict[str, str] = {}
+
+    def resolve(queue: Queue, seen: frozenset[str] = frozenset()) -> str:
+        if queue.name in pools:
+            return pools[queue.name]
+        if queue.pool is not None:
+            pool = queue.pool
+        elif queue.parent in by_name and queue.parent not in seen:
+            pool = resolve(by_name[queue.parent], seen | {queue.name})
+        else:
+            pool = DEFAULT_POOL
+        pools[queue.name] = pool
+        return pool
+
+    for queue in queues:
+        resolve(queue)
+    return pools
+
+
+def assign_pools(jobs: list[Job], pools: dict[str, str]) -> list[Job]:
+    """Each job in the pool it asks for with a node-pool selector, else in its queue's pool."""
+    placed: list[Job] = []
+    for job in jobs:
+        pool = job.node_selector.get(POOL_LABEL) or pools.get(job.queue, job.pool)
+        placed.append(job if job.pool == pool else dataclasses.replace(job, pool=pool))
+    return placed
