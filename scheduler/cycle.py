@@ -19,7 +19,9 @@ def run_cycle(snapshot: Snapshot, config: Config | None = None) -> CycleResult:
     actions = [get_action(name) for name in config.actions]  # unknown name -> ValueError first
     queue_pools = pools.queue_pools(snapshot.queues)
     snapshot = dataclasses.replace(snapshot, jobs=pools.assign_pools(snapshot.jobs, queue_pools))
-    shards = sorted({n.pool for n in snapshot.nodes} | {j.pool for j in snapshot.jobs} | {*queue_pools.values()})
+    shards = sorted(
+        {n.pool for n in snapshot.nodes} | {j.pool for j in snapshot.jobs} | {*queue_pools.values()}
+    )
     result = CycleResult()
     for pool in shards:
         session = open_session(snapshot, config, pool, queue_pools)
