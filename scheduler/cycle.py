@@ -18,7 +18,8 @@ def run_cycle(snapshot: Snapshot, config: Config | None = None) -> CycleResult:
     config = config or Config()
     actions = [get_action(name) for name in config.actions]  # unknown name -> ValueError first
     queue_pools = pools.queue_pools(snapshot.queues)
-    snapshot = dataclasses.replace(snapshot, jobs=pools.assign_pools(snapshot.jobs, queue_pools))
+    jobs = pools.assign_pools(snapshot.jobs, snapshot.nodes, queue_pools)
+    snapshot = dataclasses.replace(snapshot, jobs=jobs)
     shards = sorted(
         {n.pool for n in snapshot.nodes} | {j.pool for j in snapshot.jobs} | {*queue_pools.values()}
     )

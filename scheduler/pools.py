@@ -6,13 +6,16 @@ preemption never cross pools. A queue belongs to exactly one pool (unlabelled: i
 and for a top-level queue the default pool), and a job runs in its queue's pool. A job that asks
 for another pool (a node-pool selector) lands in that pool's shard, which does not see the
 queue: it stays pending with QueueDoesNotExist, as in KAI, and the message names the queue's pool.
+A job whose pods already run stays with the pool of their nodes (see ``assign_pools``).
 """
 
 from __future__ import annotations
 
 import dataclasses
 
-from scheduler.model import DEFAULT_POOL, POOL_LABEL, Job, Queue
+from scheduler.model import DEFAULT_POOL, POOL_LABEL, Job, Node, Queue, TaskState
+
+HOLDING = (TaskState.RUNNING, TaskState.RELEASING)
 
 
 def queue_pools(queues: list[Queue]) -> dict[str, str]:
@@ -37,10 +40,17 @@ def queue_pools(queues: list[Queue]) -> dict[str, str]:
     return pools
 
 
-def assign_pools(jobs: list[Job], pools: dict[str, str]) -> list[Job]:
-    """Each job in the pool it asks for with a node-pool selector, else in its queue's pool."""
+def assign_pools(jobs: list[Job], nodes: list[Node], pools: dict[str, str]) -> list[Job]:
+    """Each job in the pool of the nodes its pods run on, else in the pool it asks for with a
+    node-pool selector, else in its queue's pool.
+
+    A pod that runs holds its node whatever its queue's pool is now (a relabelled node or queue):
+    it must be seen where it runs, never taken for pending and placed a second time."""
+    node_pool = {n.name: n.pool for n in nodes}
     placed: list[Job] = []
     for job in jobs:
-        pool = job.node_selector.get(POOL_LABEL) or pools.get(job.queue, job.pool)
+        held = (node_pool[t.node] for t in job.tasks if t.node in node_pool and t.state in HOLDING)
+        running = next(held, None)
+        pool = running or job.node_selector.get(POOL_LABEL) or pools.get(job.queue, job.pool)
         placed.append(job if job.pool == pool else dataclasses.replace(job, pool=pool))
     return placed

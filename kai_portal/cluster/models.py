@@ -6,10 +6,14 @@ from django.db import models
 from kai_portal.core.fields import WholeNumberField
 from kai_portal.core.validation import ValidatedModel
 
+# The pool of nodes and queues that carry no ``kai.scheduler/node-pool`` label (KAI's default shard).
+DEFAULT_POOL_NAME = "default"
+
 
 class NodePool(ValidatedModel):
     """A partition of the cluster (KAI scheduling shard, label ``kai.scheduler/node-pool``).
 
+    Each pool is scheduled on its own: its nodes, the queues that belong to it and their jobs.
     Quotas, fair shares, reclaim and preemption never cross pools.
     """
 
@@ -24,6 +28,12 @@ class NodePool(ValidatedModel):
 
     def __str__(self) -> str:
         return self.name
+
+    @classmethod
+    def default_pool(cls) -> NodePool:
+        """The default pool (created on first use): where unlabelled nodes and queues belong."""
+        pool, _ = cls.objects.get_or_create(name=DEFAULT_POOL_NAME)
+        return pool
 
 
 class Node(ValidatedModel):

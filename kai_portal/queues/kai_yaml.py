@@ -6,6 +6,10 @@ converted at this boundary: MB to MiB with 3 decimals on import (exact enough
 that every whole MB value comes back unchanged), MiB to the nearest MB on
 export.
 
+The node pool is the label ``kai.scheduler/node-pool`` (KAI's scheduling shard); without it a
+queue is in its parent's pool, and a top-level queue in the default pool. Export writes the
+label on every queue outside the default pool.
+
 Missing keys take KAI's raw CRD values, so an imported queue behaves as it
 did in the cluster: priority 100, quota 0, **limit 0** and **over-quota weight
 0** (kai-semantics §1.1). Export always writes every key, and writes
@@ -28,6 +32,7 @@ import yaml
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
+from kai_portal.cluster.models import DEFAULT_POOL_NAME, NodePool
 from kai_portal.core.units import RESOURCES, UNLIMITED, mb_to_mib, mib_to_mb
 from kai_portal.queues import tree_rules
 from kai_portal.queues.durations import format_go_duration, parse_go_duration
@@ -36,11 +41,13 @@ from kai_portal.queues.models import Queue
 API_VERSION = "scheduling.run.ai/v2"
 KIND = "Queue"
 _YAML_WEIGHT = "overQuotaWeight"
+NODE_POOL_LABEL = "kai.scheduler/node-pool"
 
 FIELD_KEYS = {
     "name": "metadata.name",
     "display_name": "spec.displayName",
     "parent": "spec.parentQueue",
+    "node_pool": f"metadata.labels.{NODE_POOL_LABEL}",
     "priority": "spec.priority",
     "preempt_min_runtime": "spec.preemptMinRuntime",
     "reclaim_min_runtime": "spec.reclaimMinRuntime",
@@ -68,6 +75,7 @@ class QueueDocument:
     parent: str | None
     values: dict[str, Any]
     warnings: list[str] = field(default_factory=list)
+    pool: str | None = None
 
 
 @dataclass
@@ -112,14 +120,19 @@ def _parse_document(index: int, raw: Any) -> QueueDocument:
         raise QueueYamlError(index, "apiVersion", f"must be {API_VERSION} (got {doc.get('apiVersion')!r})")
     if doc.get("kind") != KIND:
         raise QueueYamlError(index, "kind", f"must be {KIND} (got {doc.get('kind')!r})")
-    name = _mapping(index, "metadata", doc.get("metadata")).get("name")
+    metadata = _mapping(index, "metadata", doc.get("metadata"))
+    name = metadata.get("name")
     if not isinstance(name, str) or not name:
         raise QueueYamlError(index, "metadata.name", "is required and must be a string")
+    labels = _mapping(index, "metadata.labels", metadata.get("labels"), name)
+    pool = labels.get(NODE_POOL_LABEL)
+    if pool is not None and not isinstance(pool, str):
+        raise QueueYamlError(index, FIELD_KEYS["node_pool"], "must be a node pool name", name)
     spec = _mapping(index, "spec", doc.get("spec"), name)
     parent = spec.get("parentQueue")
     if parent is not None and not isinstance(parent, str):
         raise QueueYamlError(index, "spec.parentQueue", "must be a queue name", name)
-    result = QueueDocument(index=index, name=name, parent=parent or None, values={})
+    result = QueueDocument(index=index, name=name, parent=parent or None, values={}, pool=pool or None)
     values = result.values
     values["display_name"] = _string(index, "spec.displayName", spec.get("displayName", ""), name)
     priority = spec.get("priority", 100)
@@ -187,9 +200,11 @@ def import_queues(text: str) -> ImportResult:
                 setattr(queue, attr, value)
             _check_alone(doc, queue)
             queues[doc.name] = queue
+        pools = {p.name: p for p in NodePool.objects.all()}
         for doc in _parents_first(docs):
             queue = queues[doc.name]
             queue.parent = _resolve_parent(doc, queues)
+            queue.node_pool = _resolve_pool(doc, queue, pools)
             (result.updated if queue.pk else result.created).append(doc.name)
             queue.save(validate=False)
         # Children first, so an over-subscribed split is reported on the child that does not fit.
@@ -237,6 +252,19 @@ def _resolve_parent(doc: QueueDocument, queues: dict[str, Queue]) -> Queue | Non
     return parent
 
 
+def _resolve_pool(doc: QueueDocument, queue: Queue, pools: dict[str, NodePool]) -> NodePool:
+    """The labelled pool; unlabelled: the parent's, else the default pool."""
+    if doc.pool is None:
+        if queue.parent is not None:
+            return queue.parent.node_pool
+        return pools.get(DEFAULT_POOL_NAME) or NodePool.default_pool()
+    if doc.pool not in pools:
+        known = ", ".join(sorted(pools)) or "none yet"
+        message = f"node pool '{doc.pool}' does not exist (pools: {known})"
+        raise QueueYamlError(doc.index, FIELD_KEYS["node_pool"], message, doc.name)
+    return pools[doc.pool]
+
+
 def _parents_first(docs: list[QueueDocument]) -> list[QueueDocument]:
     by_name = {d.name: d for d in docs}
     ordered: list[QueueDocument] = []
@@ -263,7 +291,7 @@ def _parents_first(docs: list[QueueDocument]) -> list[QueueDocument]:
 # --- export --------------------------------------------------------------------
 def export_queues(queues: Iterable[Queue] | None = None) -> str:
     """Every queue (or the given ones) as multi-document YAML, parents before children."""
-    selected = list(queues if queues is not None else Queue.objects.select_related("parent"))
+    selected = list(queues if queues is not None else Queue.objects.select_related("parent", "node_pool"))
     return yaml.safe_dump_all((queue_document(q) for q in tree_order(selected)), sort_keys=False)
 
 
@@ -304,7 +332,10 @@ def queue_document(queue: Queue) -> dict[str, Any]:
         spec["preemptMinRuntime"] = format_go_duration(queue.preempt_min_runtime)
     if queue.reclaim_min_runtime is not None:
         spec["reclaimMinRuntime"] = format_go_duration(queue.reclaim_min_runtime)
-    return {"apiVersion": API_VERSION, "kind": KIND, "metadata": {"name": queue.name}, "spec": spec}
+    metadata: dict[str, Any] = {"name": queue.name}
+    if queue.node_pool.name != DEFAULT_POOL_NAME:
+        metadata["labels"] = {NODE_POOL_LABEL: queue.node_pool.name}
+    return {"apiVersion": API_VERSION, "kind": KIND, "metadata": metadata, "spec": spec}
 
 
 def _export_amount(resource: str, value: Decimal | int) -> int | float:

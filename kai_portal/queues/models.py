@@ -104,6 +104,14 @@ class Queue(ValidatedModel):
     priority = models.IntegerField(
         default=100, help_text="Over-quota precedence among siblings; higher first."
     )
+    node_pool = models.ForeignKey(
+        "cluster.NodePool",
+        on_delete=models.PROTECT,
+        related_name="queues",
+        blank=True,
+        help_text="The node pool whose nodes this queue's quota applies to (a KAI scheduling shard); "
+        "its jobs run there. Empty: the parent's pool, or the default pool for a department.",
+    )
 
     gpu_quota = _gpu_amount(0)
     gpu_limit = _gpu_amount(UNLIMITED)
@@ -161,4 +169,9 @@ class Queue(ValidatedModel):
         return getattr(self, f"{resource}_limit")  # type: ignore[no-any-return]
 
     def clean(self) -> None:
+        if self.node_pool_id is None:
+            # Unset: the parent's pool, else the default shard (KAI: an unlabelled queue).
+            from kai_portal.cluster.models import NodePool
+
+            self.node_pool = self.parent.node_pool if self.parent is not None else NodePool.default_pool()
         tree_rules.validate_queue(self)

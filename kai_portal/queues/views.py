@@ -12,7 +12,7 @@ from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
-from django.db.models import Avg, Count, DateTimeField, DurationField, F, Func, Value
+from django.db.models import Avg, Count, DateTimeField, DurationField, F, Func, Sum, Value
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -168,6 +168,35 @@ def tree_rows(queues: list[Queue], status: dict[int, dict[str, ResourceStatus]])
     return rows
 
 
+@dataclass
+class PoolGroup:
+    """One node pool's queue tree, with the pool's capacity and its departments' totals.
+
+    A pool is a separate KAI shard: its departments' fair shares add up to at most its capacity."""
+
+    name: str
+    capacity: str
+    rows: list[QueueRow]
+    totals: dict[str, str]
+
+
+def pool_groups(rows: list[QueueRow], resource: str) -> list[PoolGroup]:
+    """``rows`` (the tree, depth-first) split by node pool, in pool name order."""
+    capacity = _capacity_by_pool(resource)
+    by_pool: dict[str, list[QueueRow]] = {}
+    for row in rows:
+        by_pool.setdefault(row.queue.node_pool.name, []).append(row)
+    groups = []
+    for name in sorted(by_pool):
+        tops = [row.current for row in by_pool[name] if row.depth == 0 and row.current is not None]
+        totals = {
+            key: display_amount(resource, sum((getattr(bar, key) or Decimal(0) for bar in tops), Decimal(0)))
+            for key in ("deserved", "fair_share", "allocated", "requested")
+        }
+        groups.append(PoolGroup(name, display_amount(resource, capacity.get(name, 0)), by_pool[name], totals))
+    return groups
+
+
 # --- Pages -----------------------------------------------------------------------------------------
 
 
@@ -177,7 +206,7 @@ def queue_list(request: HttpRequest) -> HttpResponse:
     resource = request.GET.get("resource", "gpu")
     if resource not in RESOURCES:
         resource = "gpu"
-    queues = list(Queue.objects.visible_to(request.user).select_related("team"))
+    queues = list(Queue.objects.visible_to(request.user).select_related("team", "node_pool"))
     status = latest_status(queues)
     rows = tree_rows(queues, status)
     for row in rows:
@@ -185,6 +214,7 @@ def queue_list(request: HttpRequest) -> HttpResponse:
     sampled = [s["sampled_at"] for per in status.values() for s in per.values() if s["sampled_at"]]
     context = {
         "rows": rows,
+        "pools": pool_groups(rows, resource),
         "resource": resource,
         "resource_label": RESOURCE_LABELS[resource],
         "unit": UNIT_SUFFIX[resource],
@@ -200,7 +230,7 @@ def queue_list(request: HttpRequest) -> HttpResponse:
 def queue_detail(request: HtmxHttpRequest, name: str) -> HttpResponse:
     """One queue: its settings, current standing per resource, children and usage history."""
     queue = get_visible_or_404(
-        Queue.objects.visible_to(request.user).select_related("parent", "team"), name=name
+        Queue.objects.visible_to(request.user).select_related("parent", "team", "node_pool"), name=name
     )
     window = request.GET.get("window", "day")
     if window not in WINDOWS:
@@ -214,7 +244,10 @@ def queue_detail(request: HtmxHttpRequest, name: str) -> HttpResponse:
     if request.htmx and not request.htmx.boosted:
         return render(request, "partials/queues/_history.html", context)
     children = list(
-        Queue.objects.visible_to(request.user).filter(parent=queue).select_related("team").order_by("name")
+        Queue.objects.visible_to(request.user)
+        .filter(parent=queue)
+        .select_related("team", "node_pool")
+        .order_by("name")
     )
     status = latest_status([queue, *children])
     samples = status.get(queue.pk, {})
@@ -291,6 +324,17 @@ def _capacity(resource: str) -> float:
         return float(GpuDevice.objects.filter(node__in=nodes).count())
     field_name = "cpu_millicores" if resource == "cpu" else "memory_mib"
     return float(sum(nodes.values_list(field_name, flat=True)))
+
+
+def _capacity_by_pool(resource: str) -> dict[str, float]:
+    """Schedulable capacity of a resource per node pool (one query)."""
+    nodes = Node.objects.filter(schedulable=True, ready=True)
+    if resource == "gpu":
+        rows = GpuDevice.objects.filter(node__in=nodes).values("node__pool__name").annotate(total=Count("pk"))
+        return {row["node__pool__name"]: float(row["total"]) for row in rows}
+    field_name = "cpu_millicores" if resource == "cpu" else "memory_mib"
+    totals = nodes.values("pool__name").annotate(total=Sum(field_name))
+    return {row["pool__name"]: float(row["total"] or 0) for row in totals}
 
 
 def _decayed(points: list[tuple[datetime, float]], capacity: float) -> tuple[list[float], float | None]:

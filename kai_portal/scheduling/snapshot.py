@@ -142,7 +142,7 @@ def _seconds(value: object) -> float | None:
 
 
 def _queues(index: SnapshotIndex) -> list[scheduler.Queue]:
-    rows = list(Queue.objects.select_related("parent").order_by("created_at", "pk"))
+    rows = list(Queue.objects.select_related("parent", "node_pool").order_by("created_at", "pk"))
     out = []
     for position, row in enumerate(rows):
         index.queues[row.name] = row.pk
@@ -166,6 +166,7 @@ def _engine_queue(row: Queue, position: int) -> scheduler.Queue:
         reclaim_min_runtime_s=_seconds(row.reclaim_min_runtime),
         preempt_min_runtime_s=_seconds(row.preempt_min_runtime),
         created_index=position,
+        pool=row.node_pool.name,
     )
 
 

@@ -12,7 +12,6 @@ from typing import Any, cast
 
 from django import forms
 
-from kai_portal.cluster.models import NodePool
 from kai_portal.queues.durations import parse_go_duration
 from kai_portal.queues.models import Queue
 from kai_portal.workloads.models import Job
@@ -56,7 +55,6 @@ class JobSubmitForm(forms.ModelForm):
             "gpu_fraction_devices",
             "memory_mib",
             "priority_class",
-            "node_pool",
             "image",
             "command",
         ]
@@ -68,7 +66,6 @@ class JobSubmitForm(forms.ModelForm):
             "gpu_memory_mib": "GPU memory per task (MiB)",
             "gpu_fraction_devices": "Devices per task (fraction / memory)",
             "memory_mib": "Memory per task (MiB)",
-            "node_pool": "Node pool",
         }
         help_texts = {
             "min_member": "Pods that must start together; 0 = elastic.",
@@ -80,15 +77,18 @@ class JobSubmitForm(forms.ModelForm):
         super().__init__(*args, **kwargs)
         self.user = user
         queue_field = cast("forms.ModelChoiceField[Queue]", self.fields["queue"])
-        queue_field.queryset = Queue.objects.submittable_by(user).select_related("team").order_by("name")
-        # A per-instance override of the method: the stubs only allow subclassing.
+        queue_field.queryset = (
+            Queue.objects.submittable_by(user).select_related("team", "node_pool").order_by("name")
+        )
+        # A per-instance override of the method: the stubs only allow subclassing. The job runs
+        # in its queue's node pool, so the choice names it.
         queue_field.label_from_instance = (  # type: ignore[method-assign]
-            lambda obj: f"{obj.name} ({obj.team.name})" if obj.team else obj.name
+            lambda obj: f"{obj.name} ({obj.team.name}) · pool {obj.node_pool.name}"
+            if obj.team
+            else f"{obj.name} · pool {obj.node_pool.name}"
         )
         queue_field.empty_label = "Choose a queue"
-        pool_field = cast("forms.ModelChoiceField[NodePool]", self.fields["node_pool"])
-        pool_field.queryset = NodePool.objects.order_by("name")
-        pool_field.empty_label = "Any pool"
+        queue_field.help_text = "The job runs in its queue's node pool."
         for name in ("gpu_count", "gpu_fraction", "gpu_memory_mib", "gpu_fraction_devices", "memory_mib"):
             self.fields[name].required = False
 

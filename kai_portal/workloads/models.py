@@ -137,6 +137,7 @@ class Job(ValidatedModel):
             self.priority = PRIORITY_VALUES[PriorityClass(self.priority_class)]
         errors: dict[str, list[str]] = {}
         self._check_queue_is_leaf(errors)
+        self._take_queue_pool(errors)
         self._check_gpu_request(errors)
         if (
             isinstance(self.min_member, int)
@@ -158,6 +159,21 @@ class Job(ValidatedModel):
             errors.setdefault("queue", []).append(
                 f"Queue '{self.queue}' has child queues; jobs may only be submitted to leaf queues."
             )
+
+    def _take_queue_pool(self, errors: dict[str, list[str]]) -> None:
+        """A job runs in its queue's node pool (KAI: the queue's scheduling shard).
+
+        Set on submission; a job already submitted keeps the pool it ran in."""
+        if self.queue_id is None or not self._state.adding:
+            return
+        pool = self.queue.node_pool
+        if self.node_pool_id is not None and self.node_pool_id != pool.pk:
+            errors.setdefault("node_pool", []).append(
+                f"Queue '{self.queue}' is in node pool '{pool}', and a job runs in its queue's pool; "
+                f"submit to a queue of node pool '{self.node_pool}', or leave the pool out."
+            )
+            return
+        self.node_pool = pool
 
     def _check_gpu_request(self, errors: dict[str, list[str]]) -> None:
         fraction, memory, whole = self.gpu_fraction, self.gpu_memory_mib, self.gpu_count

@@ -251,3 +251,13 @@ def test_events_and_counters() -> None:
         and ("b", "Unschedulable") in kinds
     )
     assert r.counters["allocated"] == 1 and r.counters["pending"] == 1
+
+
+def test_a_running_job_stays_with_the_pool_of_its_nodes_when_its_queue_moves() -> None:
+    """A pod holds its node whatever its queue's pool says now: it is never taken for pending and
+    placed a second time (that would book one GPU twice)."""
+    nodes = [Node("a", gpus=1, pool="p1"), Node("b", gpus=1, pool="p2")]
+    running = Job("r", queue="q", tasks=[Task("r-0", gpu=1, state=TaskState.RUNNING, node="a")])
+    r = run(nodes, [running, job("new", q="q")], [Queue("q", pool="p2")])
+    assert status(r, "r-0") == TaskState.RUNNING and r.tasks["r-0"].node == "a"
+    assert r.tasks["new-0"].node == "b"
