@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 export TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/kai_portal
 export TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
 
-.PHONY: install run test lint typecheck pytest services bench scenarios clean
+.PHONY: install run test lint typecheck pytest services bench scenarios clean helm
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) on PATH"; exit 1; }
@@ -43,6 +43,11 @@ run: install
 	DEBUG=1 $(PY) manage.py seed_demo
 	DEBUG=1 $(PY) manage.py run_scheduler & trap 'kill $$!' EXIT; \
 	DEBUG=1 $(PY) manage.py runserver 127.0.0.1:8000
+
+# helm for the chart's render test (tests/deploy/test_helm_chart.py), built from its Go module.
+HELM_VERSION ?= v3.19.0
+helm: install
+	GOFLAGS=-mod=mod GOBIN=$(abspath $(VENV))/bin go install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
 
 bench: install
 	$(PY) -m scheduler.bench
