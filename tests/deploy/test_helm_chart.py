@@ -9,15 +9,20 @@ import os
 import re
 import shutil
 import subprocess
+from datetime import timedelta
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
 import yaml
 from django.core.management import get_commands
 
 from kai_portal.monitoring.middleware import ENDPOINTS
+from kai_portal.queues import kai_yaml
 from tests.deploy.test_compose import SERVICES, settings_env_names
+from tests.portal import factories
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "deploy" / "helm" / "kai-portal"
@@ -229,3 +234,67 @@ def test_trial_services_ingress_and_service_monitor_are_wired_together():
     assert endpoint["path"] == "/metrics" and endpoint["port"] == service["spec"]["ports"][0]["name"]
     assert endpoint["authorization"]["credentials"] == {"name": "kai-kai-portal", "key": "METRICS_TOKEN"}
     assert monitor["spec"]["selector"]["matchLabels"].items() <= service["spec"]["selector"].items()
+
+
+def openapi_to_jsonschema(schema: Any) -> Any:
+    """Drop Kubernetes' ``x-kubernetes-*`` extensions so a CRD schema is plain JSON Schema."""
+    if isinstance(schema, dict):
+        return {k: openapi_to_jsonschema(v) for k, v in schema.items() if not k.startswith("x-kubernetes-")}
+    if isinstance(schema, list):
+        return [openapi_to_jsonschema(v) for v in schema]
+    return schema
+
+
+@pytest.mark.django_db
+def test_the_kai_crds_have_kais_names_and_accept_the_portals_queue_yaml():
+    args = [HELM, "template", "kai", str(CHART), "--kube-version", "1.31.0", "--include-crds"]
+    for setting in REQUIRED:
+        args += ["--set", setting]
+    done = subprocess.run(args, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    crds = {
+        d["metadata"]["name"]: d
+        for d in yaml.safe_load_all(done.stdout)
+        if d and d["kind"] == "CustomResourceDefinition"
+    }
+    assert set(crds) == {"queues.scheduling.run.ai", "podgroups.scheduling.run.ai"}
+    queue_crd, pg_crd = crds["queues.scheduling.run.ai"]["spec"], crds["podgroups.scheduling.run.ai"]["spec"]
+    assert (queue_crd["group"], queue_crd["names"]["kind"], queue_crd["scope"]) == (
+        "scheduling.run.ai",
+        "Queue",
+        "Cluster",
+    )
+    assert [v["name"] for v in queue_crd["versions"]] == ["v2"]
+    assert (pg_crd["names"]["kind"], pg_crd["scope"], pg_crd["names"]["shortNames"]) == (
+        "PodGroup",
+        "Namespaced",
+        ["pg"],
+    )
+    assert [v["name"] for v in pg_crd["versions"]] == ["v2alpha2"]
+
+    # The portal's own Queue YAML export (what `manage.py export_queues` writes) fits the CRD.
+    dept = factories.queue(
+        "research", display_name="Research", gpu_quota=16, gpu_limit=24, cpu_quota=64_000,
+        memory_quota=262_144, priority=120, reclaim_min_runtime=timedelta(minutes=10),
+    )  # fmt: skip
+    factories.queue("vision", parent=dept, gpu_quota=Decimal("4.5"), gpu_over_quota_weight=2)
+    schema = openapi_to_jsonschema(queue_crd["versions"][0]["schema"]["openAPIV3Schema"])
+    documents = list(yaml.safe_load_all(kai_yaml.export_queues()))
+    assert len(documents) == 2
+    for document in documents:
+        assert document["apiVersion"] == "scheduling.run.ai/v2" and document["kind"] == "Queue"
+        jsonschema.validate(document, schema)
+    # and a typo'd field type is refused, so the check is not vacuous
+    bad = {**documents[0], "spec": {**documents[0]["spec"], "priority": "high"}}
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(bad, schema)
+
+    pg_schema = openapi_to_jsonschema(pg_crd["versions"][0]["schema"]["openAPIV3Schema"])
+    jsonschema.validate(
+        {"apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup", "metadata": {"name": "train"},
+         "spec": {"minMember": 4, "queue": "vision", "preemptibility": "non-preemptible",
+                  "subGroups": [{"name": "workers", "minMember": 2}]}},
+        pg_schema,
+    )  # fmt: skip
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({"spec": {"preemptibility": "sometimes"}}, pg_schema)
