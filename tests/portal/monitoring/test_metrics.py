@@ -4,8 +4,11 @@ what the portal's queue API says, and counts cycles, evictions and refused binds
 from __future__ import annotations
 
 import dataclasses
+import json
+import re
 from datetime import timedelta
 from decimal import Decimal
+from pathlib import Path
 
 import pytest
 import redis
@@ -23,6 +26,7 @@ from tests.portal import factories
 pytestmark = pytest.mark.django_db
 
 MIB = 2**20
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def to_base(resource: str, value: str | float) -> float:
@@ -225,3 +229,22 @@ def test_probes_answer_by_pod_ip_over_plain_http_even_with_https_redirect_on(db,
     assert client.get("/queues/", HTTP_HOST="portal.example.com").status_code == 301
     assert client.get("/queues/", HTTP_HOST="10.1.2.3:8000").status_code == 400
     assert client.post("/metrics").status_code == 405
+
+
+def test_every_metric_the_grafana_dashboard_queries_is_exported(loop, scrape):
+    leaf = factories.queue("leaf", gpu_quota=1)
+    factories.node("n1", gpus=1)
+    factories.job(leaf, "a")
+    loop.run()
+    _, samples = scrape()
+    exported = {name for name, _ in samples}
+    labels = {key for _, pairs in samples for key, _ in pairs}
+
+    dashboard = json.loads((ROOT / "deploy" / "grafana" / "kai-portal-dashboard.json").read_text())
+    exprs = [target["expr"] for panel in dashboard["panels"] for target in panel["targets"]]
+    used = {name for expr in exprs for name in re.findall(r"\bkai_[a-z0-9_]+", expr)}
+    assert len(used) >= 10
+    assert used <= exported, f"not exported: {sorted(used - exported)}"
+    grouped = {label.strip() for expr in exprs for group in re.findall(r"by \(([^)]*)\)", expr)
+               for label in group.split(",")}  # fmt: skip
+    assert grouped <= labels, f"no such labels: {sorted(grouped - labels)}"
