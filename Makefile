@@ -6,10 +6,14 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 
 # Tests run against real services; override to point elsewhere.
+HELM_VERSION ?= v3.19.0
+# Exported: the chart test runs this helm.
+export HELM := $(abspath $(VENV))/bin/helm-$(HELM_VERSION)
+
 export TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/kai_portal
 export TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
 
-.PHONY: install run test lint typecheck pytest prodcheck services bench scenarios clean
+.PHONY: install run test lint typecheck pytest prodcheck services bench scenarios clean helm
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) on PATH"; exit 1; }
@@ -31,7 +35,7 @@ typecheck: install
 scenarios: install
 	$(PY) -m scheduler.scenario check ../shared/scenarios tests/scenarios
 
-pytest: install
+pytest: install $(HELM)
 	$(PY) -m pytest
 
 # The production build (collectstatic and check --deploy with DEBUG off) served by gunicorn.
@@ -47,6 +51,14 @@ run: install
 	DEBUG=1 $(PY) manage.py seed_demo
 	DEBUG=1 $(PY) manage.py run_scheduler & trap 'kill $$!' EXIT; \
 	DEBUG=1 $(PY) manage.py runserver 127.0.0.1:8000
+
+helm: $(HELM)
+
+# helm for the chart's render test (tests/deploy/test_helm_chart.py), built from its Go module
+# once per version (the Go build cache makes a rebuild after `make clean` quick).
+$(HELM): $(STAMP)
+	GOFLAGS=-mod=mod GOBIN=$(abspath $(VENV))/bin go install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
+	mv $(VENV)/bin/helm $@
 
 bench: install
 	$(PY) -m scheduler.bench

@@ -22,6 +22,8 @@ Environment variables (all optional unless noted):
 ``SECURE_SSL_REDIRECT``, ``SECURE_HSTS_SECONDS``, ``TRUST_X_FORWARDED_PROTO``
     (set it when a TLS-terminating proxy in front sets X-Forwarded-Proto),
 ``LOG_LEVEL`` (default INFO), ``STATIC_ROOT`` (default ``<repo>/staticfiles``)
+``METRICS_TOKEN`` / ``METRICS_TOKEN_FILE`` (default none: ``/metrics`` is open; set, it
+    needs ``Authorization: Bearer <token>``)
 """
 
 from __future__ import annotations
@@ -82,10 +84,13 @@ INSTALLED_APPS = [
     "kai_portal.workloads",
     "kai_portal.scheduling",
     "kai_portal.audit",
+    "kai_portal.monitoring",
     "kai_portal.demo",
 ]
 
 MIDDLEWARE = [
+    # First: /healthz, /readyz, /metrics answer probes by pod IP over plain HTTP (monitoring/middleware.py).
+    "kai_portal.monitoring.middleware.ProbeMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -253,6 +258,8 @@ STORAGES = {
 # --- Security: everything check --deploy wants, on whenever DEBUG is off -------
 SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", not DEBUG)
 SECURE_REDIRECT_EXEMPT = [r"^healthz$"]  # plain-HTTP container health checks
+# /metrics is open to any scraper unless this is set (then: Authorization: Bearer <token>).
+METRICS_TOKEN = env_secret("METRICS_TOKEN")
 if env_bool("TRUST_X_FORWARDED_PROTO", False):
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 0 if DEBUG else 31_536_000, minimum=0)

@@ -14,7 +14,7 @@ admin.site.index_title = "Cluster, queues and teams"
 
 urlpatterns = [
     path("", views.home, name="home"),
-    path("healthz", views.healthz, name="healthz"),
+    # /healthz, /readyz and /metrics are answered by kai_portal.monitoring.middleware.ProbeMiddleware.
     path("admin/", admin.site.urls),
     path("api/v1/", include("kai_portal.api_urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),

@@ -23,6 +23,7 @@ from django.utils import timezone
 import scheduler
 from kai_portal.cluster.backends import ClusterBackend, get_backend
 from kai_portal.cluster.sync import sync_cluster_state
+from kai_portal.monitoring.recording import record_cycle
 from kai_portal.scheduling.lock import cycle_lock
 from kai_portal.scheduling.models import SchedulingCycle
 from kai_portal.scheduling.results import cluster_operations, persist_result
@@ -42,9 +43,11 @@ def run_scheduling_cycle(
     with cycle_lock() as held:
         if not held:
             logger.info("scheduling cycle skipped: another cycle holds the lock")
-            return SchedulingCycle.objects.create(
+            skipped = SchedulingCycle.objects.create(
                 started_at=now, finished_at=now, duration_ms=0, status=SchedulingCycle.Status.SKIPPED
             )
+            record_cycle(skipped)
+            return skipped
         return _run_locked(now, backend or get_backend(clock=lambda: now))
 
 
@@ -65,13 +68,17 @@ def _run_locked(now: datetime, backend: ClusterBackend) -> SchedulingCycle:
             cycle.finished_at = now
             cycle.duration_ms = int((time.monotonic() - started) * 1000)
             persist_result(cycle, inp, result, report, now)
+            record_cycle(cycle)  # the /metrics totals commit with the decisions
     except Exception:
+        cycle.status = SchedulingCycle.Status.FAILED
+        cycle.duration_ms = int((time.monotonic() - started) * 1000)
         SchedulingCycle.objects.filter(pk=cycle.pk).update(
-            status=SchedulingCycle.Status.FAILED,
+            status=cycle.status,
             finished_at=now,
-            duration_ms=int((time.monotonic() - started) * 1000),
+            duration_ms=cycle.duration_ms,
             error=traceback.format_exc()[-8000:],
         )
+        record_cycle(cycle)
         logger.exception("scheduling cycle %s failed", cycle.pk)
         raise
     for failure in report.failures:
