@@ -38,11 +38,17 @@ scenarios: install
 pytest: install $(HELM)
 	$(PY) -m pytest
 
-# The production build (collectstatic and check --deploy with DEBUG off) served by gunicorn.
-prodcheck: install
+# PostgreSQL, Redis and Chromium on this machine: installed from Debian's packages when missing
+# (as root), then started on loopback. Skipped when TEST_SERVICES=external (services elsewhere).
+services:
+	@if [ "$${TEST_SERVICES:-}" != external ]; then bash .ci/services; fi
+
+# The production start (collectstatic and check --deploy with DEBUG off; gunicorn, Celery worker
+# and beat on PostgreSQL and Redis) used through the API: .ci/production-check.
+prodcheck: install services
 	bash .ci/production-check
 
-test: lint typecheck prodcheck pytest
+test: lint typecheck services prodcheck pytest
 
 # The portal with demo data and a live simulated cluster (an in-process scheduling loop);
 # DEBUG=1 so no secret key is needed and static files are served.
