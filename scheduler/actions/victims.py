@@ -516,10 +516,9 @@ def _replace_victims(
     cp = stmt.checkpoint()
     nodes = list(session.nodes.values())
     for t in tasks:
-        p = session.placements[t.name]
-        origin = p.node
-        if _fits_back(session, t):
-            stmt.unevict(t)  # §3.9: a task that fits back where it was is simply un-evicted
+        if capacity_error(session, job, step_request(session, [t])):
+            continue  # its queue's room went to the preemptor (a limit, non-preemptible quota)
+        if stmt.unevict(t):  # §3.9: a task whose own room is still free is simply un-evicted
             continue
         if (
             t.whole_gpus > bound[0]
@@ -534,43 +533,17 @@ def _replace_victims(
             and t.gpu > 0
         ):
             continue
-        if capacity_error(session, job, step_request(session, [t])):
-            continue
         found = best_fit(session, t, job.node_selector, nodes)
         if found is None:
             bound[:] = list(_max_free(session))  # tighten the screen for the victims that follow
             continue
         ns, fit = found
-        if (
-            ns.name == origin
-            and p.status == TaskState.RELEASING
-            and (not t.is_fractional or fit.devices == p.devices)
-        ):
-            stmt.unevict(t)
-        else:
-            stmt.place(t, ns.name, fit.devices, pipelined=True)
+        # Its own room is taken (``room_left`` was False above), even when the best node is the
+        # one it ran on: it is pipelined onto the devices found, never put back on its own.
+        stmt.place(t, ns.name, fit.devices, pipelined=True)
     if gang.active_allocated(session, job) < job.gang_min and stmt.checkpoint() > cp:
         stmt.rollback(cp)
         bound[:] = list(_max_free(session))
-
-
-def _fits_back(session: Session, t: Task) -> bool:
-    """Whether an evicted task's own room (its devices, CPU, memory, pod slot) is still free on
-    the node it ran on: nothing placed since took it."""
-    p = session.placements[t.name]
-    if p.status != TaskState.RELEASING or p.node is None:
-        return False
-    ns = session.nodes[p.node]
-    if not ns.schedulable:
-        return False
-    if ns.cpu_rel + AMOUNT_EPS < t.cpu_millis or ns.mem_rel + AMOUNT_EPS < t.memory_mib or ns.pods_rel < 1:
-        return False
-    for i in p.devices:
-        d = ns.devices[i]
-        amount = p.gpu_memory if t.is_fractional else d.memory
-        if d.releasing + EPS < amount:
-            return False
-    return True
 
 
 def _place_preemptor(session: Session, stmt: Statement, job: Job, tasks: list[Task]) -> bool:
@@ -630,7 +603,10 @@ def simulate(
     bound = list(_max_free(session))
     for j, ts in order:
         if j is job:
-            if not _place_preemptor(session, stmt, job, tasks):
+            # again here: victims of its own queues re-placed before it may have used the room
+            if capacity_error(session, job, step_request(session, tasks)) or not _place_preemptor(
+                session, stmt, job, tasks
+            ):
                 stmt.rollback(cp)
                 return None
             bound = list(_max_free(session))
