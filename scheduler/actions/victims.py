@@ -71,10 +71,7 @@ def _charge(session: Session, task: Task) -> dict[str, float]:
     return session.placements[task.name].charge
 
 
-def _alloc_order_key(qs: QueueState, alloc: dict[str, float], cap: dict[str, float]) -> tuple[object, ...]:
-    over = all(alloc[r] > qs.fair_share[r] + EPS for r in RESOURCES)
-    starved = all(qs.quota(r) < 0 or alloc[r] <= qs.quota(r) + EPS for r in RESOURCES)
-    zero = any(allocatable_share(qs, r) == 0 and alloc[r] > EPS for r in RESOURCES)
+def _drf(qs: QueueState, alloc: dict[str, float], cap: dict[str, float]) -> float:
     drf = 0.0
     for r in RESOURCES:
         a_s = allocatable_share(qs, r)
@@ -82,7 +79,30 @@ def _alloc_order_key(qs: QueueState, alloc: dict[str, float], cap: dict[str, flo
             a_s = cap.get(r, 0.0)
         share = alloc[r] * 1000 if a_s <= 0 else alloc[r] / a_s
         drf = max(drf, share)
-    return (over, not starved, -qs.queue.priority, zero, round(drf, 9), qs.queue.created_index, qs.name)
+    return round(drf, 9)
+
+
+def _alloc_order_key(qs: QueueState, after: dict[str, float], cap: dict[str, float]) -> tuple[object, ...]:
+    """Allocation-order key of a queue giving victims (the larger, the sooner it gives).
+
+    As KAI's queue order with victims (``queue_order.GetQueueOrderResult``, no pending job):
+    over fair share, within quota and the zero-share penalty are judged on the queue's *current*
+    allocation; only the dominant-resource share subtracts the victims taken and the next
+    candidate (``after``); the share without them breaks ties."""
+    now = qs.allocated
+    over = all(now[r] > qs.fair_share[r] + EPS for r in RESOURCES)
+    starved = all(qs.quota(r) < 0 or now[r] <= qs.quota(r) + EPS for r in RESOURCES)
+    zero = any(allocatable_share(qs, r) == 0 and now[r] > EPS for r in RESOURCES)
+    return (
+        over,
+        not starved,
+        -qs.queue.priority,
+        zero,
+        _drf(qs, after, cap),
+        _drf(qs, now, cap),
+        qs.queue.created_index,
+        qs.name,
+    )
 
 
 def victim_stream(
@@ -90,8 +110,9 @@ def victim_stream(
 ) -> list[Contribution]:
     """All contributions of the candidate jobs in victim order.
 
-    Top-down, the queue that would sort last for allocation gives first, its DRF share computed
-    after subtracting what it already gave and its next candidate. Inside a leaf queue: lowest
+    Top-down, the queue that would sort last for allocation gives first (``_alloc_order_key``:
+    its state as it is now, its DRF share after subtracting what it already gave and its next
+    candidate). Inside a leaf queue: lowest
     priority, jobs above their minimum, newest first. A job gives one elastic surplus task at a
     time, and its whole remaining gang when it has no surplus (never for ``core_protected``).
     """
