@@ -99,6 +99,8 @@ class TopologyConstraint:
 
     required: str | None = None
     preferred: str | None = None
+    # Name of the topology (KAI's Topology object) for messages; None = the required key.
+    name: str | None = None
 
 
 @dataclass

@@ -92,8 +92,10 @@ JOB_KEYS = {
 }
 REQUEST_KEYS = {"gpu", "gpu_memory_mib", "cpu_millis", "memory_mib"}
 TASK_KEYS = {"name", "state", "node", "gpu_device"} | REQUEST_KEYS
-EXPECTED_KEYS = {"tasks", "queues"}
-EXPECTED_TASK_KEYS = {"status", "node", "gpu_group"}
+# Beyond scenario-format.md v1 (docs/scenario-extensions.md): expected.messages (job -> exact
+# PodGroup message) and a task's expected reason (exact pod event text).
+EXPECTED_KEYS = {"tasks", "queues", "messages"}
+EXPECTED_TASK_KEYS = {"status", "node", "gpu_group", "reason"}
 EXPECTED_QUEUE_KEYS = {"deserved", "fair_share", "allocated", "requested"}
 
 
@@ -234,8 +236,12 @@ def _job(data: Mapping[str, Any], path: str) -> Job:
             )
         )
     selector = {str(k): str(v) for k, v in (d.get("node_selector") or {}).items()}
-    topo_d = _check_keys(d.get("topology"), {"required", "preferred"}, f"job {name}.topology", path)
-    topology = TopologyConstraint(topo_d.get("required"), topo_d.get("preferred")) if topo_d else None
+    topo_d = _check_keys(d.get("topology"), {"required", "preferred", "name"}, f"job {name}.topology", path)
+    topology = (
+        TopologyConstraint(topo_d.get("required"), topo_d.get("preferred"), topo_d.get("name"))
+        if topo_d
+        else None
+    )
     return Job(
         name=name,
         queue=str(d["queue"]),
@@ -313,6 +319,8 @@ def compare(scenario: Scenario, result: CycleResult) -> list[str]:
                 problems.append(f"{name}: status {out.status.value}, expected {spec['status']}")
             if "node" in spec and out.node != spec["node"]:
                 problems.append(f"{name}: node {out.node}, expected {spec['node']}")
+            if "reason" in spec and out.reason != spec["reason"]:
+                problems.append(f"{name}: reason {out.reason!r}, expected {spec['reason']!r}")
             if "gpu_group" in spec:
                 label = str(spec["gpu_group"])
                 where = (out.node, out.gpu_devices)
@@ -329,6 +337,10 @@ def compare(scenario: Scenario, result: CycleResult) -> list[str]:
                     )
                 groups.setdefault(label, where)
                 group_of.setdefault(where, label)
+    for jname, text in (scenario.expected.get("messages") or {}).items():
+        actual = result.job_messages.get(jname)
+        if actual != text:
+            problems.append(f"job {jname}: message {actual!r}, expected {text!r}")
     for qname, spec in (scenario.expected.get("queues") or {}).items():
         q = result.queues.get(qname)
         if q is None:

@@ -6,8 +6,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from scheduler import reasons
 from scheduler.model import Job, Task
-from scheduler.session import NodeState, Session
+from scheduler.session import EPS, NodeState, Session
 
 
 @dataclass
@@ -48,6 +49,97 @@ def _fill_ratio(session: Session, nodes: Sequence[NodeState], tasks: Sequence[Ta
     return ratio if ratio <= 1 + 1e-9 else None
 
 
+def _shape(t: Task) -> tuple[float, float, float, float]:
+    return (t.gpu, t.gpu_memory_mib, t.cpu_millis, t.memory_mib)
+
+
+def _pods_fit(session: Session, ns: NodeState, task: Task) -> int:
+    """How many copies of ``task`` the node's idle and releasing room holds."""
+    if not ns.schedulable:
+        return 0
+    counts = [int(ns.pods_idle + ns.pods_rel)]
+    if task.cpu_millis > 0:
+        counts.append(int((ns.cpu_idle + ns.cpu_rel + 1e-4) // task.cpu_millis))
+    if task.memory_mib > 0:
+        counts.append(int((ns.mem_idle + ns.mem_rel + 1e-4) // task.memory_mib))
+    if task.whole_gpus:
+        counts.append(ns.free_whole_gpus() // task.whole_gpus)
+    elif task.is_fractional:
+        need = session.device_need(task, ns.node.gpu_memory_mib)
+        per_device = 0
+        for d in ns.devices:
+            if need > 0 and (d.is_free or d.is_group):
+                per_device += int((d.memory - d.active + EPS) // need)
+        counts.append(per_device)
+    return max(0, min(counts))
+
+
+def allocatable_pods(session: Session, nodes: Sequence[NodeState], tasks: Sequence[Task]) -> int | None:
+    """Pods of the job a domain can hold when all its pods have one shape (KAI's
+    ``AllocatablePods``); None for pods of different shapes (judged by free resources instead)."""
+    if not tasks or any(_shape(t) != _shape(tasks[0]) for t in tasks):
+        return None
+    return sum(_pods_fit(session, ns, tasks[0]) for ns in nodes)
+
+
+def _short_of(session: Session, nodes: Sequence[NodeState], tasks: Sequence[Task]) -> list[str]:
+    need = {"gpu": 0.0, "cpu": 0.0, "memory": 0.0}
+    for t in tasks:
+        for r, v in session.pending_request(t).items():
+            need[r] += v
+    usable = [ns for ns in nodes if ns.schedulable]
+    free = {
+        "gpu": sum(_free_gpus(ns) for ns in usable),
+        "cpu": sum(ns.cpu_idle + ns.cpu_rel for ns in usable),
+        "memory": sum(ns.mem_idle + ns.mem_rel for ns in usable),
+    }
+    names = {"gpu": "GPUs", "cpu": "CPU cores", "memory": "memory"}
+    return [names[r] for r in ("gpu", "cpu", "memory") if need[r] > free[r] + 1e-9]
+
+
+def _domain_fits(session: Session, nodes: Sequence[NodeState], tasks: Sequence[Task]) -> bool:
+    pods = allocatable_pods(session, nodes, tasks)
+    if pods is not None:
+        return pods >= len(tasks)
+    return _fill_ratio(session, nodes, tasks) is not None
+
+
+def required_domain_errors(
+    session: Session, job: Job, tasks: Sequence[Task], nodes: Sequence[NodeState]
+) -> list[str]:
+    """Why each domain of the job's required level cannot hold the job (KAI's topology fit
+    errors, one per domain; equal messages are counted as KAI's histogram does)."""
+    topo = job.topology
+    if topo is None or not topo.required:
+        return []
+    messages: list[str] = []
+    for name, members in sorted(_required_domains(session, job, nodes, topo.required).items()):
+        pods = allocatable_pods(session, members, tasks)
+        if pods is not None:
+            if pods < len(tasks):
+                messages.append(reasons.domain_pods(name, pods, len(tasks)))
+        else:
+            messages.extend(reasons.domain_short(r) for r in _short_of(session, members, tasks))
+    counts: dict[str, int] = {}
+    for m in messages:
+        counts[m] = counts.get(m, 0) + 1
+    return [m if n == 1 else f"{n} {m}" for m, n in counts.items()]
+
+
+def _required_domains(
+    session: Session, job: Job, nodes: Sequence[NodeState], key: str
+) -> dict[str, list[NodeState]]:
+    required = _domains(nodes, key)
+    running = {
+        p.node
+        for t in job.tasks
+        if (p := session.placements.get(t.name)) and p.node and p.status.value != "Releasing"
+    }
+    if running:  # a job that already runs stays in the domain of its pods
+        required = {k: v for k, v in required.items() if running & {ns.name for ns in v}}
+    return required
+
+
 def _domains(nodes: Sequence[NodeState], key: str) -> dict[str, list[NodeState]]:
     out: dict[str, list[NodeState]] = {}
     for ns in nodes:
@@ -60,9 +152,10 @@ def _domains(nodes: Sequence[NodeState], key: str) -> dict[str, list[NodeState]]
 def _fitting(session: Session, domains: dict[str, list[NodeState]], tasks: Sequence[Task]) -> list[NodeSet]:
     scored = []
     for name, nodes in domains.items():
+        if not _domain_fits(session, nodes, tasks):
+            continue
         ratio = _fill_ratio(session, nodes, tasks)
-        if ratio is not None:
-            scored.append((-ratio, name, nodes))
+        scored.append((-(ratio if ratio is not None else 1.0), name, nodes))
     scored.sort(key=lambda x: (x[0], x[1]))  # fullest domain first (binpack of domains)
     return [NodeSet(name, nodes) for _, name, nodes in scored]
 
@@ -73,15 +166,7 @@ def node_sets(session: Session, job: Job, tasks: Sequence[Task], nodes: Sequence
     if topo is None or (topo.required is None and topo.preferred is None):
         return [NodeSet("cluster", list(nodes))]
     if topo.required:
-        required = _domains(nodes, topo.required)
-        running = {
-            p.node
-            for t in job.tasks
-            if (p := session.placements.get(t.name)) and p.node and p.status.value != "Releasing"
-        }
-        if running:  # a job that already runs stays in the domain of its pods
-            required = {k: v for k, v in required.items() if running & {ns.name for ns in v}}
-        outer = _fitting(session, required, tasks)
+        outer = _fitting(session, _required_domains(session, job, nodes, topo.required), tasks)
     else:
         outer = [NodeSet("cluster", list(nodes))]
     sets: list[NodeSet] = []

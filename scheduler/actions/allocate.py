@@ -10,7 +10,7 @@ from scheduler.model import RESOURCES, Job, Task, TaskState, clean
 from scheduler.ordering import JobQueue
 from scheduler.placement import Fit, best_fit, node_fit, scan_fits, score_nodes
 from scheduler.session import EPS, NodeState, Session, Statement
-from scheduler.topology import node_sets
+from scheduler.topology import node_sets, required_domain_errors
 
 
 def allocate(session: Session) -> None:
@@ -110,7 +110,7 @@ def place_task(
                 charge = {"gpu": gpu, "cpu": 0.0, "memory": 0.0}
                 err = capacity_error(session, job, charge)
                 if err:
-                    fit = Fit(False, reason=err[1])
+                    fit = Fit(False, reason=reasons.node_over_capacity(*err))
             if fit.ok:
                 fits.append((ns, fit))
             elif fit.reason:
@@ -158,10 +158,18 @@ def allocate_step(session: Session, job: Job) -> bool:
     is_gang = job.gang_min > 1 and before < job.gang_min
     sets = node_sets(session, job, tasks, list(session.nodes.values()))
     if not sets:
+        # KAI: one fit error per domain of the required level, then the unmatched requirement
         topo = job.topology
         level = topo.required if topo and topo.required else ""
-        msg = reasons.topology_unsatisfied(level, level, f"{job.namespace}/{job.name}", "the cluster")
-        add_job_error(session, job, reasons.NOT_ENOUGH_FOR_WORKLOAD, msg)
+        name = (topo.name if topo else None) or level
+        for msg in required_domain_errors(session, job, tasks, list(session.nodes.values())):
+            add_job_error(session, job, reasons.NOT_ENOUGH_FOR_WORKLOAD, msg)
+        add_job_error(
+            session,
+            job,
+            reasons.POD_SCHEDULING_ERRORS,
+            reasons.topology_no_match(name, level, job.namespace, job.name),
+        )
         return False
 
     failure: tuple[Task, str] | None = None
