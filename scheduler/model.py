@@ -28,6 +28,50 @@ class TaskState(StrEnum):
     PIPELINED = "Pipelined"
 
 
+# Node label that names the node itself (Kubernetes sets it on every node).
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+TAINT_EFFECTS: tuple[str, ...] = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+MATCH_OPERATORS: tuple[str, ...] = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
+
+
+@dataclass(frozen=True)
+class Taint:
+    """A node taint; NoSchedule and NoExecute keep pods that do not tolerate it off the node,
+    PreferNoSchedule only scores the node lower."""
+
+    key: str
+    value: str = ""
+    effect: str = "NoSchedule"
+
+
+@dataclass(frozen=True)
+class Toleration:
+    """A pod toleration (Kubernetes semantics): ``Exists`` with an empty key tolerates every
+    taint; an empty ``effect`` matches every effect."""
+
+    key: str = ""
+    operator: str = "Equal"  # Equal | Exists
+    value: str = ""
+    effect: str = ""
+
+
+@dataclass(frozen=True)
+class MatchExpression:
+    """A node selector requirement: In, NotIn, Exists, DoesNotExist, Gt, Lt (one integer value)."""
+
+    key: str
+    operator: str
+    values: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class PreferredTerm:
+    """A preferred node affinity term: nodes matching every expression gain ``weight``."""
+
+    weight: int
+    expressions: tuple[MatchExpression, ...] = ()
+
+
 @dataclass
 class Node:
     name: str
@@ -39,6 +83,7 @@ class Node:
     labels: dict[str, str] = field(default_factory=dict)
     unschedulable: bool = False
     max_pods: int = 110
+    taints: list[Taint] = field(default_factory=list)
 
 
 @dataclass
@@ -125,6 +170,17 @@ class Job:
     preemption_delay_s: float | None = None
     # Seconds since this job last had pods evicted; None = never.
     last_eviction_s: float | None = None
+    # Placement rules of the job's pods (Kubernetes semantics, scheduler/rules.py).
+    tolerations: list[Toleration] = field(default_factory=list)
+    # Required node affinity: a node must match every expression of at least one term.
+    node_affinity: list[tuple[MatchExpression, ...]] = field(default_factory=list)
+    preferred_node_affinity: list[PreferredTerm] = field(default_factory=list)
+    # Required pod anti-affinity among the job's own pods: at most one per value of this node label.
+    anti_affinity_key: str | None = None
+    # Preferred affinity to the job's own pods: nodes whose value of this label already holds one
+    # of them gain ``affinity_weight``.
+    affinity_key: str | None = None
+    affinity_weight: int = 0
 
     def __post_init__(self) -> None:
         # A node selector on the pool label places the job in that pool's shard.
@@ -135,6 +191,22 @@ class Job:
     def is_preemptible(self) -> bool:
         # KAI: an explicit value wins, otherwise priority < 100 means preemptible.
         return self.preemptible if self.preemptible is not None else self.priority < 100
+
+    @property
+    def has_rules(self) -> bool:
+        """Whether the job has placement rules beyond an equality node selector."""
+        return bool(
+            self.tolerations
+            or self.node_affinity
+            or self.preferred_node_affinity
+            or self.anti_affinity_key
+            or self.affinity_key
+        )
+
+    @property
+    def has_preferences(self) -> bool:
+        """Whether node scores depend on the job's own rules (preferred affinities)."""
+        return bool(self.preferred_node_affinity or (self.affinity_key and self.affinity_weight))
 
     @property
     def gang_min(self) -> int:

@@ -21,16 +21,22 @@ from scheduler.cycle import run_rounds
 from scheduler.model import (
     DEFAULT_ACTIONS,
     DEFAULT_POOL,
+    MATCH_OPERATORS,
     POOL_LABEL,
     RESOURCES,
+    TAINT_EFFECTS,
     Config,
     Job,
+    MatchExpression,
     Node,
+    PreferredTerm,
     Queue,
     QueueResource,
     Snapshot,
+    Taint,
     Task,
     TaskState,
+    Toleration,
     TopologyConstraint,
 )
 from scheduler.result import CycleResult
@@ -55,6 +61,7 @@ NODE_KEYS = {
     "labels",
     "unschedulable",
     "max_pods",
+    "taints",  # docs/scenario-extensions.md
 }
 QUEUE_KEYS = {
     "name",
@@ -89,6 +96,11 @@ JOB_KEYS = {
     "staleness_grace_period_s",
     "preemption_delay_s",
     "last_eviction_s",
+    # Placement rules (docs/scenario-extensions.md)
+    "tolerations",
+    "node_affinity",
+    "pod_anti_affinity",
+    "pod_affinity",
 }
 REQUEST_KEYS = {"gpu", "gpu_memory_mib", "cpu_millis", "memory_mib"}
 TASK_KEYS = {"name", "state", "node", "gpu_device"} | REQUEST_KEYS
@@ -146,6 +158,102 @@ def _config(data: Mapping[str, Any], path: str) -> Config:
     return cfg
 
 
+def _list(data: Any, where: str, path: str) -> list[Any]:
+    if data is None:
+        return []
+    if not isinstance(data, list):
+        raise ScenarioError(f"{path}: {where} must be a list")
+    return data
+
+
+def _taint(data: Any, where: str, path: str) -> Taint:
+    d = _check_keys(data, {"key", "value", "effect"}, where, path)
+    if not d.get("key"):
+        raise ScenarioError(f"{path}: {where} without key")
+    effect = str(d.get("effect", "NoSchedule"))
+    if effect not in TAINT_EFFECTS:
+        raise ScenarioError(f"{path}: {where}: effect must be one of {', '.join(TAINT_EFFECTS)}")
+    return Taint(str(d["key"]), str(d.get("value", "")), effect)
+
+
+def _toleration(data: Any, where: str, path: str) -> Toleration:
+    d = _check_keys(data, {"key", "operator", "value", "effect"}, where, path)
+    op = str(d.get("operator", "Equal"))
+    if op not in ("Equal", "Exists"):
+        raise ScenarioError(f"{path}: {where}: operator must be Equal or Exists")
+    if op == "Equal" and not d.get("key"):
+        raise ScenarioError(f"{path}: {where}: an Equal toleration needs a key")
+    if op == "Exists" and d.get("value"):
+        raise ScenarioError(f"{path}: {where}: an Exists toleration takes no value")
+    effect = str(d.get("effect", ""))
+    if effect and effect not in TAINT_EFFECTS:
+        raise ScenarioError(f"{path}: {where}: effect must be one of {', '.join(TAINT_EFFECTS)}")
+    return Toleration(str(d.get("key", "")), op, str(d.get("value", "")), effect)
+
+
+def _expressions(data: Any, where: str, path: str) -> tuple[MatchExpression, ...]:
+    out = []
+    for i, e in enumerate(_list(data, where, path)):
+        d = _check_keys(e, {"key", "operator", "values"}, f"{where}[{i}]", path)
+        op = str(d.get("operator", ""))
+        if not d.get("key") or op not in MATCH_OPERATORS:
+            raise ScenarioError(
+                f"{path}: {where}[{i}] needs a key and an operator in {', '.join(MATCH_OPERATORS)}"
+            )
+        values = tuple(str(v) for v in _list(d.get("values"), f"{where}[{i}].values", path))
+        if op in ("In", "NotIn") and not values:
+            raise ScenarioError(f"{path}: {where}[{i}]: {op} needs values")
+        if op in ("Exists", "DoesNotExist") and values:
+            raise ScenarioError(f"{path}: {where}[{i}]: {op} takes no values")
+        if op in ("Gt", "Lt") and (len(values) != 1 or not values[0].lstrip("-").isdigit()):
+            raise ScenarioError(f"{path}: {where}[{i}]: {op} needs one integer value")
+        out.append(MatchExpression(str(d["key"]), op, values))
+    return tuple(out)
+
+
+def _rules(d: Mapping[str, Any], name: str, path: str) -> dict[str, Any]:
+    """Placement rule keys of a job (docs/scenario-extensions.md) as Job fields."""
+    where = f"job {name}"
+    out: dict[str, Any] = {
+        "tolerations": [
+            _toleration(t, f"{where}.tolerations[{i}]", path)
+            for i, t in enumerate(_list(d.get("tolerations"), f"{where}.tolerations", path))
+        ]
+    }
+    aff = _check_keys(d.get("node_affinity"), {"required", "preferred"}, f"{where}.node_affinity", path)
+    required = []
+    for i, term in enumerate(_list(aff.get("required"), f"{where}.node_affinity.required", path)):
+        t = _check_keys(term, {"match_expressions"}, f"{where}.node_affinity.required[{i}]", path)
+        required.append(
+            _expressions(t.get("match_expressions"), f"{where}.node_affinity.required[{i}]", path)
+        )
+    out["node_affinity"] = required
+    preferred = []
+    for i, term in enumerate(_list(aff.get("preferred"), f"{where}.node_affinity.preferred", path)):
+        w = f"{where}.node_affinity.preferred[{i}]"
+        t = _check_keys(term, {"weight", "match_expressions"}, w, path)
+        weight = t.get("weight")
+        if isinstance(weight, bool) or not isinstance(weight, int) or not 1 <= weight <= 100:
+            raise ScenarioError(f"{path}: {w}: weight must be an integer from 1 to 100")
+        preferred.append(PreferredTerm(weight, _expressions(t.get("match_expressions"), w, path)))
+    out["preferred_node_affinity"] = preferred
+    anti = _check_keys(d.get("pod_anti_affinity"), {"topology_key"}, f"{where}.pod_anti_affinity", path)
+    if anti:
+        if not anti.get("topology_key"):
+            raise ScenarioError(f"{path}: {where}.pod_anti_affinity needs a topology_key")
+        out["anti_affinity_key"] = str(anti["topology_key"])
+    pa = _check_keys(d.get("pod_affinity"), {"topology_key", "weight"}, f"{where}.pod_affinity", path)
+    if pa:
+        weight = pa.get("weight", 1)
+        if not pa.get("topology_key") or isinstance(weight, bool) or not isinstance(weight, int):
+            raise ScenarioError(f"{path}: {where}.pod_affinity needs a topology_key and an integer weight")
+        if not 1 <= weight <= 100:
+            raise ScenarioError(f"{path}: {where}.pod_affinity: weight must be from 1 to 100")
+        out["affinity_key"] = str(pa["topology_key"])
+        out["affinity_weight"] = weight
+    return out
+
+
 def _node(data: Mapping[str, Any], path: str) -> Node:
     d = _check_keys(data, NODE_KEYS, "node", path)
     if "name" not in d:
@@ -160,6 +268,10 @@ def _node(data: Mapping[str, Any], path: str) -> Node:
         labels={str(k): str(v) for k, v in (d.get("labels") or {}).items()},
         unschedulable=bool(d.get("unschedulable", False)),
         max_pods=int(d.get("max_pods", 110)),
+        taints=[
+            _taint(t, f"node {d['name']}.taints[{i}]", path)
+            for i, t in enumerate(_list(d.get("taints"), f"node {d['name']}.taints", path))
+        ],
     )
 
 
@@ -258,6 +370,7 @@ def _job(data: Mapping[str, Any], path: str) -> Job:
         staleness_grace_period_s=_opt_seconds(d, "staleness_grace_period_s", name, path),
         preemption_delay_s=_opt_seconds(d, "preemption_delay_s", name, path),
         last_eviction_s=_opt_seconds(d, "last_eviction_s", name, path),
+        **_rules(d, name, path),
     )
 
 

@@ -133,6 +133,8 @@ class Session:
         self.placements: dict[str, Placement] = {}
         # Fair-share capacity of the pool (schedulable nodes only); set when the cycle opens.
         self.capacity: dict[str, float] = dict.fromkeys(RESOURCES, 0.0)
+        # Whether any node has a PreferNoSchedule taint (node scores then depend on tolerations).
+        self.soft_taints = any(t.effect == "PreferNoSchedule" for n in nodes for t in n.taints)
         self.min_device_memory = min((n.gpu_memory_mib for n in nodes if n.gpus > 0), default=0.0)
         self.max_device_memory = max((n.gpu_memory_mib for n in nodes if n.gpus > 0), default=0.0)
         # Fit errors and messages gathered by actions, keyed by task / job name.

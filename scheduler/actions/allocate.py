@@ -104,7 +104,7 @@ def place_task(
         fits = []
         counts: dict[str, int] = {}
         for ns in nodes:
-            fit = node_fit(session, ns, task, job.node_selector)
+            fit = node_fit(session, ns, task, job)
             if fit.ok:
                 gpu = session.gpu_fraction_on(task, ns.node.gpu_memory_mib)
                 charge = {"gpu": gpu, "cpu": 0.0, "memory": 0.0}
@@ -117,18 +117,19 @@ def place_task(
                 counts[fit.reason] = counts.get(fit.reason, 0) + 1
         if not fits:
             return reasons.fit_error(counts)
-        ns, fit = score_nodes(session, task, fits)[0]
+        ns, fit = score_nodes(session, task, fits, job)[0]
     else:
-        # A task shape that fitted no node still fits none while no node has changed.
-        whole_pool = len(nodes) == len(session.nodes)
+        # A task shape that fitted no node still fits none while no node has changed (not kept
+        # for jobs with their own rules: tolerations, affinities, anti-affinity to own pods).
+        whole_pool = len(nodes) == len(session.nodes) and not job.has_rules
         shape = (task.gpu, task.gpu_memory_mib, task.cpu_millis, task.memory_mib)
         key = (*shape, *sorted(job.node_selector.items()))
         cached = session.fit_error_cache.get(key) if whole_pool else None
         if cached is not None and cached[0] == session.node_version:
             return cached[1]
-        found = best_fit(session, task, job.node_selector, nodes)
+        found = best_fit(session, task, job, nodes)
         if found is None:
-            _, counts = scan_fits(session, task, job.node_selector, nodes)
+            _, counts = scan_fits(session, task, job, nodes)
             error = reasons.fit_error(counts)
             if whole_pool:
                 session.fit_error_cache[key] = (session.node_version, error)

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, timedelta
 
-from scheduler import gang, reasons
+from scheduler import gang, reasons, rules
 from scheduler.actions.allocate import capacity_error, eligible, place_task, step_request
 from scheduler.model import RESOURCES, Job, Task, TaskState, clean
 from scheduler.ordering import JobQueue, allocatable_share, job_key, job_request, queue_key
@@ -295,11 +295,9 @@ class FreeTracker:
 
 
 def usable_nodes(session: Session, job: Job) -> list[NodeState]:
-    sel = {k: v for k, v in job.node_selector.items() if k != "kai.scheduler/node-pool"}
+    """Nodes the job's pods may ever use: schedulable, tolerated, matching selector and affinity."""
     return [
-        ns
-        for ns in session.nodes.values()
-        if ns.schedulable and all(ns.node.labels.get(k) == v for k, v in sel.items())
+        ns for ns in session.nodes.values() if ns.schedulable and rules.static_reason(ns.node, job) is None
     ]
 
 
@@ -554,7 +552,7 @@ def _replace_victims(
             and t.gpu > 0
         ):
             continue
-        found = best_fit(session, t, job.node_selector, nodes)
+        found = best_fit(session, t, job, nodes)
         if found is None:
             bound[:] = list(_max_free(session))  # tighten the screen for the victims that follow
             continue
@@ -686,7 +684,7 @@ def greedy_scenario(
         if k in cache:
             return cache[k]
         res: tuple[int, list[int]] | None = None
-        if node_fit(session, ns, t, job.node_selector).ok:
+        if node_fit(session, ns, t, job).ok:
             res = (0, [])
         else:
             sub = stmt.checkpoint()
@@ -699,7 +697,7 @@ def greedy_scenario(
                     stmt.evict(v)
                 n += len(stream[i].tasks)
                 picked.append(i)
-                if node_fit(session, ns, t, job.node_selector).ok:
+                if node_fit(session, ns, t, job).ok:
                     res = (n, picked)
                     break
             stmt.rollback(sub)
@@ -726,7 +724,7 @@ def greedy_scenario(
                     dirty.add(session.placements[v.name].node or "")
                     stmt.evict(v)
             ns = session.nodes[best[1]]
-            fit = node_fit(session, ns, t, job.node_selector)
+            fit = node_fit(session, ns, t, job)
             if not fit.ok:
                 return None
             stmt.place(t, ns.name, fit.devices, pipelined=True)
