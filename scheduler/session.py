@@ -458,7 +458,6 @@ class Statement:
             s.placements[task.name] = p
 
         self._undo.append(undo)
-        return True
 
     def room_left(self, task: Task) -> bool:
         """Whether a task evicted in this cycle still has its own room (devices, CPU, memory, pod
