@@ -230,6 +230,24 @@ class Config:
     action_time_budget_s: float = 60.0
     # Reclaim ordering check multiplier (>= 1; larger = more conservative).
     reclaimer_saturation_multiplier: float = 1.0
+    # Per node pool overrides of ``reclaimer_saturation_multiplier`` (KAI sets it per shard).
+    pool_saturation_multiplier: dict[str, float] = field(default_factory=dict)
+    # Placement strategy of GPU tasks and of CPU-only tasks (KAI's placementStrategy.gpu / .cpu);
+    # None = ``placement``.
+    gpu_placement: str | None = None
+    cpu_placement: str | None = None
+
+    def strategy(self, needs_gpu: bool) -> str:
+        """binpack or spread for a task that needs a GPU (whole, fraction, memory) or not."""
+        chosen = self.gpu_placement if needs_gpu else self.cpu_placement
+        return chosen or self.placement
+
+    @property
+    def any_spread(self) -> bool:
+        return "spread" in (self.strategy(True), self.strategy(False))
+
+    def saturation_multiplier(self, pool: str) -> float:
+        return self.pool_saturation_multiplier.get(pool, self.reclaimer_saturation_multiplier)
 
     @property
     def usage_enabled(self) -> bool:

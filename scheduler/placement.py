@@ -33,7 +33,7 @@ class Fit:
 def _fraction_devices(session: Session, ns: NodeState, task: Task) -> tuple[int | None, bool, bool]:
     """Pick the device for a fractional task: (index, fits now, is an existing group)."""
     need = session.device_need(task, ns.node.gpu_memory_mib)
-    spread = session.config.placement == "spread"
+    spread = session.config.strategy(True) == "spread"
     best: tuple[float, int] | None = None
     best_group = False
     for d in ns.devices:
@@ -154,7 +154,7 @@ def score_nodes(
     This is the reference rule; :func:`best_fit` finds its first element without scanning every
     node where it can (tests/engine/test_node_search.py checks they agree)."""
     gpu = task.needs_gpu
-    spread = session.config.placement == "spread"
+    spread = session.config.strategy(gpu) == "spread"
     frees = {ns.name: _free_and_total(ns, gpu) for ns, _ in fits}
     having = [f for f, total in frees.values() if total > 0]
     mn, mx = (min(having), max(having)) if having else (0.0, 0.0)
@@ -312,7 +312,7 @@ def best_fit(
     if (
         task.whole_gpus
         and not scored
-        and session.config.placement != "spread"
+        and session.config.strategy(True) != "spread"
         and len(nodes) == len(session.nodes)
     ):
         return index_of(session).best_whole(task, selector)

@@ -50,6 +50,11 @@ CONFIG_KEYS = {
     "usage_window_hours",
     "usage_half_life_hours",
     "usage_k",
+    # docs/scenario-extensions.md
+    "gpu_placement",
+    "cpu_placement",
+    "reclaimer_saturation_multiplier",
+    "pool_saturation_multiplier",
 }
 NODE_KEYS = {
     "name",
@@ -153,8 +158,21 @@ def _config(data: Mapping[str, Any], path: str) -> Config:
     )
     if "now" in c:
         cfg.now = _parse_now(c["now"])
-    if cfg.placement not in ("binpack", "spread"):
-        raise ScenarioError(f"{path}: config.placement must be binpack or spread, not {cfg.placement!r}")
+    for key in ("placement", "gpu_placement", "cpu_placement"):
+        value = c.get(key)
+        if value is not None and value not in ("binpack", "spread"):
+            raise ScenarioError(f"{path}: config.{key} must be binpack or spread, not {value!r}")
+    cfg.gpu_placement = c.get("gpu_placement")
+    cfg.cpu_placement = c.get("cpu_placement")
+    mult = c.get("reclaimer_saturation_multiplier", 1.0)
+    pools = c.get("pool_saturation_multiplier") or {}
+    if not isinstance(pools, dict):
+        raise ScenarioError(f"{path}: config.pool_saturation_multiplier must map pool names to numbers")
+    for v in [mult, *pools.values()]:
+        if isinstance(v, bool) or not isinstance(v, int | float) or v < 1:
+            raise ScenarioError(f"{path}: a reclaimer saturation multiplier must be a number >= 1")
+    cfg.reclaimer_saturation_multiplier = float(mult)
+    cfg.pool_saturation_multiplier = {str(k): float(v) for k, v in pools.items()}
     return cfg
 
 

@@ -177,7 +177,7 @@ def reclaim(session: Session) -> None:
         j = _request(session, tasks)
         base = {name: dict(qs.allocated) for name, qs in session.queues.items()}
         base_np = {name: dict(qs.allocated_np) for name, qs in session.queues.items()}
-        mult = max(1.0, session.config.reclaimer_saturation_multiplier)
+        mult = max(1.0, session.config.saturation_multiplier(session.pool))
         path = session.ancestors(job.queue)
 
         def validate(outcome: Outcome) -> bool:
@@ -402,7 +402,8 @@ def _free_gpus_scan(session: Session) -> float:
 
 
 def consolidation(session: Session) -> None:
-    if session.config.placement == "spread" or session.config.max_consolidation_preemptees <= 0:
+    # KAI disables consolidation when the GPU or the CPU strategy is spread (§3.2)
+    if session.config.any_spread or session.config.max_consolidation_preemptees <= 0:
         return
 
     def explain(job: Job, kind: str) -> Note | None:
