@@ -146,6 +146,11 @@ class TopologyConstraint:
     preferred: str | None = None
     # Name of the topology (KAI's Topology object) for messages; None = the required key.
     name: str | None = None
+    # The topology's levels, node-label keys from the broadest to the narrowest (e.g. zone,
+    # block, rack, kubernetes.io/hostname). With levels, a job falls back from the preferred
+    # level upward through every level up to the required one (or the whole cluster); without,
+    # only ``preferred`` then ``required`` are tried.
+    levels: tuple[str, ...] = ()
 
 
 @dataclass

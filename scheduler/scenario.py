@@ -366,12 +366,26 @@ def _job(data: Mapping[str, Any], path: str) -> Job:
             )
         )
     selector = {str(k): str(v) for k, v in (d.get("node_selector") or {}).items()}
-    topo_d = _check_keys(d.get("topology"), {"required", "preferred", "name"}, f"job {name}.topology", path)
-    topology = (
-        TopologyConstraint(topo_d.get("required"), topo_d.get("preferred"), topo_d.get("name"))
-        if topo_d
-        else None
+    topo_d = _check_keys(
+        d.get("topology"), {"required", "preferred", "name", "levels"}, f"job {name}.topology", path
     )
+    topology = None
+    if topo_d:
+        levels = tuple(str(k) for k in _list(topo_d.get("levels"), f"job {name}.topology.levels", path))
+        required, preferred = topo_d.get("required"), topo_d.get("preferred")
+        if levels:
+            for key in (required, preferred):
+                if key is not None and key not in levels:
+                    raise ScenarioError(f"{path}: job {name}: topology level {key!r} is not in levels")
+            if (
+                required is not None
+                and preferred is not None
+                and levels.index(preferred) < levels.index(required)
+            ):
+                raise ScenarioError(
+                    f"{path}: job {name}: the preferred level must be narrower than the required one"
+                )
+        topology = TopologyConstraint(required, preferred, topo_d.get("name"), levels)
     return Job(
         name=name,
         queue=str(d["queue"]),

@@ -129,7 +129,11 @@ def required_domain_errors(
 def _required_domains(
     session: Session, job: Job, nodes: Sequence[NodeState], key: str
 ) -> dict[str, list[NodeState]]:
-    required = _domains(nodes, key)
+    topo = job.topology
+    if topo is not None and key in topo.levels:
+        required = _level_domains(nodes, topo.levels[: topo.levels.index(key) + 1])
+    else:
+        required = _domains(nodes, key)
     running = {
         p.node
         for t in job.tasks
@@ -160,11 +164,59 @@ def _fitting(session: Session, domains: dict[str, list[NodeState]], tasks: Seque
     return [NodeSet(name, nodes) for _, name, nodes in scored]
 
 
+def _level_domains(nodes: Sequence[NodeState], keys: Sequence[str]) -> dict[str, list[NodeState]]:
+    """Domains of the level ``keys[-1]`` of a topology tree: nodes grouped by their values of
+    every level down to it (a rack name may repeat in two zones); named by the last value.
+    Nodes without one of the labels belong to no domain of that level."""
+    groups: dict[tuple[str, ...], list[NodeState]] = {}
+    for ns in nodes:
+        values = tuple(ns.node.labels.get(k) for k in keys)
+        if all(v is not None for v in values):
+            groups.setdefault(values, []).append(ns)  # type: ignore[arg-type]
+    out: dict[str, list[NodeState]] = {}
+    for values, members in sorted(groups.items()):
+        name = values[-1]
+        if name in out:  # the same last value under two parents: qualify it
+            name = "/".join(values)
+        out[name] = members
+    return out
+
+
+def _tree_sets(
+    session: Session, job: Job, tasks: Sequence[Task], nodes: Sequence[NodeState]
+) -> list[NodeSet]:
+    """Candidate node sets on a topology tree (kai-semantics §7): every fitting domain of each
+    level from the preferred one up to the required one (or the whole cluster), narrowest level
+    first, fullest domain first within a level; all inside a fitting domain of the required
+    level (the one holding the job's running pods, if any)."""
+    topo = job.topology
+    assert topo is not None
+    levels = list(topo.levels)
+    req = levels.index(topo.required) if topo.required else -1
+    pref = levels.index(topo.preferred) if topo.preferred else req
+    allowed = list(nodes)
+    if topo.required:
+        outer = _fitting(session, _required_domains(session, job, nodes, topo.required), tasks)
+        keep = {ns.name for s in outer for ns in s.nodes}
+        allowed = [ns for ns in nodes if ns.name in keep]
+        if not allowed:
+            return []
+    sets: list[NodeSet] = []
+    for level in range(pref, req - 1, -1):
+        if level < 0:
+            sets.append(NodeSet("cluster", list(nodes)))
+        else:
+            sets.extend(_fitting(session, _level_domains(allowed, levels[: level + 1]), tasks))
+    return sets
+
+
 def node_sets(session: Session, job: Job, tasks: Sequence[Task], nodes: Sequence[NodeState]) -> list[NodeSet]:
     """Node sets to try in order, narrowest level first; empty when a required level cannot fit."""
     topo = job.topology
     if topo is None or (topo.required is None and topo.preferred is None):
         return [NodeSet("cluster", list(nodes))]
+    if topo.levels and all(k in topo.levels for k in (topo.required, topo.preferred) if k):
+        return _tree_sets(session, job, tasks, nodes)
     if topo.required:
         outer = _fitting(session, _required_domains(session, job, nodes, topo.required), tasks)
     else:
