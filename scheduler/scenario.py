@@ -374,9 +374,9 @@ def _job(data: Mapping[str, Any], path: str) -> Job:
         levels = tuple(str(k) for k in _list(topo_d.get("levels"), f"job {name}.topology.levels", path))
         required, preferred = topo_d.get("required"), topo_d.get("preferred")
         if levels:
-            for key in (required, preferred):
-                if key is not None and key not in levels:
-                    raise ScenarioError(f"{path}: job {name}: topology level {key!r} is not in levels")
+            for level in (required, preferred):
+                if level is not None and level not in levels:
+                    raise ScenarioError(f"{path}: job {name}: topology level {level!r} is not in levels")
             if (
                 required is not None
                 and preferred is not None
