@@ -123,6 +123,8 @@ class Task:
     node: str | None = None
     # Devices a Running/Releasing task sits on (optional for whole GPUs).
     gpu_devices: tuple[int, ...] = ()
+    # The job's sub-group this pod belongs to (Job.subgroups); None = none.
+    subgroup: str | None = None
 
     @property
     def is_fractional(self) -> bool:
@@ -136,6 +138,15 @@ class Task:
     @property
     def needs_gpu(self) -> bool:
         return self.gpu > 0 or self.gpu_memory_mib > 0
+
+
+@dataclass(frozen=True)
+class SubGroup:
+    """A sub-group of a job's pods with its own gang minimum (KAI's hierarchical pod groups:
+    leader + workers, prefill + decode). The job runs only when every sub-group reaches it."""
+
+    name: str
+    min_available: int
 
 
 @dataclass
@@ -186,6 +197,8 @@ class Job:
     # of them gain ``affinity_weight``.
     affinity_key: str | None = None
     affinity_weight: int = 0
+    # Sub-groups with their own minimum; tasks name theirs in ``Task.subgroup``.
+    subgroups: list[SubGroup] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         # A node selector on the pool label places the job in that pool's shard.
@@ -215,7 +228,16 @@ class Job:
 
     @property
     def gang_min(self) -> int:
-        return len(self.tasks) if self.min_available is None else self.min_available
+        """The job's own minimum; with sub-groups and none set, the sum of their minimums plus
+        every pod outside a sub-group."""
+        if self.min_available is not None:
+            return self.min_available
+        if self.subgroups:
+            named = {g.name for g in self.subgroups}
+            return sum(g.min_available for g in self.subgroups) + sum(
+                1 for t in self.tasks if t.subgroup not in named
+            )
+        return len(self.tasks)
 
 
 @dataclass

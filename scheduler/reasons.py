@@ -58,6 +58,14 @@ def gang_partial(found: int, minimum: int, error: str) -> str:
     )
 
 
+def subgroup_partial(found: int, subgroup: str, minimum: int, error: str) -> str:
+    return (
+        f"Resources were found for {found} pods from all sub-groups while sub-group {subgroup} "
+        f"requires {minimum} pods for gang scheduling. Additional pods cannot be scheduled in this "
+        f"sub-group due to: {error}"
+    )
+
+
 def over_limit(queue: str, r: str, limit: float, allocated: float, requested: float) -> str:
     if r == "gpu":
         what, unit = "GPUs", "GPUs"
@@ -218,6 +226,13 @@ def evicted_stale_gang(minimum: int, namespace: str, pod: str) -> str:
     return (
         f"Workload doesn't meet the minimum required number of pods ({minimum}), "
         f"evicting remaining pod: {namespace}/{pod}"
+    )
+
+
+def evicted_stale_subgroup(minimum: int, subgroup: str, namespace: str, pod: str) -> str:
+    return (
+        f"Workload doesn't meet the minimum required number of pods ({minimum}) in sub-group "
+        f"{subgroup}, evicting remaining pod: {namespace}/{pod}"
     )
 
 

@@ -33,6 +33,7 @@ from scheduler.model import (
     Queue,
     QueueResource,
     Snapshot,
+    SubGroup,
     Taint,
     Task,
     TaskState,
@@ -106,9 +107,10 @@ JOB_KEYS = {
     "node_affinity",
     "pod_anti_affinity",
     "pod_affinity",
+    "subgroups",
 }
 REQUEST_KEYS = {"gpu", "gpu_memory_mib", "cpu_millis", "memory_mib"}
-TASK_KEYS = {"name", "state", "node", "gpu_device"} | REQUEST_KEYS
+TASK_KEYS = {"name", "state", "node", "gpu_device", "subgroup"} | REQUEST_KEYS
 # Beyond scenario-format.md v1 (docs/scenario-extensions.md): expected.messages (job -> exact
 # PodGroup message) and a task's expected reason (exact pod event text).
 EXPECTED_KEYS = {"tasks", "queues", "messages"}
@@ -363,8 +365,25 @@ def _job(data: Mapping[str, Any], path: str) -> Job:
                 state=state,
                 node=str(td["node"]) if td.get("node") and state != TaskState.PENDING else None,
                 gpu_devices=(int(device),) if device is not None else (),
+                subgroup=str(td["subgroup"]) if td.get("subgroup") is not None else None,
             )
         )
+    subgroups = []
+    for i, g in enumerate(_list(d.get("subgroups"), f"job {name}.subgroups", path)):
+        gd = _check_keys(g, {"name", "min_available"}, f"job {name}.subgroups[{i}]", path)
+        m = gd.get("min_available")
+        if not gd.get("name") or isinstance(m, bool) or not isinstance(m, int) or m < 0:
+            raise ScenarioError(f"{path}: job {name}.subgroups[{i}] needs a name and min_available >= 0")
+        subgroups.append(SubGroup(str(gd["name"]), m))
+    names = [g.name for g in subgroups]
+    if len(set(names)) != len(names):
+        raise ScenarioError(f"{path}: job {name}: sub-group names must be unique")
+    for t in tasks:
+        if t.subgroup is not None and t.subgroup not in names:
+            raise ScenarioError(f"{path}: job {name}: task {t.name} names unknown sub-group {t.subgroup!r}")
+    for g in subgroups:
+        if g.min_available > sum(1 for t in tasks if t.subgroup == g.name):
+            raise ScenarioError(f"{path}: job {name}: sub-group {g.name} has fewer pods than its minimum")
     selector = {str(k): str(v) for k, v in (d.get("node_selector") or {}).items()}
     topo_d = _check_keys(
         d.get("topology"), {"required", "preferred", "name", "levels"}, f"job {name}.topology", path
@@ -402,6 +421,7 @@ def _job(data: Mapping[str, Any], path: str) -> Job:
         staleness_grace_period_s=_opt_seconds(d, "staleness_grace_period_s", name, path),
         preemption_delay_s=_opt_seconds(d, "preemption_delay_s", name, path),
         last_eviction_s=_opt_seconds(d, "last_eviction_s", name, path),
+        subgroups=subgroups,
         **_rules(d, name, path),
     )
 

@@ -156,7 +156,8 @@ def allocate_step(session: Session, job: Job) -> bool:
             return False
 
     before = gang.active_allocated(session, job)
-    is_gang = job.gang_min > 1 and before < job.gang_min
+    is_gang = (job.gang_min > 1 or bool(job.subgroups)) and not gang.gang_satisfied(session, job)
+    sg_mins = gang.subgroup_mins(job)
     sets = node_sets(session, job, tasks, list(session.nodes.values()))
     if not sets:
         # KAI: one fit error per domain of the required level, then the unmatched requirement
@@ -180,7 +181,9 @@ def allocate_step(session: Session, job: Job) -> bool:
         for i, task in enumerate(tasks):
             error = place_task(session, stmt, job, task, node_set.nodes)
             if error is not None:
-                if is_gang:
+                if is_gang and task.subgroup in sg_mins:
+                    text = reasons.subgroup_partial(before + i, task.subgroup, sg_mins[task.subgroup], error)
+                elif is_gang:
                     text = reasons.gang_partial(before + i, job.gang_min, error)
                 else:
                     text = reasons.pod_not_found(job.namespace, task.name, error)
@@ -205,8 +208,8 @@ def _pipeline_partial_gang(session: Session, stmt: Statement, job: Job, tasks: S
     placed = [session.placements[t.name] for t in tasks]
     if not any(p.status == TaskState.PIPELINED for p in placed):
         return
-    started = sum(1 for t in job.tasks if gang.status(session, t) in (TaskState.RUNNING, TaskState.ALLOCATED))
-    if started < job.gang_min:
+    started = [t for t in job.tasks if gang.status(session, t) in (TaskState.RUNNING, TaskState.ALLOCATED)]
+    if not gang.meets_minimum(job, started):
         for t in tasks:
             if session.placements[t.name].status == TaskState.ALLOCATED:
                 stmt.set_status(t, TaskState.PIPELINED)

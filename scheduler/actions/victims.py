@@ -122,9 +122,16 @@ def victim_stream(
     jobs = {j.name: j for j in candidates}
 
     def key(job: Job) -> tuple[float, ...]:
-        n = len(remaining[job.name])
-        m = job.gang_min
-        state = 0 if n < m else (1 if n == m else 2)
+        rem = remaining[job.name]
+        if job.subgroups:
+            if not gang.meets_minimum(job, rem):
+                state = 0
+            else:
+                state = 2 if gang.surplus_task(job, rem) is not None else 1
+        else:
+            n = len(rem)
+            m = job.gang_min
+            state = 0 if n < m else (1 if n == m else 2)
         return (job.priority, -state, job.created_s, names_desc[job.name])
 
     for job in candidates:
@@ -142,8 +149,9 @@ def victim_stream(
 
     def next_contribution(job: Job) -> list[Task]:
         rem = remaining[job.name]
-        if len(rem) > job.gang_min:
-            return rem[:1]
+        extra = gang.surplus_task(job, rem)
+        if extra is not None:
+            return [extra]
         if job.name in core_protected:
             return []
         return list(rem)
@@ -205,7 +213,8 @@ def victim_stream(
             for r in RESOURCES:
                 t[r] += charge[r]
         rem = remaining[job.name]
-        del rem[: len(tasks)]
+        gone = {t.name for t in tasks}
+        rem[:] = [t for t in rem if t.name not in gone]
         heap = heaps[leaf]
         heapq.heappop(heap)
         if rem:
@@ -560,7 +569,7 @@ def _replace_victims(
         # Its own room is taken (``room_left`` was False above), even when the best node is the
         # one it ran on: it is pipelined onto the devices found, never put back on its own.
         stmt.place(t, ns.name, fit.devices, pipelined=True)
-    if gang.active_allocated(session, job) < job.gang_min and stmt.checkpoint() > cp:
+    if not gang.gang_satisfied(session, job) and stmt.checkpoint() > cp:
         stmt.rollback(cp)
         bound[:] = list(_max_free(session))
 

@@ -18,10 +18,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from scheduler import Config, Job, Node, Queue, QueueResource, Snapshot, Task, TaskState, run_cycle
+from scheduler.gang import meets_minimum
+from scheduler.model import SubGroup
 from scheduler.overcommit import problems
 from scheduler.result import CycleResult
 
 CYCLES = 4
+PLACED = (TaskState.ALLOCATED, TaskState.PIPELINED)
 
 
 @dataclasses.dataclass
@@ -66,13 +69,23 @@ def worlds(draw: st.DrawFn) -> World:
     for j in range(draw(st.integers(1, 9))):
         n = draw(st.integers(1, 4))
         gpu = draw(st.sampled_from([0.5, 1, 1, 2, 4]))
-        tasks = [Task(f"j{j}-{t}", gpu=gpu, cpu_millis=draw(st.sampled_from([0, 1000]))) for t in range(n)]
+        split = n >= 2 and draw(st.booleans())  # two sub-groups: the first task, the others
+        tasks = [
+            Task(
+                f"j{j}-{t}",
+                gpu=gpu,
+                cpu_millis=draw(st.sampled_from([0, 1000])),
+                subgroup=("lead" if t == 0 else "rest") if split else None,
+            )
+            for t in range(n)
+        ]
         job = Job(
             f"j{j}",
             queue=f"q{draw(st.integers(0, len(queues) - 2))}",
             tasks=tasks,
             min_available=draw(st.integers(1, n)),
             priority=draw(st.sampled_from([40, 50, 100, 125])),
+            subgroups=[SubGroup("lead", 1), SubGroup("rest", draw(st.integers(0, n - 1)))] if split else [],
         )
         arrivals.append((draw(st.integers(0, CYCLES - 1)), job))
     failures = draw(
@@ -137,6 +150,11 @@ def test_full_cycles_never_over_commit(world: World) -> None:
         result = run_cycle(snap, config)
         found = problems(snap, result)
         assert not found, f"cycle {cycle}: {found}"
+        for job in jobs:  # a job that starts, starts whole: its minimum and every sub-group's
+            if any(t.state == TaskState.RUNNING for t in job.tasks):
+                continue
+            placed = [t for t in job.tasks if result.tasks[t.name].status in PLACED]
+            assert not placed or meets_minimum(job, placed), f"cycle {cycle}: {job.name} split"
         jobs = _apply(snap, result, world.keep_releasing)
 
 
