@@ -146,6 +146,7 @@ def score_nodes(
     task: Task,
     fits: Sequence[tuple[NodeState, Fit]],
     selector: Rules | None = None,
+    extra: Mapping[str, float] | None = None,
 ) -> list[tuple[NodeState, Fit]]:
     """Sort fitting nodes best first: score descending, then node name (§4.5); a job's
     preferences (preferred node affinity, affinity to its own pods, PreferNoSchedule taints)
@@ -167,6 +168,8 @@ def score_nodes(
     def score(item: tuple[NodeState, Fit]) -> float:
         ns, fit = item
         base = rules.preference(session, ns.node, job, held) if soft and job is not None else 0.0
+        if extra:
+            base += extra.get(ns.name, 0.0)
         free, total = frees[ns.name]
         return node_score(fit, gpu, spread, not ns.devices, free, total, mn, mx, base)
 
@@ -189,11 +192,15 @@ def scan_fits(
 
 
 def best_fit_reference(
-    session: Session, task: Task, selector: Rules, nodes: Sequence[NodeState]
+    session: Session,
+    task: Task,
+    selector: Rules,
+    nodes: Sequence[NodeState],
+    extra: Mapping[str, float] | None = None,
 ) -> tuple[NodeState, Fit] | None:
     """The best fitting node by the plain rule: check every node, sort, take the first."""
     fits, _ = scan_fits(session, task, selector, nodes)
-    return score_nodes(session, task, fits, selector)[0] if fits else None
+    return score_nodes(session, task, fits, selector, extra)[0] if fits else None
 
 
 class NodeIndex:
@@ -302,13 +309,17 @@ def index_of(session: Session) -> NodeIndex:
 
 
 def best_fit(
-    session: Session, task: Task, selector: Rules, nodes: Sequence[NodeState]
+    session: Session,
+    task: Task,
+    selector: Rules,
+    nodes: Sequence[NodeState],
+    extra: Mapping[str, float] | None = None,
 ) -> tuple[NodeState, Fit] | None:
     """Same answer as :func:`best_fit_reference`, fast for whole-GPU tasks under binpack on the
     whole pool; other cases (fractional, CPU-only, spread, a topology subset, a job whose node
     scores depend on preferences) scan every node. Required rules (taints, affinity,
     anti-affinity) are filters, which the index checks node by node like the reference."""
-    scored = isinstance(selector, Job) and (selector.has_preferences or session.soft_taints)
+    scored = bool(extra) or (isinstance(selector, Job) and (selector.has_preferences or session.soft_taints))
     if (
         task.whole_gpus
         and not scored
@@ -316,4 +327,4 @@ def best_fit(
         and len(nodes) == len(session.nodes)
     ):
         return index_of(session).best_whole(task, selector)
-    return best_fit_reference(session, task, selector, nodes)
+    return best_fit_reference(session, task, selector, nodes, extra)

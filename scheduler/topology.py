@@ -3,10 +3,11 @@ label key per level: ``required`` and/or ``preferred``)."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from scheduler import reasons
+from scheduler import reasons, rules
 from scheduler.model import Job, Task
 from scheduler.session import EPS, NodeState, Session
 
@@ -15,6 +16,8 @@ from scheduler.session import EPS, NodeState, Session
 class NodeSet:
     name: str  # domain value, or "cluster" for all nodes
     nodes: list[NodeState]
+    # Extra node scores inside the set (a broader domain than the job's preferred level).
+    scores: dict[str, float] = field(default_factory=dict)
 
 
 def _free_gpus(ns: NodeState) -> float:
@@ -27,8 +30,8 @@ def _free_gpus(ns: NodeState) -> float:
     return free
 
 
-def _fill_ratio(session: Session, nodes: Sequence[NodeState], tasks: Sequence[Task]) -> float | None:
-    """max_r need_r / free_r over the domain, None when it cannot hold the tasks."""
+def _ratio(session: Session, nodes: Sequence[NodeState], tasks: Sequence[Task]) -> float:
+    """max_r need_r / free_r over the domain (1000 for a needed resource it lacks)."""
     need = {"gpu": 0.0, "cpu": 0.0, "memory": 0.0}
     for t in tasks:
         for r, v in session.pending_request(t).items():
@@ -43,10 +46,45 @@ def _fill_ratio(session: Session, nodes: Sequence[NodeState], tasks: Sequence[Ta
     for r, n in need.items():
         if n <= 0:
             continue
-        if free[r] <= 0:
-            return None
-        ratio = max(ratio, n / free[r])
+        ratio = max(ratio, n / free[r] if free[r] > 0 else 1000.0)
+    return ratio
+
+
+def _fill_ratio(session: Session, nodes: Sequence[NodeState], tasks: Sequence[Task]) -> float | None:
+    """max_r need_r / free_r over the domain, None when it cannot hold the tasks."""
+    ratio = _ratio(session, nodes, tasks)
     return ratio if ratio <= 1 + 1e-9 else None
+
+
+# KAI's topology score tier (scores.Topology): above GPU sharing, fits-now and binpack parts.
+TOPOLOGY_TIER = 100_000.0
+
+
+def preferred_scores(
+    session: Session, job: Job, tasks: Sequence[Task], node_set: NodeSet
+) -> dict[str, float]:
+    """Node scores inside a node set broader than the job's preferred level (KAI's topology
+    node scoring): the set's preferred-level domains ordered fullest first (need/free ratio
+    descending, then name), the i-th of n scoring floor(10 (i+1) / n) x 100,000 - the emptiest
+    domain highest, so the pods gather where most room is left."""
+    topo = job.topology
+    if topo is None or not topo.preferred:
+        return {}
+    if topo.levels and topo.preferred in topo.levels:
+        keys = topo.levels[: topo.levels.index(topo.preferred) + 1]
+        domains = _level_domains(node_set.nodes, keys)
+    else:
+        domains = _domains(node_set.nodes, topo.preferred)
+    if len(domains) < 2:
+        return {}
+    ordered = sorted(domains.items(), key=lambda kv: (-_ratio(session, kv[1], tasks), kv[0]))
+    n = len(ordered)
+    out: dict[str, float] = {}
+    for i, (_name, members) in enumerate(ordered):
+        score = math.floor(10 * (i + 1) / n) * TOPOLOGY_TIER
+        for ns in members:
+            out[ns.name] = score
+    return out
 
 
 def _shape(t: Task) -> tuple[float, float, float, float]:
@@ -54,8 +92,12 @@ def _shape(t: Task) -> tuple[float, float, float, float]:
 
 
 def _pods_fit(session: Session, ns: NodeState, task: Task) -> int:
-    """How many copies of ``task`` the node's idle and releasing room holds."""
+    """How many copies of ``task`` the node's idle and releasing room holds (none on a node its
+    job's taints, selector or node affinity rule out)."""
     if not ns.schedulable:
+        return 0
+    job = session.task_job.get(task.name)
+    if job is not None and rules.static_reason(ns.node, job) is not None:
         return 0
     counts = [int(ns.pods_idle + ns.pods_rel)]
     if task.cpu_millis > 0:
@@ -216,7 +258,7 @@ def node_sets(session: Session, job: Job, tasks: Sequence[Task], nodes: Sequence
     if topo is None or (topo.required is None and topo.preferred is None):
         return [NodeSet("cluster", list(nodes))]
     if topo.levels and all(k in topo.levels for k in (topo.required, topo.preferred) if k):
-        return _tree_sets(session, job, tasks, nodes)
+        return _with_scores(session, job, tasks, _tree_sets(session, job, tasks, nodes))
     if topo.required:
         outer = _fitting(session, _required_domains(session, job, nodes, topo.required), tasks)
     else:
@@ -226,4 +268,10 @@ def node_sets(session: Session, job: Job, tasks: Sequence[Task], nodes: Sequence
         for top in outer:
             sets.extend(_fitting(session, _domains(top.nodes, topo.preferred), tasks))
     sets.extend(outer)
+    return _with_scores(session, job, tasks, sets)
+
+
+def _with_scores(session: Session, job: Job, tasks: Sequence[Task], sets: list[NodeSet]) -> list[NodeSet]:
+    for node_set in sets:
+        node_set.scores = preferred_scores(session, job, tasks, node_set)
     return sets

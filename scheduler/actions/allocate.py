@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from scheduler import gang, reasons
 from scheduler.model import RESOURCES, Job, Task, TaskState, clean
@@ -96,6 +96,7 @@ def place_task(
     task: Task,
     nodes: Sequence[NodeState],
     pipeline_only: bool = False,
+    extra: Mapping[str, float] | None = None,
 ) -> str | None:
     """Put one task on the best fitting node; return the pod fit error when none fits."""
     memory_request = task.gpu == 0 and task.gpu_memory_mib > 0
@@ -117,7 +118,7 @@ def place_task(
                 counts[fit.reason] = counts.get(fit.reason, 0) + 1
         if not fits:
             return reasons.fit_error(counts)
-        ns, fit = score_nodes(session, task, fits, job)[0]
+        ns, fit = score_nodes(session, task, fits, job, extra)[0]
     else:
         # A task shape that fitted no node still fits none while no node has changed (not kept
         # for jobs with their own rules: tolerations, affinities, anti-affinity to own pods).
@@ -127,7 +128,7 @@ def place_task(
         cached = session.fit_error_cache.get(key) if whole_pool else None
         if cached is not None and cached[0] == session.node_version:
             return cached[1]
-        found = best_fit(session, task, job, nodes)
+        found = best_fit(session, task, job, nodes, extra)
         if found is None:
             _, counts = scan_fits(session, task, job, nodes)
             error = reasons.fit_error(counts)
@@ -179,7 +180,7 @@ def allocate_step(session: Session, job: Job) -> bool:
         stmt = session.statement()
         failure = None
         for i, task in enumerate(tasks):
-            error = place_task(session, stmt, job, task, node_set.nodes)
+            error = place_task(session, stmt, job, task, node_set.nodes, extra=node_set.scores)
             if error is not None:
                 if is_gang and task.subgroup in sg_mins:
                     text = reasons.subgroup_partial(before + i, task.subgroup, sg_mins[task.subgroup], error)

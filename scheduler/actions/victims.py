@@ -581,7 +581,10 @@ def _place_preemptor(session: Session, stmt: Statement, job: Job, tasks: list[Ta
         cp = stmt.checkpoint()
         ok = True
         for t in tasks:
-            if place_task(session, stmt, job, t, node_set.nodes, pipeline_only=True) is not None:
+            if (
+                place_task(session, stmt, job, t, node_set.nodes, pipeline_only=True, extra=node_set.scores)
+                is not None
+            ):
                 ok = False
                 break
         if ok:
