@@ -139,7 +139,7 @@ def _short_of(session: Session, nodes: Sequence[NodeState], tasks: Sequence[Task
     return [names[r] for r in ("gpu", "cpu", "memory") if need[r] > free[r] + 1e-9]
 
 
-def _domain_fits(session: Session, nodes: Sequence[NodeState], tasks: Sequence[Task]) -> bool:
+def domain_fits(session: Session, nodes: Sequence[NodeState], tasks: Sequence[Task]) -> bool:
     pods = allocatable_pods(session, nodes, tasks)
     if pods is not None:
         return pods >= len(tasks)
@@ -198,7 +198,7 @@ def _domains(nodes: Sequence[NodeState], key: str) -> dict[str, list[NodeState]]
 def _fitting(session: Session, domains: dict[str, list[NodeState]], tasks: Sequence[Task]) -> list[NodeSet]:
     scored = []
     for name, nodes in domains.items():
-        if not _domain_fits(session, nodes, tasks):
+        if not domain_fits(session, nodes, tasks):
             continue
         ratio = _fill_ratio(session, nodes, tasks)
         scored.append((-(ratio if ratio is not None else 1.0), name, nodes))

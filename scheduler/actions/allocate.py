@@ -10,7 +10,7 @@ from scheduler.model import RESOURCES, Job, Task, TaskState, clean
 from scheduler.ordering import JobQueue
 from scheduler.placement import Fit, best_fit, node_fit, scan_fits, score_nodes
 from scheduler.session import EPS, NodeState, Session, Statement
-from scheduler.topology import node_sets, required_domain_errors
+from scheduler.topology import domain_fits, node_sets, required_domain_errors
 
 
 def allocate(session: Session) -> None:
@@ -165,7 +165,14 @@ def allocate_step(session: Session, job: Job) -> bool:
         topo = job.topology
         level = topo.required if topo and topo.required else ""
         name = (topo.name if topo else None) or level
-        for msg in required_domain_errors(session, job, tasks, list(session.nodes.values())):
+        all_nodes = list(session.nodes.values())
+        if not domain_fits(session, all_nodes, tasks):
+            # KAI checks the whole cluster first and then names only it
+            where = "not enough resources in the cluster to allocate the job"
+            msg = reasons.topology_no_match(name, level, job.namespace, job.name) + f": {where}"
+            add_job_error(session, job, reasons.POD_SCHEDULING_ERRORS, msg)
+            return False
+        for msg in required_domain_errors(session, job, tasks, all_nodes):
             add_job_error(session, job, reasons.NOT_ENOUGH_FOR_WORKLOAD, msg)
         add_job_error(
             session,
