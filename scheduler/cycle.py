@@ -91,11 +91,21 @@ def open_session(
     return session
 
 
+# Action notes that KAI itself puts among a job's fit errors; the others (why reclaim, preempt or
+# consolidation could not help) are the engine's own and go to ``CycleResult.job_notes``, so the
+# job message carries only KAI's decisive reasons, in its wording (kai-semantics.md §8).
+KAI_NOTES = frozenset({reasons.PREEMPTION_DELAY_NOT_ELAPSED})
+
+
 def _job_message(session: Session, job: Job) -> str | None:
-    errors = session.job_errors.get(job.name, []) + [
-        n for n in session.action_notes.get(job.name, []) if n not in session.job_errors.get(job.name, [])
-    ]
+    own = session.job_errors.get(job.name, [])
+    kai_notes = [n for n in session.action_notes.get(job.name, []) if n[0] in KAI_NOTES and n not in own]
+    errors = own + kai_notes
     return reasons.job_message(errors) if errors else None
+
+
+def _job_notes(session: Session, job: Job) -> list[str]:
+    return [f"{r}: {m}" for r, m in session.action_notes.get(job.name, []) if r not in KAI_NOTES]
 
 
 def _collect(session: Session, result: CycleResult) -> None:
@@ -129,6 +139,9 @@ def _collect(session: Session, result: CycleResult) -> None:
                 else "Unschedulable"
             )
             result.events.append(Event(job.name, kind, message))
+        notes = _job_notes(session, job) if pending else []
+        if notes:
+            result.job_notes[job.name] = notes
     result.events.extend(Event(o, k, m) for o, k, m in session.events)
     result.evictions.extend(session.evictions)
     pool_out: dict[str, QueueOutcome] = {}

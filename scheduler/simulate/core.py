@@ -29,6 +29,7 @@ from typing import Any
 
 from scheduler.cycle import run_cycle
 from scheduler.model import Config, Job, Node, Queue, Snapshot, Task, TaskState
+from scheduler.overcommit import double_booked_gpus
 from scheduler.result import CycleResult
 
 INF = math.inf
@@ -132,6 +133,8 @@ class SimResult:
     engine_seconds: float
     capacity_gpu: float
     leaf_queues: list[str]
+    # Engine cycles whose result held a GPU device twice (Running/Allocated/Pipelined/Releasing).
+    double_booked_cycles: int = 0
 
     # ---- bookkeeping -------------------------------------------------------
     def gpu_seconds_allocated(self) -> float:
@@ -240,6 +243,7 @@ class SimResult:
             "gpu_seconds_allocated": round(self.gpu_seconds_allocated(), 3),
             "gpu_seconds_run": round(self.gpu_seconds_run(), 3),
             "evictions": len(self.evictions),
+            "double_booked_gpu_cycles": self.double_booked_cycles,
             "evictions_by_reason": dict(sorted(Counter(e.reason for e in self.evictions).items())),
             "restarts": sum(j.restarts for j in self.jobs.values()),
             "wait": self.wait_stats(),
@@ -420,7 +424,7 @@ def simulate(
 
     samples: list[Sample] = []
     t = 0.0
-    cycles = engine_cycles = 0
+    cycles = engine_cycles = double_booked = 0
     engine_seconds = 0.0
     last_result: CycleResult | None = None
     dirty = True
@@ -464,6 +468,8 @@ def simulate(
             result = run_cycle(snap, cfg)
             engine_seconds += time.perf_counter() - t0
             engine_cycles += 1
+            if double_booked_gpus(snap, result):
+                double_booked += 1
             decisions = _apply(result, live, t, alloc, evictions)
             last_result = result
             dirty = decisions > 0
@@ -510,6 +516,7 @@ def simulate(
         engine_seconds=engine_seconds,
         capacity_gpu=capacity,
         leaf_queues=leaves,
+        double_booked_cycles=double_booked,
     )
 
 

@@ -172,7 +172,11 @@ def test_required_topology_keeps_gang_in_one_domain() -> None:
     j = job("t", n=5, min_available=5, topology=TopologyConstraint(required="rack"))
     r = run(nodes, [j])
     assert status(r, "t-0") == TaskState.PENDING
-    assert r.job_messages["t"].startswith("Not enough resources for the workload: topology rack")
+    assert r.job_messages["t"] == (
+        "Unable to schedule podgroup: node-group a can allocate only 2 of 5 required pods. \n"
+        "node-group b can allocate only 4 of 5 required pods. \n"
+        "topology rack, requirement rack couldn't be satisfied for job <default/t>."
+    )
 
 
 def test_queue_limit_message() -> None:
