@@ -126,8 +126,18 @@ DATABASES = {
         conn_health_checks=True,
     )
 }
+# SQLite (``make run``): the scheduling loop and the web server write from two processes.
+# WAL lets pages read while a cycle writes; IMMEDIATE transactions take the write lock up
+# front, so a writer waits (up to ``timeout`` seconds) instead of failing with "database is
+# locked" when it upgrades a read transaction (Django 5.1+ options).
+SQLITE_OPTIONS = {
+    "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+    "transaction_mode": "IMMEDIATE",
+    "timeout": 20,
+}
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     Path(DATABASES["default"]["NAME"]).parent.mkdir(parents=True, exist_ok=True)
+    DATABASES["default"]["OPTIONS"] = {**SQLITE_OPTIONS, **DATABASES["default"].get("OPTIONS", {})}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_USER_MODEL = "accounts.User"
