@@ -23,6 +23,7 @@ from django.utils import timezone
 import scheduler
 from kai_portal.cluster.backends import ClusterBackend, get_backend
 from kai_portal.cluster.sync import sync_cluster_state
+from kai_portal.scheduling import forecast_store
 from kai_portal.scheduling.lock import cycle_lock
 from kai_portal.scheduling.models import SchedulingCycle
 from kai_portal.scheduling.results import cluster_operations, persist_result
@@ -45,7 +46,10 @@ def run_scheduling_cycle(
             return SchedulingCycle.objects.create(
                 started_at=now, finished_at=now, duration_ms=0, status=SchedulingCycle.Status.SKIPPED
             )
-        return _run_locked(now, backend or get_backend(clock=lambda: now))
+        cycle = _run_locked(now, backend or get_backend(clock=lambda: now))
+        # Post-cycle hook, still under the lock so two refreshes never overlap.
+        forecast_store.after_cycle(cycle, now)
+        return cycle
 
 
 def _run_locked(now: datetime, backend: ClusterBackend) -> SchedulingCycle:

@@ -73,7 +73,10 @@ class ForecastSerializer(serializers.Serializer):
     """Where a pending job stands: positions, the jobs ahead (other teams' only counted), estimated start.
 
     ``estimated_start`` is null when unknown; ``unknown`` then says why
-    (``never_fits``, ``no_duration``, ``beyond_horizon``, ``not_yet_considered``)."""
+    (``never_fits``, ``no_duration``, ``beyond_horizon``, ``not_yet_considered``).
+    Computed by the scheduling worker after a cycle: positions as of ``computed_at``, the
+    estimate as of ``estimated_at`` (older when the simulation's time budget did not reach
+    the job again; null = not estimated yet)."""
 
     pool = serializers.CharField()
     queue_position = serializers.IntegerField(allow_null=True, help_text="1 = next in its leaf queue.")
@@ -84,7 +87,10 @@ class ForecastSerializer(serializers.Serializer):
     estimated_start = serializers.DateTimeField(allow_null=True)
     unknown = serializers.CharField(allow_blank=True)
     reason = serializers.CharField(allow_blank=True)
-    computed_at = serializers.DateTimeField(allow_null=True)
+    computed_at = serializers.DateTimeField(allow_null=True, help_text="The cycle the positions are from.")
+    estimated_at = serializers.DateTimeField(
+        allow_null=True, help_text="When the estimate was made; null = not estimated yet."
+    )
 
 
 class ForecastDetailSerializer(ForecastSerializer):
