@@ -192,8 +192,11 @@ def time_pages(runs: int, phase: str, pending: int) -> list[Row]:
 
     logging.getLogger("django.request").setLevel(logging.CRITICAL)
     admin = get_user_model().objects.get(username="admin")
-    blocked = Job.objects.get(pk=Decision.objects.values_list("job_id", flat=True).first())
-    assert blocked.state == "pending", blocked.state
+    # A pending job with the seeded decision history (the live loop may have started some of them).
+    with_history = Decision.objects.filter(job__state="pending").values_list("job_id", flat=True)
+    pending = Job.objects.filter(state="pending")
+    blocked = pending.filter(pk__in=with_history[:1]).first() or pending.first()
+    assert blocked is not None
     team = blocked.queue.team
     member = get_user_model().objects.get(username=f"{team.slug}-user1")
     pages = [
@@ -202,7 +205,7 @@ def time_pages(runs: int, phase: str, pending: int) -> list[Row]:
         ("queue detail", f"/queues/{blocked.queue.name}/?window=day"),
         ("jobs list", "/jobs/"),
         ("jobs list, pending", "/jobs/?state=pending"),
-        ("job detail (pending, 800 decisions)", f"/jobs/{blocked.uid}/"),
+        ("job detail (pending, with history)", f"/jobs/{blocked.uid}/"),
         ("submit form", "/jobs/submit/"),
     ]
     rows: list[Row] = []
@@ -225,9 +228,12 @@ def time_pages(runs: int, phase: str, pending: int) -> list[Row]:
 
 def keep_pending(count: int) -> None:
     """Leave ``count`` pending jobs (the oldest, which include the blocked ones); the rest finish."""
+    from kai_portal.scheduling.models import Decision
     from kai_portal.workloads.models import Job, Pod
 
     pending = list(Job.objects.filter(state="pending").order_by("pk").values_list("pk", flat=True))
+    with_history = set(Decision.objects.filter(job_id__in=pending).values_list("job_id", flat=True))
+    pending.sort(key=lambda pk: (pk not in with_history, pk))  # keep jobs with history first
     done = pending[count:]
     Pod.objects.filter(job_id__in=done).update(state="succeeded")
     Job.objects.filter(pk__in=done).update(state="succeeded")
