@@ -156,7 +156,9 @@ class ForecastInputs:
     @classmethod
     def load(cls, inp: CycleInput) -> ForecastInputs:
         ids = {ref.job_id for ref in inp.index.jobs.values()}
-        rows = {j["pk"]: j for j in Job.objects.filter(pk__in=ids).values("pk", "state", "duration")}
+        rows: dict[int, Mapping[str, Any]] = {
+            j["pk"]: j for j in Job.objects.filter(pk__in=ids).values("pk", "state", "duration")
+        }
         started = dict(
             Pod.objects.filter(job_id__in=ids, state=PodState.RUNNING)
             .values("job_id")

@@ -85,8 +85,8 @@ def refresh(now: datetime, budget_s: float) -> RefreshReport:
         JobForecast.objects.bulk_create(
             [
                 JobForecast(
-                    job_id=fc.job_id, pool=fc.pool, queue_position=fc.queue_position,
-                    queue_pending=fc.queue_pending, cluster_position=fc.cluster_position,
+                    job_id=fc.job_id, pool=fc.pool, queue_position=fc.queue_position or 0,
+                    queue_pending=fc.queue_pending, cluster_position=fc.cluster_position or 0,
                     cluster_pending=fc.cluster_pending, computed_at=now,
                     estimated_start=fc.estimated_start, unknown=fc.unknown, reason=fc.reason[:300],
                     estimated_at=fc.estimated_at,
