@@ -8,7 +8,8 @@ STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 # Tests run against real services; override to point elsewhere.
 export TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/kai_portal
 export TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
-# `make run`'s database: the browser journeys and the page tests run on it too (a file, as there).
+# `make run`'s configuration (an SQLite file, DEBUG on): the browser journeys, the page and the
+# forecast tests run on it too.
 TEST_SQLITE_URL ?= sqlite:///$(CURDIR)/var/test-sqlite.sqlite3
 SQLITE_TESTS := tests/browser tests/portal/pages tests/portal/forecast
 
@@ -36,7 +37,7 @@ scenarios: install
 
 pytest: install
 	$(PY) -m pytest
-	mkdir -p var && TEST_DATABASE_URL=$(TEST_SQLITE_URL) $(PY) -m pytest $(SQLITE_TESTS)
+	mkdir -p var && TEST_DATABASE_URL=$(TEST_SQLITE_URL) $(PY) -m pytest -o django_debug_mode=true $(SQLITE_TESTS)
 
 test: lint typecheck pytest
 

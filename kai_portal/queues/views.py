@@ -52,7 +52,8 @@ class DateBin(Func):
         # julianday() keeps the microseconds that strftime('%s') drops.
         micros = f"CAST(ROUND((julianday({source_sql}) - 2440587.5) * 86400000000) AS INTEGER)"
         bucket = f"(({micros} - {origin_us}) / {stride_us}) * {stride_us} + {origin_us}"
-        sql = f"strftime('%Y-%m-%d %H:%M:%f', ({bucket}) / 1000000.0, 'unixepoch')"
+        # %% because Django formats SQL with % (the debug cursor of `make run`'s DEBUG=1 does it literally).
+        sql = f"strftime('%%Y-%%m-%%d %%H:%%M:%%f', ({bucket}) / 1000000.0, 'unixepoch')"
         return sql, params
 
 RESOURCE_LABELS = {"gpu": "GPU", "cpu": "CPU", "memory": "Memory"}

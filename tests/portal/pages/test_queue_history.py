@@ -6,7 +6,9 @@ from datetime import timedelta
 from decimal import Decimal
 from typing import Any
 
+from django.db import connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from kai_portal.queues.views import CHART_POINTS, WINDOWS, usage_history
@@ -32,7 +34,9 @@ def test_samples_are_averaged_per_bucket(world: dict[str, Any]) -> None:
     _sample(queue, start + bucket * 50 + timedelta(seconds=1), 6)
     _sample(queue, start - timedelta(minutes=5), 100)
 
-    history = usage_history(queue, "gpu", "hour")
+    # A debug cursor, as under `make run` (DEBUG=1): it formats the SQL with its parameters.
+    with CaptureQueriesContext(connection):
+        history = usage_history(queue, "gpu", "hour")
 
     assert history["samples"] == 3
     assert history["series"]["allocated"] == [3.0, 6.0]
