@@ -55,6 +55,10 @@ UNKNOWN_NEVER_FITS = "never_fits"
 UNKNOWN_NO_DURATION = "no_duration"
 UNKNOWN_HORIZON = "beyond_horizon"
 UNKNOWN_NOT_YET = "not_yet_considered"
+UNKNOWN_NOT_BEFORE = "not_before"  # the budgeted simulation stopped before it started the job
+# Of a budgeted estimate, the share of the remaining time the simulation may use; the rest is for
+# the per-job "does it fit at all" checks, so never-fitting jobs are told apart even on a busy cluster.
+SIMULATION_SHARE = 0.75
 
 
 @dataclass
@@ -75,6 +79,7 @@ class Forecast:
     reason: str = ""  # human text for unknown
     computed_at: datetime | None = None  # the cycle the positions are from
     estimated_at: datetime | None = None  # when the estimate was made; None = not estimated yet
+    not_before: datetime | None = None  # UNKNOWN_NOT_BEFORE: how far the simulation got without starting it
 
     @property
     def estimate_age(self) -> str:
@@ -207,11 +212,13 @@ def estimate(
     """Fill in the estimated start (or why it is unknown) of the pending jobs in ``forecasts``.
 
     One simulation of the whole cluster decides every job it starts. With a ``deadline``
-    (``time.monotonic()`` value) the simulation stops there: jobs it started by then are
-    exact, jobs it did not reach are left alone (the caller keeps their older estimate).
-    Jobs the simulation never starts need one engine run each to tell "never fits" apart;
-    those go in ``stalest_first`` order (then the rest) while the deadline allows.
-    Returns the ids of the jobs whose estimate was decided now."""
+    (``time.monotonic()`` value) the simulation may use SIMULATION_SHARE of the time left
+    and stops there: jobs it started by then are exact; a job it did not reach gets a lower
+    bound (``UNKNOWN_NOT_BEFORE``, ``not_before``: it starts later than that, if at all).
+    Jobs the simulation did not start need one engine run each to tell "never fits" apart;
+    those go in ``stalest_first`` order (then the rest) until the deadline; the ones not
+    checked in time are left alone (the caller keeps their older estimate).
+    Returns the ids of the jobs whose estimate (or lower bound) was made now."""
     index = inp.index
     terminal = {pk for pk, r in data.rows.items() if r["state"] not in JobState.active()}
     snap = _prepared(inp, terminal)
@@ -240,9 +247,18 @@ def estimate(
     def out_of_time() -> bool:
         return deadline is not None and time.monotonic() >= deadline
 
+    simulation_deadline = None
+    if deadline is not None:
+        begin = time.monotonic()
+        simulation_deadline = begin + max(0.0, deadline - begin) * SIMULATION_SHARE
+
+    def simulation_out_of_time() -> bool:
+        return simulation_deadline is not None and time.monotonic() >= simulation_deadline
+
     result = simulate(
-        snap, (), step, config=inp.config, durations=durations, until_s=horizon_s, should_stop=out_of_time
-    )
+        snap, (), step, config=inp.config, durations=durations, until_s=horizon_s,
+        should_stop=simulation_out_of_time,
+    )  # fmt: skip
     ends = sorted(r.end_s for r in result.jobs.values() if r.end_s is not None)
     cycle_times = [s.t for s in result.samples]
 
@@ -264,9 +280,9 @@ def estimate(
             fc.unknown = fc.reason = ""
             fc.estimated_at = now
             decided.add(job_id)
-        elif not result.stopped:
+        else:
             not_started.append(job_id)
-    # Jobs the whole horizon did not start: does each fit at all? One engine run each, stalest first.
+    # Jobs the simulation did not start: does each fit at all? One engine run each, stalest first.
     rank = {job_id: i for i, job_id in enumerate(stalest_first)}
     not_started.sort(key=lambda job_id: rank.get(job_id, len(rank)))
     for job_id in not_started:
@@ -278,6 +294,16 @@ def estimate(
         if not _fits_alone(inp, snap, names[job_id]):
             fc.unknown = UNKNOWN_NEVER_FITS
             fc.reason = "it does not fit anywhere, even on an empty cluster"
+        elif result.stopped:
+            # Starts are reported at the end that freed the room (start_time), which is after the last
+            # simulated cycle: that cycle is the bound, not the next one the simulation jumped to.
+            reached = cycle_times[-1] if cycle_times else 0.0
+            fc.unknown = UNKNOWN_NOT_BEFORE
+            fc.not_before = now + timedelta(seconds=reached)
+            fc.reason = (
+                f"within its time budget the simulation got {_span(reached / 86400)} ahead "
+                "and had not started it by then"
+            )
         elif no_duration:
             fc.unknown = UNKNOWN_NO_DURATION
             fc.reason = (
@@ -315,5 +341,10 @@ def _span(days: float) -> str:
     if days >= 1:
         n = math.floor(days)
         return f"{n} day{'s' if n != 1 else ''}"
-    hours = max(1, math.floor(days * 24))
-    return f"{hours} hour{'s' if hours != 1 else ''}"
+    if days * 24 >= 1:
+        hours = math.floor(days * 24)
+        return f"{hours} hour{'s' if hours != 1 else ''}"
+    minutes = math.floor(days * 24 * 60)
+    if minutes < 1:
+        return "less than a minute"
+    return f"{minutes} minute{'s' if minutes != 1 else ''}"

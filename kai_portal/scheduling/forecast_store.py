@@ -7,8 +7,9 @@ busy cluster; it must never run inside a web request. So:
   (``after_cycle``). Positions are exact every cycle (one ordering per pool, cheap).
   The estimated start gets ``budget_s`` of wall time: one simulation, stopped at the
   budget; jobs it started are estimated anew, the others keep their older estimate
-  (with its older ``estimated_at``) until a refresh reaches them. The per-job
-  "does it fit at all" checks go stalest first. All rows are replaced in one
+  (with its older ``estimated_at``) unless it is already contradicted, when they
+  get the lower bound the simulation proved ("not before"). The per-job "does it
+  fit at all" checks go stalest first. All rows are replaced in one
   transaction, so readers see one cycle's positions, never a mix.
 * ``stored(job_ids)`` is all a request does: one query, no simulation, no cache
   (so the job list and submit work with Redis down).
@@ -26,6 +27,7 @@ from django.conf import settings
 from django.db import transaction
 
 from kai_portal.scheduling.forecast import (
+    UNKNOWN_NOT_BEFORE,
     UNKNOWN_NOT_YET,
     Forecast,
     ForecastInputs,
@@ -38,7 +40,7 @@ from kai_portal.workloads.models import Job
 
 logger = logging.getLogger(__name__)
 
-_ESTIMATE_FIELDS = ("estimated_start", "unknown", "reason", "estimated_at")
+_ESTIMATE_FIELDS = ("estimated_start", "unknown", "reason", "estimated_at", "not_before")
 
 
 @dataclass
@@ -73,9 +75,14 @@ def refresh(now: datetime, budget_s: float) -> RefreshReport:
     )
     kept = 0
     for pk, fc in forecasts.items():
+        old = previous.get(pk)
+        if pk in decided and fc.unknown == UNKNOWN_NOT_BEFORE and fc.not_before is not None:
+            # Only a lower bound this time: an older estimate past it is still the better answer.
+            if old is None or old["estimated_start"] is None or old["estimated_start"] <= fc.not_before:
+                continue
+            decided.discard(pk)
         if pk in decided:
             continue
-        old = previous.get(pk)
         if old is not None and old["estimated_at"] is not None:
             for name in _ESTIMATE_FIELDS:
                 setattr(fc, name, old[name])
@@ -89,7 +96,7 @@ def refresh(now: datetime, budget_s: float) -> RefreshReport:
                     queue_pending=fc.queue_pending, cluster_position=fc.cluster_position or 0,
                     cluster_pending=fc.cluster_pending, computed_at=now,
                     estimated_start=fc.estimated_start, unknown=fc.unknown, reason=fc.reason[:300],
-                    estimated_at=fc.estimated_at,
+                    estimated_at=fc.estimated_at, not_before=fc.not_before,
                 )  # fmt: skip
                 for fc in forecasts.values()
             ],
@@ -133,6 +140,7 @@ def _from_row(row: JobForecast) -> Forecast:
         reason=row.reason if row.estimated_at is not None else "no estimate has been made yet",
         computed_at=row.computed_at,
         estimated_at=row.estimated_at,
+        not_before=row.not_before,
     )
 
 

@@ -198,6 +198,9 @@ class JobForecast(models.Model):
     unknown = models.CharField(max_length=32, blank=True, help_text="Why there is no estimated start.")
     reason = models.CharField(max_length=300, blank=True)
     estimated_at = models.DateTimeField(null=True, blank=True, help_text="Null: not estimated yet.")
+    not_before = models.DateTimeField(
+        null=True, blank=True, help_text="How far the simulation got without starting it."
+    )
 
     class Meta:
         ordering = ["pool", "cluster_position"]

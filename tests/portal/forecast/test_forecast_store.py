@@ -128,12 +128,14 @@ def test_pages_say_how_old_the_estimate_is(world: dict[str, Any], loop: Any) -> 
     assert "not yet estimated" in client.get(f"/jobs/{second.uid}/").content.decode()
 
 
-def _fake_clock(monkeypatch: pytest.MonkeyPatch, start: float = 1000.0) -> list[float]:
-    """``time.monotonic`` in the forecast modules moves one second per call; returns the call log."""
+def _fake_clock(monkeypatch: pytest.MonkeyPatch, values: list[float] | None = None) -> list[float]:
+    """``time.monotonic`` in the forecast modules: ``values`` in turn, then one second more per call
+    (from 1000 without values); returns the log of the readings."""
     calls: list[float] = []
+    queue = list(values or [])
 
     def monotonic() -> float:
-        calls.append(start + len(calls))
+        calls.append(queue.pop(0) if queue else (calls[-1] + 1 if calls else 1000.0))
         return calls[-1]
 
     clock = SimpleNamespace(monotonic=monotonic, perf_counter=monotonic)
@@ -148,18 +150,56 @@ def test_the_budget_stops_the_simulation_and_keeps_older_estimates(
     loop.run(1)
     first = world["first"]
     old = JobForecast.objects.get(job=first)
-    assert old.estimated_at == loop.now
+    assert old.estimated_at == loop.now and old.estimated_start is not None
     calls = _fake_clock(monkeypatch)
     loop.now += timedelta(seconds=1)
-    report = forecast_store.refresh(loop.now, budget_s=1)
-    # Clock reads: the start (1000), then before the second simulated cycle (1001 = the deadline):
-    # the simulation stops after one cycle, in which nothing can start (the running job holds the GPUs);
-    # the last read times the refresh.
-    assert calls == [1000.0, 1001.0, 1002.0] and report.seconds == 2.0
+    report = forecast_store.refresh(loop.now, budget_s=2)
+    # Readings: the refresh starts at 1000 (deadline 1002); the estimate at 1001, so the simulation
+    # may run until 1001.75; before its second cycle it reads 1002 and stops (nothing could start in
+    # the first: the running job holds the GPUs); the fit checks read 1003, past the deadline, and
+    # do nothing; the last reading times the refresh.
+    assert calls == [1000.0, 1001.0, 1002.0, 1003.0, 1004.0] and report.seconds == 4.0
     assert report.pending == 2 and report.estimated == 0 and report.kept == 2
     row = JobForecast.objects.get(job=first)
     assert row.computed_at == loop.now  # positions are fresh every time
     assert (row.estimated_at, row.estimated_start) == (old.estimated_at, old.estimated_start)
+
+
+def test_a_job_the_budget_did_not_reach_gets_a_lower_bound(
+    world: dict[str, Any], loop: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    loop.run(1)
+    first, second = world["first"], world["second"]
+    inp = build_snapshot(loop.now)
+    data = forecast.ForecastInputs.load(inp)
+    fcs = forecast.positions(inp, data, loop.now)
+    # Deadline 1010: the simulation may run until 1007.5 and reads 1008 before its second cycle (stops);
+    # one fit check reads 1009 (in time), the next 1010 (too late).
+    _fake_clock(monkeypatch, [1000.0, 1008.0, 1009.0, 1010.0])
+    decided = forecast.estimate(inp, data, loop.now, fcs, deadline=1010, stalest_first=[second.pk, first.pk])
+    assert decided == {second.pk}
+    bound = fcs[second.pk]
+    assert bound.unknown == forecast.UNKNOWN_NOT_BEFORE and bound.estimated_start is None
+    # Only the first simulated cycle (now) ran: that is all the bound can say.
+    assert bound.not_before == loop.now
+    assert bound.reason == (
+        "within its time budget the simulation got less than a minute ahead and had not started it by then"
+    )
+
+    # Stored: with no older estimate the bound is shown; an older estimate past the bound is kept.
+    JobForecast.objects.filter(job=second).update(estimated_at=None, estimated_start=None)
+    later = loop.now + timedelta(hours=5)
+    JobForecast.objects.filter(job=first).update(estimated_start=later)
+    # Refresh at 1000 (deadline 1010.5), estimate at 1001 (simulation until 1008.125), the simulation
+    # stops at 1009, one fit check at 1010 (the never-estimated job first), none at 1011.
+    _fake_clock(monkeypatch, [1000.0, 1001.0, 1009.0, 1010.0, 1011.0])
+    report = forecast_store.refresh(loop.now, budget_s=10.5)
+    assert report.estimated == 1 and report.kept == 1
+    client = Client()
+    client.force_login(world["alice"])
+    page = client.get(f"/jobs/{second.uid}/").content.decode()
+    assert "not before" in page and "within its time budget the simulation got" in page
+    assert JobForecast.objects.get(job=first).estimated_start == later
 
 
 def test_never_fitting_jobs_are_checked_stalest_first_within_the_budget(
@@ -170,19 +210,21 @@ def test_never_fitting_jobs_are_checked_stalest_first_within_the_budget(
     assert all(JobForecast.objects.get(job=j).unknown == forecast.UNKNOWN_NEVER_FITS for j in big)
     inp = build_snapshot(loop.now)
     data = forecast.ForecastInputs.load(inp)
-    order = [big[2].pk, big[0].pk, big[1].pk]
-    # Unlimited first, to count the clock reads: the simulation's, then one before each of 3 checks.
-    calls = _fake_clock(monkeypatch)
-    everything = forecast.estimate(inp, data, loop.now, forecast.positions(inp, data, loop.now),
-                                   deadline=1e12, stalest_first=order)  # fmt: skip
-    assert {j.pk for j in big} <= everything
-    simulation_reads = len(calls) - 3
-    # Now a deadline that the simulation and exactly one check fit in.
-    calls = _fake_clock(monkeypatch)
     fcs = forecast.positions(inp, data, loop.now)
-    decided = forecast.estimate(
-        inp, data, loop.now, fcs, deadline=1000 + simulation_reads + 0.5, stalest_first=order
-    )
+    # The clock stands still until the first fit check, then jumps past the deadline.
+    checked: list[str] = []
+    fits_alone = forecast._fits_alone
+
+    def recording(inp: Any, snap: Any, name: str) -> bool:
+        checked.append(name)
+        return fits_alone(inp, snap, name)
+
+    monkeypatch.setattr(forecast, "_fits_alone", recording)
+    clock = SimpleNamespace(monotonic=lambda: 2000.0 if checked else 1000.0)
+    monkeypatch.setattr(forecast, "time", clock)
+    order = [big[2].pk, big[0].pk, big[1].pk]
+    decided = forecast.estimate(inp, data, loop.now, fcs, deadline=1500, stalest_first=order)
+    assert checked == ["big-2"]
     assert big[2].pk in decided and big[0].pk not in decided and big[1].pk not in decided
     assert fcs[big[2].pk].unknown == forecast.UNKNOWN_NEVER_FITS
     assert fcs[big[0].pk].estimated_at is None  # left for a later refresh
