@@ -12,6 +12,10 @@ export HELM := $(abspath $(VENV))/bin/helm-$(HELM_VERSION)
 
 export TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/kai_portal
 export TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
+# `make run`'s configuration (an SQLite file, DEBUG on): the browser journeys, the page and the
+# forecast tests run on it too.
+TEST_SQLITE_URL ?= sqlite:///$(CURDIR)/var/test-sqlite.sqlite3
+SQLITE_TESTS := tests/browser tests/portal/pages tests/portal/forecast
 
 .PHONY: install run test lint typecheck pytest prodcheck services bench scenarios clean helm
 
@@ -37,6 +41,7 @@ scenarios: install
 
 pytest: install $(HELM)
 	$(PY) -m pytest
+	mkdir -p var && TEST_DATABASE_URL=$(TEST_SQLITE_URL) $(PY) -m pytest -o django_debug_mode=true $(SQLITE_TESTS)
 
 # PostgreSQL, Redis and Chromium on this machine: installed from Debian's packages when missing
 # (as root), then started on loopback. Skipped when TEST_SERVICES=external (services elsewhere).

@@ -18,7 +18,9 @@ Environment variables (all optional unless noted):
     cycle lock), ``CELERY_BROKER_URL`` (defaults to REDIS_URL)
 ``CLUSTER_BACKEND`` (``simulated`` | ``kubernetes``, default simulated),
 ``SCHEDULER_NAME`` (default ``kai-scheduler``), ``CYCLE_SECONDS`` (default 5),
-``REASON_RETENTION_DAYS`` (default 14), ``USAGE_RETENTION_DAYS`` (default 90)
+``FORECAST_BUDGET_SECONDS`` (default 2: wall time per cycle for estimated starts),
+``FORECAST_AFTER_CYCLE`` (default on), ``REASON_RETENTION_DAYS`` (default 14),
+``USAGE_RETENTION_DAYS`` (default 90)
 ``SECURE_SSL_REDIRECT``, ``SECURE_HSTS_SECONDS``, ``TRUST_X_FORWARDED_PROTO``
     (set it when a TLS-terminating proxy in front sets X-Forwarded-Proto),
 ``LOG_LEVEL`` (default INFO), ``STATIC_ROOT`` (default ``<repo>/staticfiles``)
@@ -131,8 +133,18 @@ DATABASES = {
         conn_health_checks=True,
     )
 }
+# SQLite (``make run``): the scheduling loop and the web server write from two processes.
+# WAL lets pages read while a cycle writes; IMMEDIATE transactions take the write lock up
+# front, so a writer waits (up to ``timeout`` seconds) instead of failing with "database is
+# locked" when it upgrades a read transaction (Django 5.1+ options).
+SQLITE_OPTIONS = {
+    "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+    "transaction_mode": "IMMEDIATE",
+    "timeout": 20,
+}
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     Path(DATABASES["default"]["NAME"]).parent.mkdir(parents=True, exist_ok=True)
+    DATABASES["default"]["OPTIONS"] = {**SQLITE_OPTIONS, **DATABASES["default"].get("OPTIONS", {})}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_USER_MODEL = "accounts.User"
@@ -162,6 +174,10 @@ if CLUSTER_BACKEND not in {"simulated", "kubernetes"}:
     raise ImproperlyConfigured(f"CLUSTER_BACKEND={CLUSTER_BACKEND!r}: use 'simulated' or 'kubernetes'")
 SCHEDULER_NAME = env_str("SCHEDULER_NAME", "kai-scheduler")
 CYCLE_SECONDS = env_int("CYCLE_SECONDS", 5, minimum=1)
+# Queue positions and estimated starts are computed by the scheduling worker after each
+# cycle (never in a web request); the estimate's simulation gets this much wall time.
+FORECAST_AFTER_CYCLE = env_bool("FORECAST_AFTER_CYCLE", True)
+FORECAST_BUDGET_SECONDS = env_int("FORECAST_BUDGET_SECONDS", 2, minimum=0)
 REASON_RETENTION_DAYS = env_int("REASON_RETENTION_DAYS", 14, minimum=1)
 USAGE_RETENTION_DAYS = env_int("USAGE_RETENTION_DAYS", 90, minimum=1)
 

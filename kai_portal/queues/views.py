@@ -32,14 +32,29 @@ from kai_portal.workloads.choices import JobState
 
 
 class DateBin(Func):
-    """PostgreSQL ``date_bin(stride, source, origin)``: the start of the bucket a timestamp falls in."""
+    """The start of the ``stride``-long bucket (counted from ``origin``) a timestamp falls in.
+
+    PostgreSQL has ``date_bin``; SQLite (``make run``) has no such function, so there the
+    bucket is computed on Unix seconds and turned back into SQLite's datetime text.
+    """
 
     function = "date_bin"
     output_field = DateTimeField()
 
     def __init__(self, stride: timedelta, source: str, origin: datetime) -> None:
+        self.stride, self.origin = stride, origin
         super().__init__(Value(stride, output_field=DurationField()), F(source), Value(origin))
 
+    def as_sqlite(self, compiler: Any, connection: Any, **extra: Any) -> Any:
+        source_sql, params = compiler.compile(self.get_source_expressions()[1])
+        stride_us = max(1, int(self.stride / timedelta(microseconds=1)))
+        origin_us = int(self.origin.timestamp() * 1_000_000)
+        # julianday() keeps the microseconds that strftime('%s') drops.
+        micros = f"CAST(ROUND((julianday({source_sql}) - 2440587.5) * 86400000000) AS INTEGER)"
+        bucket = f"(({micros} - {origin_us}) / {stride_us}) * {stride_us} + {origin_us}"
+        # %% because Django formats SQL with % (the debug cursor of `make run`'s DEBUG=1 does it literally).
+        sql = f"strftime('%%Y-%%m-%%d %%H:%%M:%%f', ({bucket}) / 1000000.0, 'unixepoch')"
+        return sql, params
 
 RESOURCE_LABELS = {"gpu": "GPU", "cpu": "CPU", "memory": "Memory"}
 WINDOWS = {"hour": timedelta(hours=1), "day": timedelta(days=1), "week": timedelta(weeks=1)}
@@ -279,7 +294,7 @@ def usage_history(queue: Queue, resource: str, window: str) -> dict[str, Any]:
     span = WINDOWS[window]
     start = now - span
     bucket = span / CHART_POINTS
-    # Averaged per bucket in PostgreSQL (date_bin), so a week of 5-second cycles stays one small result.
+    # Averaged per bucket in the database (DateBin), so a week of 5-second cycles stays one small result.
     rows = list(
         UsageSample.objects.filter(queue=queue, resource=resource, sampled_at__gte=start)
         .annotate(bucket=DateBin(bucket, "sampled_at", start))

@@ -24,6 +24,7 @@ import scheduler
 from kai_portal.cluster.backends import ClusterBackend, get_backend
 from kai_portal.cluster.sync import sync_cluster_state
 from kai_portal.monitoring.recording import record_cycle
+from kai_portal.scheduling import forecast_store
 from kai_portal.scheduling.lock import cycle_lock
 from kai_portal.scheduling.models import SchedulingCycle
 from kai_portal.scheduling.results import cluster_operations, persist_result
@@ -48,7 +49,10 @@ def run_scheduling_cycle(
             )
             record_cycle(skipped)
             return skipped
-        return _run_locked(now, backend or get_backend(clock=lambda: now))
+        cycle = _run_locked(now, backend or get_backend(clock=lambda: now))
+        # Post-cycle hook, still under the lock so two refreshes never overlap.
+        forecast_store.after_cycle(cycle, now)
+        return cycle
 
 
 def _run_locked(now: datetime, backend: ClusterBackend) -> SchedulingCycle:

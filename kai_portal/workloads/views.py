@@ -20,7 +20,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 from kai_portal.core.access import get_visible_or_404
 from kai_portal.core.htmx import page_or_fragment
 from kai_portal.queues.models import Queue
-from kai_portal.scheduling import forecast
+from kai_portal.scheduling import forecast_store
 from kai_portal.scheduling.fitcheck import check_fit
 from kai_portal.scheduling.models import Decision, JobMessage
 from kai_portal.teams.models import Team
@@ -51,7 +51,7 @@ def job_list(request: HttpRequest) -> HttpResponse:
     ):
         counts[job_id][state] = n
     pending = [job.pk for job in rows if job.state == JobState.PENDING]
-    forecasts = forecast.cached_forecast(pending) if pending else {}
+    forecasts = forecast_store.stored(pending)  # stored by the scheduling worker; never computed here
     for job in rows:
         job.forecast = forecasts.get(job.pk)
         job.pod_counts = counts[job.pk]
@@ -151,8 +151,7 @@ def _job_context(job: Job, user: Any) -> dict[str, Any]:
     latest_message = JobMessage.objects.filter(job=job).select_related("cycle").order_by("-cycle_id").first()
     job_forecast = None
     if job.state == JobState.PENDING:
-        fc = forecast.cached_forecast([job.pk]).get(job.pk) or forecast.not_yet(job)
-        job_forecast = forecast.describe(fc, user)
+        job_forecast = forecast_store.describe(forecast_store.stored_or_not_yet(job), user)
     return {
         "job": job,
         "pods": pods,

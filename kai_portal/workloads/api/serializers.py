@@ -8,7 +8,7 @@ from rest_framework import serializers
 
 from kai_portal.cluster.models import NodePool
 from kai_portal.queues.models import Queue
-from kai_portal.scheduling import forecast
+from kai_portal.scheduling import forecast_store
 from kai_portal.scheduling.api.serializers import ForecastSerializer
 from kai_portal.workloads.models import Job, Pod
 
@@ -110,13 +110,13 @@ class JobSerializer(serializers.ModelSerializer):
 def forecast_data(jobs: Iterable[Job]) -> dict[int, dict[str, Any]]:
     """The ``forecast`` field of each pending job among ``jobs``, by job id.
 
-    One cache read (one query when warm) and one serializer for all of them, instead of a
-    ``ForecastSerializer`` built per row."""
+    One query for the stored forecasts (the scheduling worker computes them; a request never
+    does) and one serializer for all of them, instead of a ``ForecastSerializer`` built per row."""
     pending = [job for job in jobs if job.state == "pending"]
     if not pending:
         return {}
-    forecasts = forecast.cached_forecast([job.pk for job in pending])
-    rows = [forecasts.get(job.pk) or forecast.not_yet(job) for job in pending]
+    forecasts = forecast_store.stored([job.pk for job in pending])
+    rows = [forecasts.get(job.pk) or forecast_store.not_yet(job) for job in pending]
     data = ForecastSerializer(rows, many=True).data
     return {job.pk: item for job, item in zip(pending, data, strict=True)}
 

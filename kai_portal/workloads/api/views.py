@@ -22,7 +22,7 @@ from rest_framework.response import Response
 from rest_framework.serializers import BaseSerializer
 
 from kai_portal.core.api import TEXT_PARSERS, Conflict, JsonTextParser, body_text
-from kai_portal.scheduling import forecast
+from kai_portal.scheduling import forecast_store
 from kai_portal.scheduling.api.serializers import ForecastDetailSerializer, ForecastSerializer
 from kai_portal.scheduling.fitcheck import check_fit
 from kai_portal.workloads import lifecycle, submission
@@ -131,8 +131,8 @@ class JobViewSet(
         job = self.get_object()
         if job.state != JobState.PENDING:
             raise Conflict(f"Job {job.name} is {job.state}, not pending: it has no queue position.")
-        fc = forecast.cached_forecast([job.pk]).get(job.pk) or forecast.not_yet(job)
-        seen = forecast.describe(fc, request.user)
+        fc = forecast_store.stored_or_not_yet(job)
+        seen = forecast_store.describe(fc, request.user)
         data = {**ForecastSerializer(fc).data, "ahead_visible": seen["ahead_visible"],
                 "ahead_other_teams": seen["ahead_hidden"]}  # fmt: skip
         return Response(ForecastDetailSerializer(data).data)
