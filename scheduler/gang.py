@@ -174,9 +174,23 @@ def surplus_task(job: Job, remaining: Sequence[Task]) -> Task | None:
         return None
     if not job.subgroups:
         return remaining[0]
-    for i, t in enumerate(remaining):
-        rest = [*remaining[:i], *remaining[i + 1 :]]
-        if short_subgroup(job, rest) is None:
+    tree = _Tree(job, remaining)
+    top = tree.kids.get(None, [])
+    if not all(tree.ok(g) for g in top):
+        return None
+    mins = subgroup_mins(job)
+    verdict: dict[str | None, bool] = {}  # per leaf: may one of its pods go?
+    for t in remaining:
+        leaf = t.subgroup if t.subgroup in mins else None
+        if leaf not in verdict:
+            if leaf is None or tree.counts[leaf] > mins[leaf]:
+                verdict[leaf] = True  # no sub-group's satisfaction changes
+            else:
+                fewer = _Tree(job, ())
+                fewer.counts = dict(tree.counts)
+                fewer.counts[leaf] -= 1
+                verdict[leaf] = all(fewer.ok(g) for g in top)
+        if verdict[leaf]:
             return t
     return None
 
