@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from scheduler.model import Job, Task, TaskState
+from scheduler.model import Job, SubGroup, Task, TaskState
 from scheduler.session import Session
 
 ACTIVE_ALLOCATED = (TaskState.RUNNING, TaskState.ALLOCATED, TaskState.PIPELINED)
@@ -33,7 +33,15 @@ def alive(session: Session, job: Job) -> int:
 
 
 def subgroup_mins(job: Job) -> dict[str, int]:
+    """Pod minimum of each leaf sub-group."""
     return {g.name: g.min_available for g in job.subgroups}
+
+
+def _children(job: Job) -> dict[str | None, list[SubGroup]]:
+    kids: dict[str | None, list[SubGroup]] = {}
+    for g in job.subgroups:
+        kids.setdefault(g.parent, []).append(g)
+    return kids
 
 
 def subgroup_counts(tasks: Iterable[Task], job: Job) -> dict[str, int]:
@@ -44,15 +52,45 @@ def subgroup_counts(tasks: Iterable[Task], job: Job) -> dict[str, int]:
     return out
 
 
+class _Tree:
+    """A job's sub-group tree evaluated for one set of active pods."""
+
+    def __init__(self, job: Job, tasks: Iterable[Task]) -> None:
+        self.kids = _children(job)
+        self.counts = subgroup_counts(tasks, job)
+        self.memo: dict[str, bool] = {}
+
+    def need(self, g: SubGroup) -> int:
+        """Direct children a set needs satisfied."""
+        kids = self.kids.get(g.name, [])
+        return len(kids) if g.min_subgroups is None else min(g.min_subgroups, len(kids))
+
+    def ok(self, g: SubGroup) -> bool:
+        done = self.memo.get(g.name)
+        if done is None:
+            kids = self.kids.get(g.name)
+            if not kids:
+                done = self.counts[g.name] >= g.min_available
+            else:
+                done = sum(1 for c in kids if self.ok(c)) >= self.need(g)
+            self.memo[g.name] = done
+        return done
+
+    def first_short(self, groups: Sequence[SubGroup]) -> SubGroup | None:
+        """The first unsatisfied sub-group, followed down to an unsatisfied leaf."""
+        for g in groups:
+            if not self.ok(g):
+                return self.first_short(self.kids.get(g.name, [])) or g
+        return None
+
+
 def short_subgroup(job: Job, tasks: Sequence[Task]) -> str | None:
-    """The first sub-group (in the job's order) that ``tasks`` leave below its minimum."""
+    """The sub-group (a leaf where one can be named) that ``tasks`` leave unsatisfied."""
     if not job.subgroups:
         return None
-    counts = subgroup_counts(tasks, job)
-    for g in job.subgroups:
-        if counts[g.name] < g.min_available:
-            return g.name
-    return None
+    tree = _Tree(job, tasks)
+    g = tree.first_short(tree.kids.get(None, []))
+    return g.name if g is not None else None
 
 
 def meets_minimum(job: Job, tasks: Sequence[Task]) -> bool:
@@ -89,13 +127,29 @@ def step_tasks(session: Session, job: Job) -> list[Task]:
             return pending[:missing]
         return pending[:1]
     active = active_tasks(session, job)
-    counts = subgroup_counts(active, job)
+    tree = _Tree(job, active)
+    counts = tree.counts
     mins = subgroup_mins(job)
+    by_group: dict[str, list[Task]] = {}
+    for t in pending:
+        if t.subgroup is not None:
+            by_group.setdefault(t.subgroup, []).append(t)
+
+    def lacking_pods(g: SubGroup) -> list[Task]:
+        """Pending pods that would satisfy ``g``: a leaf's deficit; for a set, those of the
+        unsatisfied children with the fewest missing pods, as many children as it lacks."""
+        if tree.ok(g):
+            return []
+        kids = tree.kids.get(g.name)
+        if not kids:
+            return by_group.get(g.name, [])[: g.min_available - counts[g.name]]
+        lacking = tree.need(g) - sum(1 for c in kids if tree.ok(c))
+        options = sorted((lacking_pods(c) for c in kids if not tree.ok(c)), key=len)
+        return [t for opt in options[:lacking] for t in opt]
+
     chosen: list[Task] = []
-    for g in job.subgroups:
-        need = g.min_available - counts[g.name]
-        if need > 0:
-            chosen.extend([t for t in pending if t.subgroup == g.name][:need])
+    for g in tree.kids.get(None, []):
+        chosen.extend(lacking_pods(g))
     missing = job.gang_min - len(active) - len(chosen)
     if missing > 0:
         taken = {t.name for t in chosen}
@@ -120,10 +174,23 @@ def surplus_task(job: Job, remaining: Sequence[Task]) -> Task | None:
         return None
     if not job.subgroups:
         return remaining[0]
-    counts = subgroup_counts(remaining, job)
+    tree = _Tree(job, remaining)
+    top = tree.kids.get(None, [])
+    if not all(tree.ok(g) for g in top):
+        return None
     mins = subgroup_mins(job)
+    verdict: dict[str | None, bool] = {}  # per leaf: may one of its pods go?
     for t in remaining:
-        if t.subgroup not in mins or counts[t.subgroup] > mins[t.subgroup]:
+        leaf = t.subgroup if t.subgroup in mins else None
+        if leaf not in verdict:
+            if leaf is None or tree.counts[leaf] > mins[leaf]:
+                verdict[leaf] = True  # no sub-group's satisfaction changes
+            else:
+                fewer = _Tree(job, ())
+                fewer.counts = dict(tree.counts)
+                fewer.counts[leaf] -= 1
+                verdict[leaf] = all(fewer.ok(g) for g in top)
+        if verdict[leaf]:
             return t
     return None
 

@@ -145,11 +145,16 @@ class Task:
 
 @dataclass(frozen=True)
 class SubGroup:
-    """A sub-group of a job's pods with its own gang minimum (KAI's hierarchical pod groups:
-    leader + workers, prefill + decode). The job runs only when every sub-group reaches it."""
+    """A sub-group of a job's pods (KAI's hierarchical pod groups: leader + workers, prefill +
+    decode). A leaf sub-group holds pods and needs ``min_available`` of them active; a sub-group
+    that other sub-groups name as ``parent`` holds no pods and needs ``min_subgroups`` of its
+    direct children satisfied (default: all). The job runs only when every top-level sub-group
+    is satisfied."""
 
     name: str
-    min_available: int
+    min_available: int = 0
+    parent: str | None = None
+    min_subgroups: int | None = None
 
 
 @dataclass
@@ -237,8 +242,20 @@ class Job:
         if self.min_available is not None:
             return self.min_available
         if self.subgroups:
+            kids: dict[str | None, list[SubGroup]] = {}
+            for g in self.subgroups:
+                kids.setdefault(g.parent, []).append(g)
+
+            def least(g: SubGroup) -> int:
+                """Fewest pods that satisfy ``g``: a leaf's minimum, or a set's cheapest children."""
+                children = kids.get(g.name)
+                if not children:
+                    return g.min_available
+                need = len(children) if g.min_subgroups is None else min(g.min_subgroups, len(children))
+                return sum(sorted(least(c) for c in children)[:need])
+
             named = {g.name for g in self.subgroups}
-            return sum(g.min_available for g in self.subgroups) + sum(
+            return sum(least(g) for g in kids.get(None, [])) + sum(
                 1 for t in self.tasks if t.subgroup not in named
             )
         return len(self.tasks)

@@ -372,22 +372,7 @@ def _job(data: Mapping[str, Any], path: str) -> Job:
                 subgroup=str(td["subgroup"]) if td.get("subgroup") is not None else None,
             )
         )
-    subgroups = []
-    for i, g in enumerate(_list(d.get("subgroups"), f"job {name}.subgroups", path)):
-        gd = _check_keys(g, {"name", "min_available"}, f"job {name}.subgroups[{i}]", path)
-        m = gd.get("min_available")
-        if not gd.get("name") or isinstance(m, bool) or not isinstance(m, int) or m < 0:
-            raise ScenarioError(f"{path}: job {name}.subgroups[{i}] needs a name and min_available >= 0")
-        subgroups.append(SubGroup(str(gd["name"]), m))
-    names = [g.name for g in subgroups]
-    if len(set(names)) != len(names):
-        raise ScenarioError(f"{path}: job {name}: sub-group names must be unique")
-    for t in tasks:
-        if t.subgroup is not None and t.subgroup not in names:
-            raise ScenarioError(f"{path}: job {name}: task {t.name} names unknown sub-group {t.subgroup!r}")
-    for g in subgroups:
-        if g.min_available > sum(1 for t in tasks if t.subgroup == g.name):
-            raise ScenarioError(f"{path}: job {name}: sub-group {g.name} has fewer pods than its minimum")
+    subgroups = _subgroups(d.get("subgroups"), tasks, name, path)
     selector = {str(k): str(v) for k, v in (d.get("node_selector") or {}).items()}
     topo_d = _check_keys(
         d.get("topology"), {"required", "preferred", "name", "levels"}, f"job {name}.topology", path
@@ -428,6 +413,54 @@ def _job(data: Mapping[str, Any], path: str) -> Job:
         subgroups=subgroups,
         **_rules(d, name, path),
     )
+
+
+def _subgroups(data: Any, tasks: list[Task], name: str, path: str) -> list[SubGroup]:
+    """A job's sub-group tree: leaves hold pods (``min_available``), sets hold sub-groups
+    (``min_subgroups``, default all); docs/scenario-extensions.md."""
+    where = f"job {name}.subgroups"
+    out: list[SubGroup] = []
+    for i, g in enumerate(_list(data, where, path)):
+        gd = _check_keys(g, {"name", "min_available", "parent", "min_subgroups"}, f"{where}[{i}]", path)
+        m = gd.get("min_available", 0)
+        ms = gd.get("min_subgroups")
+        if not gd.get("name") or isinstance(m, bool) or not isinstance(m, int) or m < 0:
+            raise ScenarioError(f"{path}: {where}[{i}] needs a name and min_available >= 0")
+        if ms is not None and (isinstance(ms, bool) or not isinstance(ms, int) or ms < 0):
+            raise ScenarioError(f"{path}: {where}[{i}]: min_subgroups must be an integer >= 0")
+        parent = str(gd["parent"]) if gd.get("parent") is not None else None
+        out.append(SubGroup(str(gd["name"]), m, parent, ms))
+    names = [g.name for g in out]
+    if len(set(names)) != len(names):
+        raise ScenarioError(f"{path}: job {name}: sub-group names must be unique")
+    by_name = {g.name: g for g in out}
+    parents = {g.parent for g in out if g.parent is not None}
+    for g in out:
+        seen = {g.name}
+        p = g.parent
+        while p is not None:
+            if p not in by_name:
+                raise ScenarioError(f"{path}: job {name}: sub-group {g.name} names unknown parent {p!r}")
+            if p in seen:
+                raise ScenarioError(f"{path}: job {name}: sub-groups form a cycle at {p!r}")
+            seen.add(p)
+            p = by_name[p].parent
+        kids = sum(1 for c in out if c.parent == g.name)
+        if g.name in parents:
+            if g.min_subgroups is not None and g.min_subgroups > kids:
+                raise ScenarioError(
+                    f"{path}: job {name}: sub-group {g.name} has fewer children than min_subgroups"
+                )
+        elif g.min_available > sum(1 for t in tasks if t.subgroup == g.name):
+            raise ScenarioError(f"{path}: job {name}: sub-group {g.name} has fewer pods than its minimum")
+    for t in tasks:
+        if t.subgroup is not None and t.subgroup not in by_name:
+            raise ScenarioError(f"{path}: job {name}: task {t.name} names unknown sub-group {t.subgroup!r}")
+        if t.subgroup in parents:
+            raise ScenarioError(
+                f"{path}: job {name}: task {t.name} is in sub-group {t.subgroup}, which has sub-groups"
+            )
+    return out
 
 
 def _opt_seconds(d: Mapping[str, Any], key: str, job: str, path: str) -> float | None:
