@@ -30,6 +30,7 @@ from kai_portal.workloads.filtersets import JobFilterSet
 from kai_portal.workloads.forms import JobSubmitForm, ManifestSubmitForm
 from kai_portal.workloads.manifests import EXAMPLE_MANIFEST, ManifestError, submit_manifest
 from kai_portal.workloads.models import Job, Pod
+from kai_portal.workloads.warnings import request_warnings, submit_warnings
 
 PAGE_SIZE = 50
 TIMELINE_DECISIONS = 400
@@ -201,13 +202,18 @@ def job_submit(request: HttpRequest) -> HttpResponse:
     if initial:
         initial["queue"] = Queue.objects.filter(name=initial["queue"]).values_list("pk", flat=True).first()
     form = JobSubmitForm(request.POST or None, user=request.user, initial=initial)
+    warnings: list[str] = []
     if request.method == "POST" and form.is_valid():
-        job = submission.submit(form.instance)
-        messages.success(request, f"Job {job.name} submitted to {job.queue.name}.")
-        return redirect("workloads:job_detail", uid=job.uid)
+        # A job that can never fit, or an implausible request, is submitted only once confirmed.
+        warnings = [] if request.POST.get("confirmed") else submit_warnings(request.user, form.instance)
+        if not warnings:
+            job = submission.submit(form.instance)
+            messages.success(request, f"Job {job.name} submitted to {job.queue.name}.")
+            return redirect("workloads:job_detail", uid=job.uid)
     queue_choices = cast("ModelChoiceField[Queue]", form.fields["queue"]).queryset
     has_queue = queue_choices is not None and queue_choices.exists()
-    return render(request, "workloads/job_submit.html", {"form": form, "has_queue": has_queue})
+    return render(request, "workloads/job_submit.html", {"form": form, "has_queue": has_queue,
+                                                         "warnings": warnings})  # fmt: skip
 
 
 @login_required
@@ -217,7 +223,8 @@ def job_fit_check(request: HttpRequest) -> HttpResponse:
     data = request.POST.copy()
     if not data.get("name"):
         data["name"] = "new-job"  # the name does not change the verdict; let a draft without one be checked
-    form = JobSubmitForm(data, user=request.user)
+    # The engine's verdict explains a task larger than every node; submitting refuses it.
+    form = JobSubmitForm(data, user=request.user, refuse_oversized=False)
     context: dict[str, Any] = {"form": form, "verdict": None}
     if form.is_valid():
         context["verdict"] = check_fit(request.user, form.instance, timezone.now())
@@ -237,6 +244,8 @@ def job_submit_yaml(request: HttpRequest) -> HttpResponse:
             problems = [str(exc)]
         else:
             messages.success(request, f"Job {job.name} submitted to {job.queue.name} from YAML.")
+            for warning in request_warnings(job):
+                messages.warning(request, warning)
             return redirect("workloads:job_detail", uid=job.uid)
     return render(request, "workloads/job_submit_yaml.html", {"form": form, "problems": problems,
                                                               "example": EXAMPLE_MANIFEST})  # fmt: skip
