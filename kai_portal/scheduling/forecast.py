@@ -41,7 +41,8 @@ from django.utils import timezone
 
 import scheduler
 from kai_portal.scheduling.models import SchedulingCycle
-from kai_portal.scheduling.snapshot import CycleInput, alone_on_cluster, build_snapshot
+from kai_portal.scheduling.never_fits import never_fits_reason
+from kai_portal.scheduling.snapshot import CycleInput, build_snapshot
 from kai_portal.workloads.choices import JobState, PodState
 from kai_portal.workloads.models import Job, Pod
 from scheduler import gang
@@ -129,13 +130,6 @@ def _prepared(inp: CycleInput, terminal: set[int]) -> scheduler.Snapshot:
     return scheduler.Snapshot(nodes=inp.snapshot.nodes, queues=inp.snapshot.queues, jobs=jobs)
 
 
-def _fits_alone(inp: CycleInput, snap: scheduler.Snapshot, name: str) -> bool:
-    """Whether the engine places the job on an empty cluster (no other job at all)."""
-    job = next(j for j in snap.jobs if j.name == name)
-    placed = alone_on_cluster(inp, job).placed(t.name for t in job.tasks)
-    return len(placed) >= max(1, min(job.gang_min, len(job.tasks)))
-
-
 def forecast(now: datetime | None = None) -> dict[int, Forecast]:
     """Position and estimated start of every pending job, by job id (see the module docstring)."""
     now = now or timezone.now()
@@ -209,9 +203,9 @@ def forecast(now: datetime | None = None) -> dict[int, Forecast]:
             rec = result.jobs.get(name)
             if rec is not None and rec.first_start_s is not None:
                 fc.estimated_start = now + timedelta(seconds=start_time(rec.first_start_s))
-            elif not _fits_alone(inp, snap, name):
+            elif (why := never_fits_reason(inp, next(j for j in snap.jobs if j.name == name))) is not None:
                 fc.unknown = UNKNOWN_NEVER_FITS
-                fc.reason = "it does not fit anywhere, even on an empty cluster"
+                fc.reason = why  # a queue limit, non-preemptible over quota, or no node big enough
             elif no_duration:
                 fc.unknown = UNKNOWN_NO_DURATION
                 fc.reason = (
