@@ -26,6 +26,7 @@ from kai_portal.scheduling.models import Decision, JobMessage
 from kai_portal.teams.models import Team
 from kai_portal.workloads import lifecycle, submission
 from kai_portal.workloads.choices import JobState, PodState
+from kai_portal.workloads.copying import copy_initial
 from kai_portal.workloads.filtersets import JobFilterSet
 from kai_portal.workloads.forms import JobSubmitForm, ManifestSubmitForm
 from kai_portal.workloads.manifests import EXAMPLE_MANIFEST, ManifestError, submit_manifest
@@ -201,6 +202,7 @@ def job_submit(request: HttpRequest) -> HttpResponse:
     initial: dict[str, Any] | None = {"queue": request.GET.get("queue")} if request.GET.get("queue") else None
     if initial:
         initial["queue"] = Queue.objects.filter(name=initial["queue"]).values_list("pk", flat=True).first()
+    initial = copy_initial(request.user, request.GET.get("copy")) or initial  # "copy and edit" a job
     form = JobSubmitForm(request.POST or None, user=request.user, initial=initial)
     warnings: list[str] = []
     if request.method == "POST" and form.is_valid():

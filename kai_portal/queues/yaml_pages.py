@@ -1,6 +1,6 @@
-"""The Queue YAML import page for portal admins: paste or upload ``scheduling.run.ai/v2`` Queue
-documents, preview what would change, apply. The import itself is ``kai_yaml.import_queues``
-(all or nothing, audit-logged as the signed-in admin through the audit middleware).
+"""Queue YAML pages: one queue as YAML, and the import page for portal admins: paste or upload
+``scheduling.run.ai/v2`` Queue documents, preview what would change, apply. The import itself is
+``kai_yaml.import_queues`` (all or nothing, audit-logged as the signed-in admin through the audit middleware).
 
 The preview runs the real import inside a transaction that is rolled back, and shows the audit
 entries it would have written: what "apply" will do, checked by the same rules, nothing kept.
@@ -21,7 +21,9 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods
 
 from kai_portal.audit.models import AuditEntry
-from kai_portal.queues.kai_yaml import ImportResult, QueueYamlError, import_queues
+from kai_portal.core.access import get_visible_or_404
+from kai_portal.queues.kai_yaml import ImportResult, QueueYamlError, export_queues, import_queues
+from kai_portal.queues.models import Queue
 
 MAX_UPLOAD_BYTES = 1_000_000
 IGNORED_FIELDS = {"id", "updated_at", "created_at"}
@@ -121,3 +123,10 @@ def _lines_around(text: str, line: int | None, span: int = 2) -> list[tuple[int,
     lines = text.splitlines()
     first, last = max(1, line - span), min(len(lines), line + span)
     return [(n, lines[n - 1], n == line) for n in range(first, last + 1)]
+
+
+@login_required
+def queue_yaml(request: HttpRequest, name: str) -> HttpResponse:
+    """One queue as KAI ``scheduling.run.ai/v2`` Queue YAML (404 if not visible)."""
+    queue = get_visible_or_404(Queue.objects.visible_to(request.user).select_related("parent"), name=name)
+    return HttpResponse(export_queues([queue]), content_type="text/plain; charset=utf-8")
