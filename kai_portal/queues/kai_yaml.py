@@ -100,6 +100,7 @@ class ImportResult:
 # --- parsing -------------------------------------------------------------------
 # A key glued to a flow collection without a space ("memory:{quota: 1}"): YAML reads
 # "memory:{quota" as one plain word and reports the error where the mapping breaks, often a line later.
+_METADATA_NAME = re.compile(r"^metadata:\s*(?:\{\s*name:\s*([\w.\-]+)|\n\s+name:\s*([\w.\-]+))", re.M)
 _GLUED_FLOW = re.compile(r"^\s*(?:-\s+)?[\w.\-/]+:[{\[]")
 
 
@@ -118,21 +119,24 @@ def parse_documents(text: str) -> list[QueueDocument]:
         if node is None or (isinstance(node, yaml.ScalarNode) and node.tag == "tag:yaml.org,2002:null"):
             continue
         lines = _key_lines(node)
+        try:
+            raw = yaml.SafeLoader("").construct_document(node)
+        except yaml.YAMLError as exc:  # e.g. an unhashable key, found while constructing
+            raise _syntax_error(text, index, exc, node.start_mark.line) from None
         glued = next((k for k in lines if re.search(r":[{\[]", k.rpartition(".")[2])), None)
         if glued is not None:
             word = glued.rpartition(".")[2]
             key = word.split(":", 1)[0]
+            metadata = raw.get("metadata") if isinstance(raw, dict) else None
+            name = metadata.get("name") if isinstance(metadata, dict) else None
             raise QueueYamlError(
                 index, glued.rpartition(".")[0] or "(document)",
                 f"'{word}' is read as one key: put a space after '{key}:' "
                 "(without it YAML reads the whole text as a key, and its values are lost)",
-                line=lines[glued],
+                name if isinstance(name, str) else None, line=lines[glued],
             )  # fmt: skip
         try:
-            raw = yaml.SafeLoader("").construct_document(node)
             doc = _parse_document(index, raw)
-        except yaml.YAMLError as exc:  # e.g. an unhashable key, found while constructing
-            raise _syntax_error(text, index, exc, node.start_mark.line) from None
         except QueueYamlError as exc:
             raise exc.at_line(lines) from None
         doc.lines = lines
@@ -162,6 +166,10 @@ def _syntax_error(text: str, index: int, exc: yaml.YAMLError, first: int) -> Que
     mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
     problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
     line = mark.line + 1 if mark is not None else None
+    # The queue's name, when the broken document's text before the error names it.
+    before = "\n".join(text.splitlines()[first : line or None])
+    named = _METADATA_NAME.search(before.rpartition("\n---")[2])
+    queue = (named.group(1) or named.group(2)) if named else None
     # A glued "key:{" between the document's start and the reported line is the real mistake.
     if line is not None:
         for number, content in enumerate(text.splitlines()[first:line], start=first + 1):
@@ -170,14 +178,14 @@ def _syntax_error(text: str, index: int, exc: yaml.YAMLError, first: int) -> Que
                 return QueueYamlError(
                     index, "(yaml)",
                     f"'{content.strip()}': put a space after '{key}:' (YAML reads '{key}:{{' as one word)",
-                    line=number,
+                    queue, line=number,
                 )  # fmt: skip
     column = f", column {mark.column + 1}" if mark is not None else ""
     context = getattr(exc, "context_mark", None)
     if context is not None and mark is not None and context.line != mark.line:
         what = getattr(exc, "context", None) or "in the construct"
         column += f" ({what} that starts on line {context.line + 1})"
-    return QueueYamlError(index, "(yaml)", f"not valid YAML: {problem}{column}", line=line)
+    return QueueYamlError(index, "(yaml)", f"not valid YAML: {problem}{column}", queue, line=line)
 
 
 def _mapping(index: int, key: str, value: Any, name: str | None = None) -> dict[str, Any]:

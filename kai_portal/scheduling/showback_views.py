@@ -41,7 +41,7 @@ class WindowForm(forms.Form):
 
 
 def _context(request: HttpRequest) -> dict[str, Any]:
-    form = WindowForm(request.GET or None)
+    form = WindowForm(request.GET or None, initial={"preset": "7d"})
     since, until = form.window(timezone.now())
     queue_ids = list(Queue.objects.visible_to(request.user).values_list("pk", flat=True))
     return {"form": form, "report": showback(queue_ids, since, until), "idle": idle_allocated(queue_ids)}

@@ -75,7 +75,7 @@ def test_a_syntax_error_names_its_document_from_one_and_its_line(world: dict, cl
     response = _post(client_for("admin"), broken)
     error = response.context["error"]
     assert error.index == 2 and error.line is not None and 14 <= error.line <= 16
-    assert str(error).startswith("document 2, line")
+    assert str(error).startswith("document 2 (queue 'vision'), line")
     assert "Nothing was imported" in response.content.decode()
 
 
@@ -85,7 +85,7 @@ def test_a_key_glued_to_a_flow_mapping_points_at_its_own_line(world: dict, clien
         text = DOCS.replace("    memory: {quota: 1000, limit: -1, overQuotaWeight: 1}\n", glued)
         error = _post(client_for("admin"), text).context["error"]
         assert (error.index, error.line) == (2, 17), str(error)
-        assert "put a space after 'memory:'" in str(error)
+        assert "put a space after 'memory:'" in str(error) and error.queue == "vision"
     assert not Queue.objects.filter(name="vision").exists()
 
 
