@@ -136,7 +136,7 @@ class JobSubmitForm(forms.ModelForm):
         # The model names CPU in millicores; this form asks for cores.
         if hasattr(errors, "error_dict") and "cpu_millicores" in errors.error_dict:
             errors.error_dict["cpu_cores"] = errors.error_dict.pop("cpu_millicores")
-        super()._update_errors(errors)
+        super()._update_errors(errors)  # type: ignore[misc]  # stubs omit BaseModelForm._update_errors
 
     def _post_clean(self) -> None:
         self.instance.cpu_millicores = self.cleaned_data.get("cpu_cores", 0) or 0

@@ -123,7 +123,7 @@ def workload_csv(request: HttpRequest) -> StreamingHttpResponse:
         for job in jobs.iterator(chunk_size=500):
             yield writer.writerow([
                 job.uid, job.name, job.queue.name, job.queue.team.name if job.queue.team else "", job.state,
-                job.node_pool.name if job.node_pool else "", job.task_count, job.pods_running,
+                job.node_pool.name if job.node_pool else "", job.task_count, getattr(job, "pods_running", 0),
                 job.min_member, _gpu_text(job), job.cpu_millicores, job.memory_mib, job.priority,
                 job.submitter.username if job.submitter else "", _iso(job.created_at), _iso(job.started_at),
                 _iso(job.finished_at),
