@@ -55,9 +55,7 @@ def text_pairs() -> list[tuple[str, str, str]]:
     pairs = []
     for selector, body in re.findall(r"([^{}]+)\{([^{}]*)\}", css):
         selector = " ".join(selector.split())
-        decls = dict(
-            (k.strip(), v.strip()) for k, v in re.findall(r"(?:^|;)\s*([\w-]+)\s*:\s*([^;]+)", body)
-        )
+        decls = dict((k.strip(), v.strip()) for k, v in re.findall(r"(?:^|;)\s*([\w-]+)\s*:\s*([^;]+)", body))
         fg = _colour(decls.get("color", ""), variables)
         if fg is None:
             continue
