@@ -51,7 +51,8 @@ def _secret_key() -> str:
     if not DEBUG:
         raise ImproperlyConfigured(
             "SECRET_KEY is not set. Set SECRET_KEY (or SECRET_KEY_FILE) for a deployment, "
-            "or DEBUG=1 for local development."
+            "or DEBUG=1 for local development: to run a command against the `make run` database, "
+            "DEBUG=1 .venv/bin/python manage.py <command>."
         )
     # Development only: one random key per checkout, kept across restarts.
     path = VAR_DIR / "dev_secret_key"

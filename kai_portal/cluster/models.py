@@ -73,3 +73,24 @@ class GpuDevice(ValidatedModel):
 
     def __str__(self) -> str:
         return f"{self.node.name}/gpu{self.index}"
+
+
+class PoolUsageSample(models.Model):
+    """One node pool's GPUs after one scheduling cycle: the history behind the per-pool chart.
+
+    Written by the scheduling loop (``scheduling/pool_usage.py``); pruned with the usage
+    samples (``USAGE_RETENTION_DAYS``).
+    """
+
+    pool = models.ForeignKey(NodePool, on_delete=models.CASCADE, related_name="usage_samples")
+    sampled_at = models.DateTimeField()
+    gpus_total = models.DecimalField(max_digits=12, decimal_places=2, help_text="GPUs of schedulable nodes.")
+    gpus_allocated = models.DecimalField(max_digits=12, decimal_places=2)
+    gpus_requested = models.DecimalField(max_digits=12, decimal_places=2)
+
+    class Meta:
+        ordering = ["pool", "sampled_at"]
+        indexes = [models.Index(fields=["pool", "sampled_at"], name="pool_usage_pool_time")]
+
+    def __str__(self) -> str:
+        return f"{self.pool.name} @ {self.sampled_at:%Y-%m-%d %H:%M:%S}"

@@ -22,6 +22,7 @@ its children's together); the first error aborts it and nothing is saved.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -60,12 +61,30 @@ FIELD_KEYS = {
 
 
 class QueueYamlError(Exception):
-    """A document that cannot be imported: which one (1-based), which key, what is wrong."""
+    """A document that cannot be imported: which one (its position in the file, from 1), the line
+    of the file (from 1) where the key or the syntax error is, which key, what is wrong."""
 
-    def __init__(self, index: int, key: str, message: str, queue: str | None = None) -> None:
-        self.index, self.key, self.message, self.queue = index, key, message, queue
-        where = f"document {index}" + (f" (queue '{queue}')" if queue else "")
-        super().__init__(f"{where}, {key}: {message}")
+    def __init__(
+        self, index: int, key: str, message: str, queue: str | None = None, line: int | None = None
+    ) -> None:
+        self.index, self.key, self.message, self.queue, self.line = index, key, message, queue, line
+        super().__init__(self._text())
+
+    def _text(self) -> str:
+        where = f"document {self.index}" + (f" (queue '{self.queue}')" if self.queue else "")
+        if self.line is not None:
+            where += f", line {self.line}"
+        return f"{where}, {self.key}: {self.message}"
+
+    def at_line(self, lines: dict[str, int]) -> QueueYamlError:
+        """Set ``line`` from a document's key → line map: the key's line, else its nearest parent's."""
+        key = self.key
+        while self.line is None and key:
+            self.line = lines.get(key)
+            key = key.rpartition(".")[0]
+        self.line = self.line or lines.get("")
+        self.args = (self._text(),)
+        return self
 
 
 @dataclass
@@ -76,6 +95,7 @@ class QueueDocument:
     values: dict[str, Any]
     warnings: list[str] = field(default_factory=list)
     pool: str | None = None
+    lines: dict[str, int] = field(default_factory=dict)  # dotted key → line in the file (from 1)
 
 
 @dataclass
@@ -86,24 +106,94 @@ class ImportResult:
 
 
 # --- parsing -------------------------------------------------------------------
+# A key glued to a flow collection without a space ("memory:{quota: 1}"): YAML reads
+# "memory:{quota" as one plain word and reports the error where the mapping breaks, often a line later.
+_METADATA_NAME = re.compile(r"^metadata:\s*(?:\{\s*name:\s*([\w.\-]+)|\n\s+name:\s*([\w.\-]+))", re.M)
+_GLUED_FLOW = re.compile(r"^\s*(?:-\s+)?[\w.\-/]+:[{\[]")
+
+
 def parse_documents(text: str) -> list[QueueDocument]:
+    nodes: list[yaml.Node] = []
+    end = 0  # line (from 0) where the last complete document ended
     try:
-        raw_docs = list(yaml.safe_load_all(text))
+        for node in yaml.compose_all(text, Loader=yaml.SafeLoader):
+            nodes.append(node)
+            end = node.end_mark.line if node is not None else end
     except yaml.YAMLError as exc:
-        raise QueueYamlError(0, "(yaml)", f"not valid YAML: {exc}") from None
+        raise _syntax_error(text, len(nodes) + 1, exc, end) from None
     docs: list[QueueDocument] = []
     seen: dict[str, int] = {}
-    for index, raw in enumerate(raw_docs, start=1):
-        if raw is None:
+    for index, node in enumerate(nodes, start=1):
+        if node is None or (isinstance(node, yaml.ScalarNode) and node.tag == "tag:yaml.org,2002:null"):
             continue
-        doc = _parse_document(index, raw)
+        lines = _key_lines(node)
+        try:
+            raw = yaml.SafeLoader("").construct_document(node)
+        except yaml.YAMLError as exc:  # e.g. an unhashable key, found while constructing
+            raise _syntax_error(text, index, exc, node.start_mark.line) from None
+        glued = next((k for k in lines if re.search(r":[{\[]", k.rpartition(".")[2])), None)
+        if glued is not None:
+            word = glued.rpartition(".")[2]
+            key = word.split(":", 1)[0]
+            metadata = raw.get("metadata") if isinstance(raw, dict) else None
+            name = metadata.get("name") if isinstance(metadata, dict) else None
+            raise QueueYamlError(
+                index, glued.rpartition(".")[0] or "(document)",
+                f"'{word}' is read as one key: put a space after '{key}:' "
+                "(without it YAML reads the whole text as a key, and its values are lost)",
+                name if isinstance(name, str) else None, line=lines[glued],
+            )  # fmt: skip
+        try:
+            doc = _parse_document(index, raw)
+        except QueueYamlError as exc:
+            raise exc.at_line(lines) from None
+        doc.lines = lines
         if doc.name in seen:
             raise QueueYamlError(
-                index, "metadata.name", f"queue '{doc.name}' appears twice (also document {seen[doc.name]})"
-            )
+                index, "metadata.name", f"queue '{doc.name}' appears twice (also document {seen[doc.name]})",
+                doc.name,
+            ).at_line(lines)  # fmt: skip
         seen[doc.name] = index
         docs.append(doc)
     return docs
+
+
+def _key_lines(node: yaml.Node, prefix: str = "") -> dict[str, int]:
+    """Dotted key → line (from 1) of every mapping key in a composed document."""
+    lines = {prefix: node.start_mark.line + 1}
+    if isinstance(node, yaml.MappingNode):
+        for key_node, value_node in node.value:
+            key = f"{prefix}.{key_node.value}" if prefix else str(key_node.value)
+            lines.update(_key_lines(value_node, key))
+            lines[key] = key_node.start_mark.line + 1
+    return lines
+
+
+def _syntax_error(text: str, index: int, exc: yaml.YAMLError, first: int) -> QueueYamlError:
+    """The error of document ``index``, which starts after line ``first`` (from 0)."""
+    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    line = mark.line + 1 if mark is not None else None
+    # The queue's name, when the broken document's text before the error names it.
+    before = "\n".join(text.splitlines()[first : line or None])
+    named = _METADATA_NAME.search(before.rpartition("\n---")[2])
+    queue = (named.group(1) or named.group(2)) if named else None
+    # A glued "key:{" between the document's start and the reported line is the real mistake.
+    if line is not None:
+        for number, content in enumerate(text.splitlines()[first:line], start=first + 1):
+            if _GLUED_FLOW.match(content):
+                key = content.split(":", 1)[0].strip().lstrip("- ")
+                return QueueYamlError(
+                    index, "(yaml)",
+                    f"'{content.strip()}': put a space after '{key}:' (YAML reads '{key}:{{' as one word)",
+                    queue, line=number,
+                )  # fmt: skip
+    column = f", column {mark.column + 1}" if mark is not None else ""
+    context = getattr(exc, "context_mark", None)
+    if context is not None and mark is not None and context.line != mark.line:
+        what = getattr(exc, "context", None) or "in the construct"
+        column += f" ({what} that starts on line {context.line + 1})"
+    return QueueYamlError(index, "(yaml)", f"not valid YAML: {problem}{column}", queue, line=line)
 
 
 def _mapping(index: int, key: str, value: Any, name: str | None = None) -> dict[str, Any]:
@@ -233,7 +323,8 @@ def _check_alone(doc: QueueDocument, queue: Queue) -> None:
 
 def _as_yaml_error(doc: QueueDocument, exc: ValidationError) -> QueueYamlError:
     field_name, messages = next(iter(exc.message_dict.items()))
-    return QueueYamlError(doc.index, FIELD_KEYS.get(field_name, "spec"), " ".join(messages), doc.name)
+    key = FIELD_KEYS.get(field_name, "spec")
+    return QueueYamlError(doc.index, key, " ".join(messages), doc.name).at_line(doc.lines)
 
 
 def _resolve_parent(doc: QueueDocument, queues: dict[str, Queue]) -> Queue | None:
@@ -248,7 +339,7 @@ def _resolve_parent(doc: QueueDocument, queues: dict[str, Queue]) -> Queue | Non
             "spec.parentQueue",
             f"parent queue '{doc.parent}' is neither in the file nor in the portal",
             doc.name,
-        )
+        ).at_line(doc.lines)
     return parent
 
 
@@ -261,7 +352,7 @@ def _resolve_pool(doc: QueueDocument, queue: Queue, pools: dict[str, NodePool]) 
     if doc.pool not in pools:
         known = ", ".join(sorted(pools)) or "none yet"
         message = f"node pool '{doc.pool}' does not exist (pools: {known})"
-        raise QueueYamlError(doc.index, FIELD_KEYS["node_pool"], message, doc.name)
+        raise QueueYamlError(doc.index, FIELD_KEYS["node_pool"], message, doc.name).at_line(doc.lines)
     return pools[doc.pool]
 
 
@@ -276,7 +367,7 @@ def _parents_first(docs: list[QueueDocument]) -> list[QueueDocument]:
         if state.get(doc.name) == "visiting":
             raise QueueYamlError(
                 doc.index, "spec.parentQueue", "the parent queues in this file form a cycle", doc.name
-            )
+            ).at_line(doc.lines)
         state[doc.name] = "visiting"
         if doc.parent in by_name:
             visit(by_name[doc.parent])

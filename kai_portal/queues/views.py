@@ -392,7 +392,10 @@ def queue_edit(request: HttpRequest, name: str) -> HttpResponse:
     queue = get_writable_or_403(
         Queue.objects.visible_to(request.user), Queue.objects.manageable_by(request.user), name=name
     )
-    form = QueueForm(request.POST or None, instance=queue)
+    # The form writes the posted values onto its instance even when they are invalid; give it a copy
+    # so the page (links, title) keeps the stored name: a posted name such as "a/b" cannot be reversed
+    # into a URL and used to answer 500.
+    form = QueueForm(request.POST or None, instance=Queue.objects.get(pk=queue.pk))
     if request.method == "POST" and form.is_valid():
         queue = form.save()
         messages.success(

@@ -39,7 +39,8 @@ from django.db.models import Min
 from django.utils import timezone
 
 import scheduler
-from kai_portal.scheduling.snapshot import CycleInput, alone_on_cluster, build_snapshot
+from kai_portal.scheduling.never_fits import never_fits_reason
+from kai_portal.scheduling.snapshot import CycleInput, build_snapshot
 from kai_portal.workloads.choices import JobState, PodState
 from kai_portal.workloads.models import Job, Pod
 from scheduler import gang
@@ -142,13 +143,6 @@ def _prepared(inp: CycleInput, terminal: set[int]) -> scheduler.Snapshot:
         if tasks:
             jobs.append(dataclasses.replace(job, tasks=tasks))
     return scheduler.Snapshot(nodes=inp.snapshot.nodes, queues=inp.snapshot.queues, jobs=jobs)
-
-
-def _fits_alone(inp: CycleInput, snap: scheduler.Snapshot, name: str) -> bool:
-    """Whether the engine places the job on an empty cluster (no other job at all)."""
-    job = next(j for j in snap.jobs if j.name == name)
-    placed = alone_on_cluster(inp, job).placed(t.name for t in job.tasks)
-    return len(placed) >= max(1, min(job.gang_min, len(job.tasks)))
 
 
 @dataclass
@@ -291,9 +285,10 @@ def estimate(
         fc = forecasts[job_id]
         fc.estimated_start = None
         fc.estimated_at = now
-        if not _fits_alone(inp, snap, names[job_id]):
+        why = never_fits_reason(inp, next(j for j in snap.jobs if j.name == names[job_id]))
+        if why is not None:
             fc.unknown = UNKNOWN_NEVER_FITS
-            fc.reason = "it does not fit anywhere, even on an empty cluster"
+            fc.reason = why  # a queue limit, non-preemptible over quota, or no node big enough
         elif result.stopped:
             # Starts are reported at the end that freed the room (start_time), which is after the last
             # simulated cycle: that cycle is the bound, not the next one the simulation jumped to.

@@ -26,6 +26,7 @@ from datetime import datetime
 from kai_portal.cluster.backends import ApplyReport, Bind, EventType, Evict, PodEvent
 from kai_portal.scheduling import usage
 from kai_portal.scheduling.models import Decision, JobMessage, SchedulingCycle
+from kai_portal.scheduling.pool_usage import record_pool_usage
 from kai_portal.scheduling.snapshot import CycleInput, PodRef
 from kai_portal.workloads import lifecycle
 from kai_portal.workloads.models import Job, Pod
@@ -214,6 +215,7 @@ def persist_result(
     _persist_job_messages(cycle, inp, result)
     lifecycle.refresh_job_states(touched_jobs, now)
     usage.record_usage(cycle, index.queues, result.queues, now)
+    record_pool_usage(inp, result, now)
 
     cycle.allocated_count = counts["allocated"]
     cycle.pipelined_count = counts["pipelined"]

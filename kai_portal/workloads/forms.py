@@ -11,9 +11,11 @@ from decimal import Decimal
 from typing import Any, cast
 
 from django import forms
+from django.core.exceptions import ValidationError
 
 from kai_portal.queues.durations import parse_go_duration
 from kai_portal.queues.models import Queue
+from kai_portal.workloads.capacity import oversized_task_errors
 from kai_portal.workloads.models import Job
 
 
@@ -73,9 +75,10 @@ class JobSubmitForm(forms.ModelForm):
         }
         widgets = {"command": forms.Textarea(attrs={"rows": 2})}
 
-    def __init__(self, *args: Any, user: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, user: Any, refuse_oversized: bool = True, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.user = user
+        self.refuse_oversized = refuse_oversized
         queue_field = cast("forms.ModelChoiceField[Queue]", self.fields["queue"])
         queue_field.queryset = (
             Queue.objects.submittable_by(user).select_related("team", "node_pool").order_by("name")
@@ -129,11 +132,22 @@ class JobSubmitForm(forms.ModelForm):
             data["memory_mib"] = 0
         return data
 
+    def _update_errors(self, errors: Any) -> None:
+        # The model names CPU in millicores; this form asks for cores.
+        if hasattr(errors, "error_dict") and "cpu_millicores" in errors.error_dict:
+            errors.error_dict["cpu_cores"] = errors.error_dict.pop("cpu_millicores")
+        super()._update_errors(errors)  # type: ignore[misc]  # stubs omit BaseModelForm._update_errors
+
     def _post_clean(self) -> None:
         self.instance.cpu_millicores = self.cleaned_data.get("cpu_cores", 0) or 0
         self.instance.duration = self.cleaned_data.get("run_time")
         self.instance.submitter = self.user
         super()._post_clean()  # type: ignore[misc]  # stubs omit BaseModelForm._post_clean
+        if self.refuse_oversized and not self.errors:
+            # The same refusal as ``submission.submit``, shown on the fields it names.
+            oversized = oversized_task_errors(self.instance)
+            if oversized:
+                self._update_errors(ValidationError({f: [m] for f, m in oversized.items()}))
 
 
 class ManifestSubmitForm(forms.Form):

@@ -16,7 +16,8 @@ What is read (kai-semantics §1.7):
   built-in classes); ``kai.scheduler/preemptibility`` label.
 * gang: a Pod is one task. A Job runs ``parallelism`` tasks (default 1, at
   most ``completions``); the gang minimum is annotation
-  ``kai.scheduler/batch-min-member`` and defaults to every task.
+  ``kai.scheduler/batch-min-member`` and defaults to 1, as KAI's pod grouper
+  does for standard Jobs (each pod may start on its own).
 * node pool: label ``kai.scheduler/node-pool``.
 * ``restartPolicy`` (OnFailure or Never; Always counts as the default) and
   ``metadata.namespace`` are kept on the job.
@@ -428,7 +429,8 @@ def _gang(job: Job, kind: str, spec: dict[str, Any], annotation: Any, paths: dic
     job.task_count = tasks
     found = annotation(MIN_MEMBER)
     if found is None:
-        job.min_member = tasks
+        # KAI's pod grouper gives a standard batch Job minMember 1 unless the annotation says otherwise.
+        job.min_member = 1
         return
     path, value = found
     paths["min_member"] = path

@@ -10,6 +10,7 @@ from django.db.models import Q
 
 from kai_portal.core.fields import WholeNumberField
 from kai_portal.core.validation import ValidatedModel
+from kai_portal.queues.models import queue_name_validator
 from kai_portal.workloads.choices import (
     PRIORITY_VALUES,
     JobState,
@@ -19,6 +20,23 @@ from kai_portal.workloads.choices import (
     RestartPolicy,
 )
 from kai_portal.workloads.querysets import JobQuerySet, PodQuerySet
+
+JOB_NAME_MAX = 63
+
+
+def job_name_problems(name: str) -> list[str]:
+    """Why ``name`` is not a Kubernetes name (DNS-1123 label, as queue names are), or nothing."""
+    problems: list[str] = []
+    if len(name) > JOB_NAME_MAX:
+        problems.append(f"Job names are at most {JOB_NAME_MAX} characters (got {len(name)}).")
+    try:
+        queue_name_validator(name)
+    except ValidationError:
+        problems.append(
+            "Job names are Kubernetes names: lowercase letters, digits and '-', "
+            "starting and ending with a letter or digit."
+        )
+    return problems
 
 
 class Job(ValidatedModel):
@@ -136,6 +154,7 @@ class Job(ValidatedModel):
         if self.priority is None and self.priority_class in PRIORITY_VALUES:
             self.priority = PRIORITY_VALUES[PriorityClass(self.priority_class)]
         errors: dict[str, list[str]] = {}
+        self._check_name(errors)
         self._check_queue_is_leaf(errors)
         self._take_queue_pool(errors)
         self._check_gpu_request(errors)
@@ -150,6 +169,27 @@ class Job(ValidatedModel):
             )
         if errors:
             raise ValidationError(errors)
+
+    def _check_name(self, errors: dict[str, list[str]]) -> None:
+        """Portal jobs become Kubernetes objects named after the job: a DNS-1123 label, unique among
+        the queue's live jobs. Jobs found in the cluster (``cluster_key``) keep the name they have there,
+        and a stored job is only re-checked when its name changes."""
+        if self.cluster_key or not isinstance(self.name, str) or not self.name:
+            return
+        renamed = self._state.adding or Job.objects.filter(pk=self.pk).exclude(name=self.name).exists()
+        if not renamed:
+            return
+        problems = job_name_problems(self.name)
+        if problems:
+            errors.setdefault("name", []).extend(problems)
+            return
+        if self.queue_id is not None and self.state in JobState.active():
+            clash = Job.objects.filter(queue_id=self.queue_id, name=self.name, state__in=JobState.active())
+            if clash.exclude(pk=self.pk).exists():
+                errors.setdefault("name", []).append(
+                    f"Queue '{self.queue}' already has a pending or running job named '{self.name}'; "
+                    "choose another name, or cancel that job first."
+                )
 
     def _check_queue_is_leaf(self, errors: dict[str, list[str]]) -> None:
         if self.queue_id is None:

@@ -26,10 +26,12 @@ from kai_portal.scheduling.models import Decision, JobMessage
 from kai_portal.teams.models import Team
 from kai_portal.workloads import lifecycle, submission
 from kai_portal.workloads.choices import JobState, PodState
+from kai_portal.workloads.copying import copy_initial
 from kai_portal.workloads.filtersets import JobFilterSet
 from kai_portal.workloads.forms import JobSubmitForm, ManifestSubmitForm
 from kai_portal.workloads.manifests import EXAMPLE_MANIFEST, ManifestError, submit_manifest
 from kai_portal.workloads.models import Job, Pod
+from kai_portal.workloads.warnings import request_warnings, submit_warnings
 
 PAGE_SIZE = 50
 TIMELINE_DECISIONS = 400
@@ -199,14 +201,20 @@ def job_submit(request: HttpRequest) -> HttpResponse:
     initial: dict[str, Any] | None = {"queue": request.GET.get("queue")} if request.GET.get("queue") else None
     if initial:
         initial["queue"] = Queue.objects.filter(name=initial["queue"]).values_list("pk", flat=True).first()
+    initial = copy_initial(request.user, request.GET.get("copy")) or initial  # "copy and edit" a job
     form = JobSubmitForm(request.POST or None, user=request.user, initial=initial)
+    warnings: list[str] = []
     if request.method == "POST" and form.is_valid():
-        job = submission.submit(form.instance)
-        messages.success(request, f"Job {job.name} submitted to {job.queue.name}.")
-        return redirect("workloads:job_detail", uid=job.uid)
+        # A job that can never fit, or an implausible request, is submitted only once confirmed.
+        warnings = [] if request.POST.get("confirmed") else submit_warnings(request.user, form.instance)
+        if not warnings:
+            job = submission.submit(form.instance)
+            messages.success(request, f"Job {job.name} submitted to {job.queue.name}.")
+            return redirect("workloads:job_detail", uid=job.uid)
     queue_choices = cast("ModelChoiceField[Queue]", form.fields["queue"]).queryset
     has_queue = queue_choices is not None and queue_choices.exists()
-    return render(request, "workloads/job_submit.html", {"form": form, "has_queue": has_queue})
+    return render(request, "workloads/job_submit.html", {"form": form, "has_queue": has_queue,
+                                                         "warnings": warnings})  # fmt: skip
 
 
 @login_required
@@ -216,7 +224,8 @@ def job_fit_check(request: HttpRequest) -> HttpResponse:
     data = request.POST.copy()
     if not data.get("name"):
         data["name"] = "new-job"  # the name does not change the verdict; let a draft without one be checked
-    form = JobSubmitForm(data, user=request.user)
+    # The engine's verdict explains a task larger than every node; submitting refuses it.
+    form = JobSubmitForm(data, user=request.user, refuse_oversized=False)
     context: dict[str, Any] = {"form": form, "verdict": None}
     if form.is_valid():
         context["verdict"] = check_fit(request.user, form.instance, timezone.now())
@@ -236,6 +245,8 @@ def job_submit_yaml(request: HttpRequest) -> HttpResponse:
             problems = [str(exc)]
         else:
             messages.success(request, f"Job {job.name} submitted to {job.queue.name} from YAML.")
+            for warning in request_warnings(job):
+                messages.warning(request, warning)
             return redirect("workloads:job_detail", uid=job.uid)
     return render(request, "workloads/job_submit_yaml.html", {"form": form, "problems": problems,
                                                               "example": EXAMPLE_MANIFEST})  # fmt: skip

@@ -178,7 +178,8 @@ class QueueViewSet(viewsets.ModelViewSet):
         except kai_yaml.QueueYamlError as exc:
             raise exceptions.ValidationError(
                 # DRF turns every leaf into a string anyway; str() only makes that visible to the stubs.
-                {"detail": str(exc), "document": str(exc.index), "key": exc.key, "queue": exc.queue}
+                {"detail": str(exc), "document": str(exc.index), "key": exc.key, "queue": exc.queue,
+                 "line": str(exc.line or "")}
             ) from None
         return Response(QueueImportResultSerializer(result).data)
 

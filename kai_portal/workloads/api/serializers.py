@@ -11,6 +11,7 @@ from kai_portal.queues.models import Queue
 from kai_portal.scheduling import forecast_store
 from kai_portal.scheduling.api.serializers import ForecastSerializer
 from kai_portal.workloads.models import Job, Pod
+from kai_portal.workloads.warnings import request_warnings
 
 if TYPE_CHECKING:
     from kai_portal.accounts.models import User
@@ -55,6 +56,10 @@ class JobSerializer(serializers.ModelSerializer):
         help_text="Empty = the value of the priority class.",
     )  # fmt: skip
     pods = serializers.SerializerMethodField()
+    warnings = serializers.SerializerMethodField(
+        help_text="Things about the request that are allowed but probably not meant, e.g. GPU memory "
+        "(MiB) below any GPU's size."
+    )
     forecast = serializers.SerializerMethodField(
         help_text="Pending jobs: queue position and estimated start as of the latest cycle (else null)."
     )
@@ -66,10 +71,11 @@ class JobSerializer(serializers.ModelSerializer):
             "preemptibility", "task_count", "min_member", "gpu_count", "gpu_fraction", "gpu_memory_mib",
             "gpu_fraction_devices", "cpu_millicores", "memory_mib", "image", "command", "duration",
             "restart_policy", "state", "message", "pods", "created_at", "updated_at", "started_at",
-            "finished_at", "forecast",
+            "finished_at", "forecast", "warnings",
         ]  # fmt: skip
         read_only_fields = [
             "uid", "state", "message", "created_at", "updated_at", "started_at", "finished_at",
+            "warnings",
         ]  # fmt: skip
         extra_kwargs = {
             "task_count": {"max_value": 10_000},
@@ -95,6 +101,10 @@ class JobSerializer(serializers.ModelSerializer):
             "running": getattr(job, "pods_running", 0),
             "finished": getattr(job, "pods_finished", 0),
         }
+
+    @extend_schema_field(serializers.ListField(child=serializers.CharField()))
+    def get_warnings(self, job: Job) -> list[str]:
+        return request_warnings(job)
 
     @extend_schema_field(ForecastSerializer(allow_null=True))
     def get_forecast(self, job: Job) -> dict[str, Any] | None:
