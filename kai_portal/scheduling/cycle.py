@@ -27,6 +27,8 @@ from kai_portal.scheduling.lock import cycle_lock
 from kai_portal.scheduling.models import SchedulingCycle
 from kai_portal.scheduling.results import cluster_operations, persist_result
 from kai_portal.scheduling.snapshot import build_snapshot
+from kai_portal.workloads import lifecycle
+from kai_portal.workloads.models import Job
 
 logger = logging.getLogger(__name__)
 
@@ -58,6 +60,7 @@ def _run_locked(now: datetime, backend: ClusterBackend) -> SchedulingCycle:
             with transaction.atomic():
                 unsynced_events = sync_cluster_state(state, now)
         inp = build_snapshot(now)
+        _fail_unhandled_jobs(inp.index.unhandled, now)
         result = scheduler.run_cycle(inp.snapshot, inp.config)
         ops = cluster_operations(inp, result)
         with transaction.atomic():
@@ -78,3 +81,10 @@ def _run_locked(now: datetime, backend: ClusterBackend) -> SchedulingCycle:
         logger.warning("cluster %s of %s/%s failed: %s", failure.operation, failure.namespace, failure.name,
                        failure.error)  # fmt: skip
     return cycle
+
+
+def _fail_unhandled_jobs(unhandled: dict[int, str], now: datetime) -> None:
+    """Fail each job the snapshot could not convert, with the reason on the job (its owner sees it)."""
+    for job in Job.objects.filter(pk__in=list(unhandled)):
+        logger.warning("failing job %s (%s): %s", job.pk, job.name, unhandled[job.pk])
+        lifecycle.fail_job(job, lifecycle.unhandled_message(unhandled[job.pk]), now)

@@ -147,6 +147,14 @@ def fail_job(job: Job, message: str, now: datetime) -> bool:
     return True
 
 
+def unhandled_message(problem: str) -> str:
+    """The job message of a job the scheduling loop could not handle and therefore failed."""
+    return (
+        f"The scheduler could not handle this job and failed it so that scheduling goes on for "
+        f"everyone else: {problem}. Submit it again with valid values."
+    )
+
+
 def refresh_job_states(job_ids: Iterable[int], now: datetime) -> None:
     """Derive each active job's state from its pods (conditional on the state read).
 
