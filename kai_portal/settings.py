@@ -195,7 +195,8 @@ REST_FRAMEWORK = {
         "django_filters.rest_framework.DjangoFilterBackend",
         "rest_framework.filters.OrderingFilter",
     ],
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    # JSON with the body limit (DATA_UPLOAD_MAX_MEMORY_SIZE) and deep nesting as a 400.
+    "DEFAULT_PARSER_CLASSES": ["kai_portal.core.api.BoundedJSONParser"],
     "DEFAULT_PAGINATION_CLASS": "kai_portal.core.api.StandardPagination",
     "DEFAULT_RENDERER_CLASSES": [
         "rest_framework.renderers.JSONRenderer",

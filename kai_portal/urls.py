@@ -22,3 +22,7 @@ urlpatterns = [
     path("api/redoc/", SpectacularRedocView.as_view(url_name="api-schema"), name="api-redoc"),
     path("", include("kai_portal.page_urls")),
 ]
+
+handler400 = "kai_portal.views.bad_request"
+handler404 = "kai_portal.views.not_found"
+handler500 = "kai_portal.views.server_error"

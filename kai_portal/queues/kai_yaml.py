@@ -28,6 +28,7 @@ import yaml
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
+from kai_portal.core import safe_yaml
 from kai_portal.core.units import RESOURCES, UNLIMITED, mb_to_mib, mib_to_mb
 from kai_portal.queues import tree_rules
 from kai_portal.queues.durations import format_go_duration, parse_go_duration
@@ -56,6 +57,9 @@ class QueueYamlError(Exception):
     """A document that cannot be imported: which one (1-based), which key, what is wrong."""
 
     def __init__(self, index: int, key: str, message: str, queue: str | None = None) -> None:
+        # Key, message and name may quote the user's input: never echo it back unbounded.
+        key, message = safe_yaml.shorten(key, 200), safe_yaml.shorten(message)
+        queue = safe_yaml.shorten(queue, 200) if queue is not None else None
         self.index, self.key, self.message, self.queue = index, key, message, queue
         where = f"document {index}" + (f" (queue '{queue}')" if queue else "")
         super().__init__(f"{where}, {key}: {message}")
@@ -80,9 +84,11 @@ class ImportResult:
 # --- parsing -------------------------------------------------------------------
 def parse_documents(text: str) -> list[QueueDocument]:
     try:
-        raw_docs = list(yaml.safe_load_all(text))
+        raw_docs = safe_yaml.load_all(text)
     except yaml.YAMLError as exc:
         raise QueueYamlError(0, "(yaml)", f"not valid YAML: {exc}") from None
+    except safe_yaml.UnsafeYamlError as exc:
+        raise QueueYamlError(0, "(yaml)", f"the document {exc}") from None
     docs: list[QueueDocument] = []
     seen: dict[str, int] = {}
     for index, raw in enumerate(raw_docs, start=1):

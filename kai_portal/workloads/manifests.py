@@ -43,6 +43,7 @@ from django.db import transaction
 from kubernetes.utils import parse_quantity
 
 from kai_portal.cluster.models import NodePool
+from kai_portal.core import safe_yaml
 from kai_portal.queues.durations import parse_go_duration
 from kai_portal.queues.models import Queue
 from kai_portal.workloads import limits as bounds
@@ -70,7 +71,8 @@ class ManifestError(Exception):
     """A manifest that cannot become a job: ``path`` says where, ``message`` what is wrong."""
 
     def __init__(self, path: str, message: str) -> None:
-        self.path, self.message = path, message
+        # Both may quote the user's input: never echo it back unbounded.
+        self.path, self.message = safe_yaml.shorten(path, 200), safe_yaml.shorten(message)
         super().__init__(f"{path}: {message}")
 
 
@@ -99,9 +101,11 @@ def _load(text: str | bytes | dict[str, Any]) -> dict[str, Any]:
     if not text.strip():
         raise ManifestError("(body)", "is empty; send a Pod or batch/v1 Job manifest as YAML or JSON")
     try:
-        docs = [d for d in yaml.safe_load_all(text) if d is not None]
+        docs = [d for d in safe_yaml.load_all(text) if d is not None]
     except yaml.YAMLError as exc:
         raise ManifestError("(body)", f"is not valid YAML or JSON: {exc}") from None
+    except safe_yaml.UnsafeYamlError as exc:
+        raise ManifestError("(body)", str(exc)) from None
     if len(docs) != 1:
         raise ManifestError("(body)", f"must hold exactly one manifest (found {len(docs)})")
     if not isinstance(docs[0], dict):
