@@ -176,12 +176,17 @@ def parse_manifest(text: str | bytes | dict[str, Any], user: Any = None) -> Job:
     return job
 
 
-def submit_manifest(text: str | bytes | dict[str, Any], user: Any) -> Job:
-    """Parse, validate and submit in one transaction; errors name the manifest path."""
+def submit_manifest(
+    text: str | bytes | dict[str, Any], user: Any, idempotency_key: str = ""
+) -> tuple[Job, bool]:
+    """Parse, validate and submit in one transaction; errors name the manifest path.
+
+    Returns the job and whether it was created (False: the user's earlier submission
+    with the same ``idempotency_key``)."""
     job, source = _parse(_load(text), user)
     try:
         with transaction.atomic():
-            return submission.submit(job)
+            return submission.submit_once(job, idempotency_key)
     except ValidationError as exc:
         field, messages = next(iter(exc.message_dict.items()))
         raise ManifestError(source.path(field), " ".join(messages)) from None

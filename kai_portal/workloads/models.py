@@ -143,6 +143,10 @@ class Job(ValidatedModel):
         help_text="namespace/kind/name of the pod group in the cluster.",
     )
 
+    # The client's Idempotency-Key of the submission: a retry with the same key (same
+    # submitter) gets this job back instead of a duplicate (``submission.submit_once``).
+    idempotency_key = models.CharField(max_length=255, blank=True, default="", editable=False)
+
     objects = JobQuerySet.as_manager()
 
     class Meta:
@@ -158,6 +162,11 @@ class Job(ValidatedModel):
                 name="job_gpu_fraction_open_unit_interval",
             ),
             models.CheckConstraint(condition=Q(min_member__lte=models.F("task_count")), name="job_gang_fits"),
+            models.UniqueConstraint(
+                fields=["submitter", "idempotency_key"],
+                condition=~Q(idempotency_key=""),
+                name="job_idempotency_key_per_submitter",
+            ),
         ]
 
     def __str__(self) -> str:
