@@ -293,6 +293,7 @@ FAIRSHARE_USAGE_HALF_LIFE_HOURS = _env_float_or_none("FAIRSHARE_USAGE_HALF_LIFE_
 FAIRSHARE_USAGE_K = _env_float_or_none("FAIRSHARE_USAGE_K")
 # Seconds an evicted pod of the simulated cluster takes to release its node.
 SIMULATED_EVICTION_GRACE_SECONDS = env_int("SIMULATED_EVICTION_GRACE_SECONDS", 5, minimum=0)
-# A cycle lock whose holder died expires after this long.
-CYCLE_LOCK_TIMEOUT_SECONDS = env_int("CYCLE_LOCK_TIMEOUT_SECONDS", 120, minimum=1)
+# The cycle lock expires this long after its holder's last renewal (renewed every third of it
+# while a cycle runs), so a killed worker stalls scheduling for at most this long.
+CYCLE_LOCK_TIMEOUT_SECONDS = env_int("CYCLE_LOCK_TIMEOUT_SECONDS", 10, minimum=3)
 CELERY_TASK_ROUTES = {"kai_portal.scheduling.tasks.run_cycle": {"queue": "scheduling"}}

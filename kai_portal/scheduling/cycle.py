@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import time
 import traceback
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.db import transaction
 from django.utils import timezone
@@ -52,6 +52,7 @@ def run_scheduling_cycle(
 
 def _run_locked(now: datetime, backend: ClusterBackend) -> SchedulingCycle:
     started = time.monotonic()
+    reap_abandoned_cycles(now)
     cycle = SchedulingCycle.objects.create(started_at=now, status=SchedulingCycle.Status.RUNNING)
     try:
         state = backend.observe()
@@ -65,14 +66,15 @@ def _run_locked(now: datetime, backend: ClusterBackend) -> SchedulingCycle:
         ops = cluster_operations(inp, result)
         with transaction.atomic():
             report = backend.apply(ops.binds, ops.evictions, ops.events + unsynced_events)
-            cycle.finished_at = now
             cycle.duration_ms = int((time.monotonic() - started) * 1000)
+            cycle.finished_at = _finished(now, cycle.duration_ms)
             persist_result(cycle, inp, result, report, now)
     except Exception:
+        elapsed_ms = int((time.monotonic() - started) * 1000)
         SchedulingCycle.objects.filter(pk=cycle.pk).update(
             status=SchedulingCycle.Status.FAILED,
-            finished_at=now,
-            duration_ms=int((time.monotonic() - started) * 1000),
+            finished_at=_finished(now, elapsed_ms),
+            duration_ms=elapsed_ms,
             error=traceback.format_exc()[-8000:],
         )
         logger.exception("scheduling cycle %s failed", cycle.pk)
@@ -81,6 +83,25 @@ def _run_locked(now: datetime, backend: ClusterBackend) -> SchedulingCycle:
         logger.warning("cluster %s of %s/%s failed: %s", failure.operation, failure.namespace, failure.name,
                        failure.error)  # fmt: skip
     return cycle
+
+
+def _finished(now: datetime, elapsed_ms: int) -> datetime:
+    """The cycle's end on the cycle's clock (``now`` may be simulated time in tests)."""
+    return now + timedelta(milliseconds=elapsed_ms)
+
+
+ABANDONED = "Abandoned: the worker running this cycle stopped (killed or crashed) before it finished."
+
+
+def reap_abandoned_cycles(now: datetime) -> int:
+    """Mark cycle rows still ``running`` as failed. Called with the cycle lock held, so no
+    cycle is running: such a row was left by a worker that died mid-cycle."""
+    reaped = SchedulingCycle.objects.filter(status=SchedulingCycle.Status.RUNNING).update(
+        status=SchedulingCycle.Status.FAILED, finished_at=now, error=ABANDONED
+    )
+    if reaped:
+        logger.warning("marked %d abandoned scheduling cycle(s) as failed", reaped)
+    return reaped
 
 
 def _fail_unhandled_jobs(unhandled: dict[int, str], now: datetime) -> None:
