@@ -22,11 +22,14 @@ Environment variables (all optional unless noted):
 ``SECURE_SSL_REDIRECT``, ``SECURE_HSTS_SECONDS``, ``TRUST_X_FORWARDED_PROTO``
     (set it when a TLS-terminating proxy in front sets X-Forwarded-Proto),
 ``LOG_LEVEL`` (default INFO)
+``LOGIN_FAILURE_LIMIT`` (10), ``LOGIN_LOCKOUT_MINUTES`` (15), ``TOKEN_FAILURE_RATE`` (30/min),
+``NUM_PROXIES`` (0; trusted proxies that append to X-Forwarded-For)
 """
 
 from __future__ import annotations
 
 import secrets
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
@@ -75,6 +78,7 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "django_htmx",
+    "axes",
     "kai_portal.accounts",
     "kai_portal.teams",
     "kai_portal.queues",
@@ -96,6 +100,8 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # Last, as django-axes asks: it turns a locked-out sign-in into its 429 response.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "kai_portal.urls"
@@ -137,6 +143,20 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
+# Sign-in brute force (django-axes): after LOGIN_FAILURE_LIMIT wrong passwords for one
+# username from one address, the next attempt, right password or not, is a 429 until
+# LOGIN_LOCKOUT_MINUTES have passed since the last failure. Client address = REMOTE_ADDR.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+LOGIN_FAILURE_LIMIT = env_int("LOGIN_FAILURE_LIMIT", 10, minimum=1)
+AXES_FAILURE_LIMIT = LOGIN_FAILURE_LIMIT + 1  # axes refuses the attempt that reaches its limit
+AXES_COOLOFF_TIME = timedelta(minutes=env_int("LOGIN_LOCKOUT_MINUTES", 15, minimum=1))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
+AXES_VERBOSE = False
 LOGIN_URL = "accounts:login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "accounts:login"
@@ -203,6 +223,11 @@ REST_FRAMEWORK = {
         "rest_framework.renderers.BrowsableAPIRenderer",
     ],
     "EXCEPTION_HANDLER": "kai_portal.core.api.exception_handler",
+    # Failed token authentications per client address (accounts/tokens.py: FailedTokenThrottle).
+    "DEFAULT_THROTTLE_RATES": {"token_failure": env_str("TOKEN_FAILURE_RATE", "30/min")},
+    # Client address for throttling: REMOTE_ADDR, or the address NUM_PROXIES trusted proxies
+    # in front saw (X-Forwarded-For); DRF's default would trust a client's own X-Forwarded-For.
+    "NUM_PROXIES": env_int("NUM_PROXIES", 0, minimum=0),
     "COERCE_DECIMAL_TO_STRING": False,
     "DATETIME_FORMAT": "iso-8601",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
