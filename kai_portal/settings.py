@@ -165,8 +165,10 @@ LOGOUT_REDIRECT_URL = "accounts:login"
 REDIS_URL = env_str("REDIS_URL", "redis://127.0.0.1:6379/0")
 CACHES = {
     "default": {
-        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        # Redis down = cache misses, not errors (core/cache.py); connecting gives up fast.
+        "BACKEND": "kai_portal.core.cache.DegradingRedisCache",
         "LOCATION": REDIS_URL,
+        "OPTIONS": {"socket_connect_timeout": 0.5, "socket_timeout": 2},
         "KEY_PREFIX": "kai",
     }
 }
