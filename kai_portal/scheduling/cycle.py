@@ -65,6 +65,7 @@ def _run_locked(now: datetime, backend: ClusterBackend) -> SchedulingCycle:
         result = scheduler.run_cycle(inp.snapshot, inp.config)
         ops = cluster_operations(inp, result)
         with transaction.atomic():
+            lifecycle.lock_jobs(ref.job_id for ref in inp.index.jobs.values())  # jobs before pods
             report = backend.apply(ops.binds, ops.evictions, ops.events + unsynced_events)
             cycle.duration_ms = int((time.monotonic() - started) * 1000)
             cycle.finished_at = _finished(now, cycle.duration_ms)

@@ -80,6 +80,8 @@ class SimulatedBackend:
 
     def advance(self, now: datetime) -> None:
         """Start bound pods, finish pods whose duration is over, release evicted pods after the grace."""
+        moving = [PodState.BOUND, PodState.RUNNING, PodState.RELEASING]
+        lifecycle.lock_jobs(Pod.objects.filter(state__in=moving).values_list("job_id", flat=True))
         bound = Pod.objects.filter(state=PodState.BOUND, node__isnull=False)
         touched = set(bound.values_list("job_id", flat=True))
         lifecycle.start_pods(bound.values_list("pk", flat=True), now)
