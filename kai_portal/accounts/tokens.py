@@ -76,13 +76,14 @@ class FailedTokenThrottle(SimpleRateThrottle):
         self.key = self.get_cache_key(request, None)
         self.history = self.cache.get(self.key, [])
         self.now = self.timer()
-        assert self.duration is not None and self.num_requests is not None
-        self.history = [t for t in self.history if t > self.now - self.duration]
-        return len(self.history) >= self.num_requests
+        # Set by SimpleRateThrottle.__init__ from the rate (the stubs do not declare them).
+        count, duration = self.num_requests, self.duration  # type: ignore[attr-defined]
+        self.history = [t for t in self.history if t > self.now - duration]
+        return len(self.history) >= count
 
     def record_failure(self, request: Any) -> bool:
         """Count one failure; False when it takes the client over the rate."""
-        return bool(self.allow_request(request, None))
+        return bool(self.allow_request(request, None))  # type: ignore[arg-type]  # no view involved
 
 
 def _refuse(request: Any, throttle: FailedTokenThrottle, message: str) -> Exception:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 
@@ -18,7 +20,7 @@ def submit(job: Job) -> Job:
     return job
 
 
-def earlier_submission(submitter: object, key: str) -> Job | None:
+def earlier_submission(submitter: Any, key: str) -> Job | None:
     """The job this submitter already created with this Idempotency-Key, if any."""
     if not key or submitter is None:
         return None
