@@ -19,7 +19,15 @@
     });
   });
 
-  // A <select data-autosubmit> submits its form when changed (team member roles).
+  // A <form data-confirm="question"> asks before it is sent (cancelling a job).
+  document.addEventListener("submit", function (event) {
+    var form = event.target;
+    if (form instanceof HTMLFormElement && form.dataset.confirm && !window.confirm(form.dataset.confirm)) {
+      event.preventDefault();
+    }
+  });
+
+  // A <select data-autosubmit> submits its form when changed (team member roles, node filters).
   document.addEventListener("change", function (event) {
     var target = event.target;
     if (target instanceof HTMLSelectElement && target.hasAttribute("data-autosubmit") && target.form) {

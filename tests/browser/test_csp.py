@@ -71,7 +71,7 @@ def test_pages_work_under_the_csp_with_no_violations(page: Any, world: dict) -> 
     assert page.locator("#id_gpu_fraction").is_visible() and not page.locator("#id_gpu_count").is_visible()
     page.check("input[name=gpu_mode][value=whole]")
     assert page.locator("#id_gpu_count").is_visible() and not page.locator("#id_gpu_fraction").is_visible()
-    page.select_option("#id_queue", label="beta-train (Beta)")
+    page.select_option("#id_queue", label="beta-train (Beta) · pool default")
     page.fill("#id_gpu_count", "1")
     page.locator('[data-testid=fit-verdict][data-verdict="starts_now"]').wait_for()
     assert _violations(page) == []
@@ -92,3 +92,32 @@ def test_pages_work_under_the_csp_with_no_violations(page: Any, world: dict) -> 
     # (nothing loads from other sites); the documentation itself renders.
     assert _violations(page) == ["img-src https://cdn.redoc.ly/redoc/logo-mini.svg "]
     assert [text for text in seen if "cdn.redoc.ly" not in text] == []
+
+
+def test_cancel_asks_for_confirmation_without_inline_script(page: Any, world: dict) -> None:
+    """The job page's cancel button asks first (a data-confirm form, not an inline handler):
+    dismissing keeps the job, accepting cancels it."""
+    from kai_portal.workloads.models import Job
+
+    page.add_init_script(RECORD_VIOLATIONS)
+    job = Job.objects.get(name="sweep")
+    sign_in(page, "root")  # a portal admin may cancel any job
+    page.goto(f"/jobs/{job.uid}/")
+    asked: list[str] = []
+
+    def answer(dialog: Any, accept: bool) -> None:
+        asked.append(dialog.message)
+        dialog.accept() if accept else dialog.dismiss()
+
+    page.once("dialog", lambda d: answer(d, False))
+    page.click("form[data-confirm] button[type=submit]")
+    page.wait_for_timeout(300)
+    job.refresh_from_db()
+    assert asked == ["Cancel job sweep?"] and job.state != "cancelled"
+    page.once("dialog", lambda d: answer(d, True))
+    page.click("form[data-confirm] button[type=submit]")
+    page.wait_for_load_state()
+    wait_until(page, "!document.querySelector('form[data-confirm]')")
+    job.refresh_from_db()
+    assert job.state == "cancelled"
+    assert _violations(page) == []

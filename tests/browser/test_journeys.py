@@ -78,7 +78,7 @@ def test_member_submits_fractional_gpu_job_and_watches_it_run(page: Any, world: 
     assert "Alpha" in page.inner_text("[data-testid=whoami]")
     page.goto("/jobs/submit/")
     page.fill("#id_name", "notebook")
-    page.select_option("#id_queue", label="alpha-train (Alpha)")
+    page.select_option("#id_queue", label="alpha-train (Alpha) · pool default")
     page.check("input[name=gpu_mode][value=fraction]")
     page.fill("#id_gpu_fraction", "0.5")
     page.fill("#id_cpu_cores", "2")
