@@ -26,13 +26,17 @@ Environment variables (all optional unless noted):
 ``LOG_LEVEL`` (default INFO), ``STATIC_ROOT`` (default ``<repo>/staticfiles``)
 ``METRICS_TOKEN`` / ``METRICS_TOKEN_FILE`` (default none: ``/metrics`` is open; set, it
     needs ``Authorization: Bearer <token>``)
+``LOGIN_FAILURE_LIMIT`` (10), ``LOGIN_LOCKOUT_MINUTES`` (15), ``TOKEN_FAILURE_RATE`` (30/min),
+``NUM_PROXIES`` (0; trusted proxies that append to X-Forwarded-For)
 """
 
 from __future__ import annotations
 
 import secrets
+from datetime import timedelta
 from pathlib import Path
 
+import csp.constants as csp
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
@@ -80,6 +84,8 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "django_htmx",
+    "axes",
+    "csp",
     "kai_portal.accounts",
     "kai_portal.teams",
     "kai_portal.queues",
@@ -103,7 +109,10 @@ MIDDLEWARE = [
     "kai_portal.audit.middleware.AuditActorMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "csp.middleware.CSPMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # Last, as django-axes asks: it turns a locked-out sign-in into its 429 response.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "kai_portal.urls"
@@ -155,6 +164,20 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
+# Sign-in brute force (django-axes): after LOGIN_FAILURE_LIMIT wrong passwords for one
+# username from one address, the next attempt, right password or not, is a 429 until
+# LOGIN_LOCKOUT_MINUTES have passed since the last failure. Client address = REMOTE_ADDR.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+LOGIN_FAILURE_LIMIT = env_int("LOGIN_FAILURE_LIMIT", 10, minimum=1)
+AXES_FAILURE_LIMIT = LOGIN_FAILURE_LIMIT + 1  # axes refuses the attempt that reaches its limit
+AXES_COOLOFF_TIME = timedelta(minutes=env_int("LOGIN_LOCKOUT_MINUTES", 15, minimum=1))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
+AXES_VERBOSE = False
 LOGIN_URL = "accounts:login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "accounts:login"
@@ -163,8 +186,10 @@ LOGOUT_REDIRECT_URL = "accounts:login"
 REDIS_URL = env_str("REDIS_URL", "redis://127.0.0.1:6379/0")
 CACHES = {
     "default": {
-        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        # Redis down = cache misses, not errors (core/cache.py); connecting gives up fast.
+        "BACKEND": "kai_portal.core.cache.DegradingRedisCache",
         "LOCATION": REDIS_URL,
+        "OPTIONS": {"socket_connect_timeout": 0.5, "socket_timeout": 2},
         "KEY_PREFIX": "kai",
     }
 }
@@ -217,13 +242,19 @@ REST_FRAMEWORK = {
         "django_filters.rest_framework.DjangoFilterBackend",
         "rest_framework.filters.OrderingFilter",
     ],
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    # JSON with the body limit (DATA_UPLOAD_MAX_MEMORY_SIZE) and deep nesting as a 400.
+    "DEFAULT_PARSER_CLASSES": ["kai_portal.core.api.BoundedJSONParser"],
     "DEFAULT_PAGINATION_CLASS": "kai_portal.core.api.StandardPagination",
     "DEFAULT_RENDERER_CLASSES": [
         "rest_framework.renderers.JSONRenderer",
         "rest_framework.renderers.BrowsableAPIRenderer",
     ],
     "EXCEPTION_HANDLER": "kai_portal.core.api.exception_handler",
+    # Failed token authentications per client address (accounts/tokens.py: FailedTokenThrottle).
+    "DEFAULT_THROTTLE_RATES": {"token_failure": env_str("TOKEN_FAILURE_RATE", "30/min")},
+    # Client address for throttling: REMOTE_ADDR, or the address NUM_PROXIES trusted proxies
+    # in front saw (X-Forwarded-For); DRF's default would trust a client's own X-Forwarded-For.
+    "NUM_PROXIES": env_int("NUM_PROXIES", 0, minimum=0),
     "COERCE_DECIMAL_TO_STRING": False,
     "DATETIME_FORMAT": "iso-8601",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
@@ -289,6 +320,28 @@ CSRF_COOKIE_SECURE = not DEBUG
 SESSION_COOKIE_HTTPONLY = True
 X_FRAME_OPTIONS = "DENY"
 
+# Content-Security-Policy (django-csp): scripts only from this site's own files: no inline
+# scripts, handlers or eval (the templates' behaviour lives in static/js/; Swagger UI runs
+# as SpectacularSwaggerSplitView, its init script a separate file). Inline styles stay
+# allowed: the share bars and meters set widths in style attributes and ReDoc injects
+# <style> elements; CSS cannot run code. Images may be data: URIs (Swagger UI's icons);
+# ReDoc's search runs in a blob: worker.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": [csp.SELF],
+        "script-src": [csp.SELF],
+        "style-src": [csp.SELF, csp.UNSAFE_INLINE],
+        "img-src": [csp.SELF, "data:"],
+        "font-src": [csp.SELF],
+        "connect-src": [csp.SELF],
+        "worker-src": [csp.SELF, "blob:"],
+        "object-src": [csp.NONE],
+        "base-uri": [csp.SELF],
+        "form-action": [csp.SELF],
+        "frame-ancestors": [csp.NONE],
+    }
+}
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
@@ -317,6 +370,7 @@ FAIRSHARE_USAGE_HALF_LIFE_HOURS = _env_float_or_none("FAIRSHARE_USAGE_HALF_LIFE_
 FAIRSHARE_USAGE_K = _env_float_or_none("FAIRSHARE_USAGE_K")
 # Seconds an evicted pod of the simulated cluster takes to release its node.
 SIMULATED_EVICTION_GRACE_SECONDS = env_int("SIMULATED_EVICTION_GRACE_SECONDS", 5, minimum=0)
-# A cycle lock whose holder died expires after this long.
-CYCLE_LOCK_TIMEOUT_SECONDS = env_int("CYCLE_LOCK_TIMEOUT_SECONDS", 120, minimum=1)
+# The cycle lock expires this long after its holder's last renewal (renewed every third of it
+# while a cycle runs), so a killed worker stalls scheduling for at most this long.
+CYCLE_LOCK_TIMEOUT_SECONDS = env_int("CYCLE_LOCK_TIMEOUT_SECONDS", 10, minimum=3)
 CELERY_TASK_ROUTES = {"kai_portal.scheduling.tasks.run_cycle": {"queue": "scheduling"}}

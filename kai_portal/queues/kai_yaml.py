@@ -34,6 +34,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 
 from kai_portal.cluster.models import DEFAULT_POOL_NAME, NodePool
+from kai_portal.core import safe_yaml
 from kai_portal.core.units import RESOURCES, UNLIMITED, mb_to_mib, mib_to_mb
 from kai_portal.queues import tree_rules
 from kai_portal.queues.durations import format_go_duration, parse_go_duration
@@ -67,6 +68,9 @@ class QueueYamlError(Exception):
     def __init__(
         self, index: int, key: str, message: str, queue: str | None = None, line: int | None = None
     ) -> None:
+        # Key, message and name may quote the user's input: never echo it back unbounded.
+        key, message = safe_yaml.shorten(key, 200), safe_yaml.shorten(message)
+        queue = safe_yaml.shorten(queue, 200) if queue is not None else None
         self.index, self.key, self.message, self.queue, self.line = index, key, message, queue, line
         super().__init__(self._text())
 
@@ -116,11 +120,16 @@ def parse_documents(text: str) -> list[QueueDocument]:
     nodes: list[yaml.Node] = []
     end = 0  # line (from 0) where the last complete document ended
     try:
+        # Bounds first (alias bombs, deep nesting), on the flat event stream: composing and the
+        # key-line walk below would otherwise see every alias expanded.
+        safe_yaml.check_bounds(text)
         for node in yaml.compose_all(text, Loader=yaml.SafeLoader):
             nodes.append(node)
             end = node.end_mark.line if node is not None else end
     except yaml.YAMLError as exc:
         raise _syntax_error(text, len(nodes) + 1, exc, end) from None
+    except safe_yaml.UnsafeYamlError as exc:
+        raise QueueYamlError(0, "(yaml)", f"the document {exc}") from None
     docs: list[QueueDocument] = []
     seen: dict[str, int] = {}
     for index, node in enumerate(nodes, start=1):

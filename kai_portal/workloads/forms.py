@@ -15,6 +15,7 @@ from django.core.exceptions import ValidationError
 
 from kai_portal.queues.durations import parse_go_duration
 from kai_portal.queues.models import Queue
+from kai_portal.workloads import limits
 from kai_portal.workloads.capacity import oversized_task_errors
 from kai_portal.workloads.models import Job
 
@@ -36,7 +37,8 @@ class JobSubmitForm(forms.ModelForm):
         label="GPU per task", choices=GpuMode.CHOICES, initial=GpuMode.WHOLE, widget=forms.RadioSelect
     )
     cpu_cores = forms.DecimalField(
-        label="CPU per task (cores)", min_value=0, max_digits=8, decimal_places=3, initial=1,
+        label="CPU per task (cores)", min_value=0, max_value=limits.MAX_CPU_MILLICORES // 1000,
+        max_digits=8, decimal_places=3, initial=1,
         help_text="0.5 = 500 millicores.",
     )  # fmt: skip
     run_time = forms.CharField(
@@ -104,9 +106,13 @@ class JobSubmitForm(forms.ModelForm):
         if not text:
             return None
         try:
-            return parse_go_duration(text)
+            duration = parse_go_duration(text)
         except ValueError as exc:
             raise forms.ValidationError(f"{exc}.") from None
+        problem = limits.duration_error(duration)
+        if problem:
+            raise forms.ValidationError(problem)
+        return duration
 
     def clean(self) -> dict[str, Any]:
         data = super().clean()

@@ -4,13 +4,14 @@ import uuid
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.core.validators import MinValueValidator
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import Q
 
 from kai_portal.core.fields import WholeNumberField
 from kai_portal.core.validation import ValidatedModel
 from kai_portal.queues.models import queue_name_validator
+from kai_portal.workloads import limits
 from kai_portal.workloads.choices import (
     PRIORITY_VALUES,
     JobState,
@@ -68,32 +69,72 @@ class Job(ValidatedModel):
     )
 
     task_count = WholeNumberField(
-        default=1, validators=[MinValueValidator(1, "A job needs at least 1 task (got %(show_value)s).")]
+        default=1,
+        validators=[
+            MinValueValidator(1, "A job needs at least 1 task (got %(show_value)s)."),
+            limits.at_most(limits.MAX_TASKS, "A job may have at most %(limit_value)s tasks"),
+        ],
     )
     min_member = WholeNumberField(
-        default=1, help_text="Gang minimum: pods that must start together; 0 = elastic."
+        default=1,
+        validators=[limits.at_most(limits.MAX_TASKS, "Gang minimum must be at most %(limit_value)s")],
+        help_text="Gang minimum: pods that must start together; 0 = elastic.",
     )
-    gpu_count = WholeNumberField(default=0, help_text="Whole GPUs per task.")
+    gpu_count = WholeNumberField(
+        default=0,
+        validators=[limits.at_most(limits.MAX_GPUS_PER_TASK, "At most %(limit_value)s whole GPUs per task")],
+        help_text="Whole GPUs per task.",
+    )
     gpu_fraction = models.DecimalField(
         max_digits=3, decimal_places=2, null=True, blank=True, help_text="Fraction of one GPU per task."
     )
     gpu_memory_mib = WholeNumberField(
         null=True,
         blank=True,
-        validators=[MinValueValidator(1, "GPU memory must be at least 1 MiB (got %(show_value)s).")],
+        validators=[
+            MinValueValidator(1, "GPU memory must be at least 1 MiB (got %(show_value)s)."),
+            limits.at_most(limits.MAX_GPU_MEMORY_MIB, "GPU memory must be at most %(limit_value)s MiB"),
+        ],
         help_text="MiB of one GPU's memory per task.",
     )
     gpu_fraction_devices = WholeNumberField(
         default=1,
-        validators=[MinValueValidator(1, "Fractional devices must be at least 1 (got %(show_value)s).")],
+        validators=[
+            MinValueValidator(1, "Fractional devices must be at least 1 (got %(show_value)s)."),
+            limits.at_most(limits.MAX_FRACTION_DEVICES, "Fractional devices must be at most %(limit_value)s"),
+        ],
         help_text="Devices that each receive the fraction or memory (gpu-fraction-num-devices).",
     )
-    cpu_millicores = WholeNumberField(default=0, help_text="CPU per task in millicores.")
-    memory_mib = WholeNumberField(default=0, help_text="Memory per task in MiB.")
+    cpu_millicores = WholeNumberField(
+        default=0,
+        validators=[
+            limits.at_most(
+                limits.MAX_CPU_MILLICORES, "CPU must be at most %(limit_value)s millicores per task"
+            )
+        ],
+        help_text="CPU per task in millicores.",
+    )
+    memory_mib = WholeNumberField(
+        default=0,
+        validators=[
+            limits.at_most(limits.MAX_MEMORY_MIB, "Memory must be at most %(limit_value)s MiB per task")
+        ],
+        help_text="Memory per task in MiB.",
+    )
 
     image = models.CharField(max_length=500, blank=True)
     command = models.TextField(blank=True)
-    duration = models.DurationField(null=True, blank=True, help_text="Run time on the simulated cluster.")
+    duration = models.DurationField(
+        null=True,
+        blank=True,
+        validators=[
+            MinValueValidator(limits.MIN_DURATION, "Duration must be at least 1 second."),
+            MaxValueValidator(
+                limits.MAX_DURATION, f"Duration must be at most {limits.MAX_DURATION.days} days"
+            ),
+        ],
+        help_text="Run time on the simulated cluster (1 second to 365 days).",
+    )
 
     state = models.CharField(max_length=16, choices=JobState.choices, default=JobState.PENDING)
     message = models.TextField(blank=True, help_text="Latest job-level scheduling message.")
@@ -120,6 +161,10 @@ class Job(ValidatedModel):
         help_text="namespace/kind/name of the pod group in the cluster.",
     )
 
+    # The client's Idempotency-Key of the submission: a retry with the same key (same
+    # submitter) gets this job back instead of a duplicate (``submission.submit_once``).
+    idempotency_key = models.CharField(max_length=255, blank=True, default="", editable=False)
+
     objects = JobQuerySet.as_manager()
 
     class Meta:
@@ -135,6 +180,11 @@ class Job(ValidatedModel):
                 name="job_gpu_fraction_open_unit_interval",
             ),
             models.CheckConstraint(condition=Q(min_member__lte=models.F("task_count")), name="job_gang_fits"),
+            models.UniqueConstraint(
+                fields=["submitter", "idempotency_key"],
+                condition=~Q(idempotency_key=""),
+                name="job_idempotency_key_per_submitter",
+            ),
         ]
 
     def __str__(self) -> str:

@@ -240,7 +240,7 @@ def job_submit_yaml(request: HttpRequest) -> HttpResponse:
     problems: list[str] = []
     if request.method == "POST" and form.is_valid():
         try:
-            job = submit_manifest(form.cleaned_data["manifest"], request.user)
+            job, _ = submit_manifest(form.cleaned_data["manifest"], request.user)
         except ManifestError as exc:
             problems = [str(exc)]
         else:

@@ -132,3 +132,16 @@ def live_loop(transactional_db: None) -> Iterator[LiveLoop]:
     yield loop
     loop.stop()
     assert not loop.errors, f"scheduling cycles failed: {loop.errors!r}"
+def wait_until(page: Any, expression: str, timeout: float = 10.0) -> None:
+    """Poll a JavaScript expression until it is truthy.
+
+    ``page.wait_for_function`` evaluates a polled expression with ``eval`` inside the page,
+    which the portal's Content-Security-Policy refuses; ``page.evaluate`` is not subject to it.
+    """
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not page.evaluate(f"() => Boolean({expression})"):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"still false after {timeout} s: {expression}")
+        page.wait_for_timeout(100)

@@ -126,7 +126,7 @@ def test_submit_warns_before_a_job_that_can_never_fit(page: Any, world: dict) ->
     sign_in(page, "bob")  # beta-train: limit 4 GPUs
     page.goto("/jobs/submit/")
     page.fill("#id_name", "too-much")
-    page.select_option("#id_queue", label="beta-train (Beta)")
+    page.select_option("#id_queue", label="beta-train (Beta) · pool default")
     page.fill("#id_gpu_count", "6")
     page.click("button:has-text('Submit job')")
     warning = page.inner_text("[data-testid=submit-warnings]")

@@ -12,13 +12,29 @@ if TYPE_CHECKING:
     from kai_portal.workloads.models import Job
 
 
+HIDDEN_ERROR = "The cycle failed; portal admins see the error."
+
+
 class CycleSerializer(serializers.ModelSerializer):
+    error = serializers.SerializerMethodField(
+        help_text="Why a failed cycle failed: the traceback for portal admins (it names server paths), "
+        "a note for everyone else."
+    )
+
     class Meta:
         model = SchedulingCycle
         fields = [
             "id", "started_at", "finished_at", "status", "duration_ms", "allocated_count", "pipelined_count",
             "evicted_count", "unschedulable_count", "counters", "error",
         ]  # fmt: skip
+
+    def get_error(self, cycle: SchedulingCycle) -> str:
+        if not cycle.error:
+            return ""
+        request = self.context.get("request")
+        if getattr(getattr(request, "user", None), "is_portal_admin", False):
+            return cycle.error
+        return HIDDEN_ERROR
 
 
 class DecisionSerializer(serializers.ModelSerializer):

@@ -77,15 +77,7 @@ class JobSerializer(serializers.ModelSerializer):
             "uid", "state", "message", "created_at", "updated_at", "started_at", "finished_at",
             "warnings",
         ]  # fmt: skip
-        extra_kwargs = {
-            "task_count": {"max_value": 10_000},
-            "min_member": {"max_value": 10_000},
-            "gpu_count": {"max_value": 1_024},
-            "gpu_memory_mib": {"max_value": 10_000_000},
-            "gpu_fraction_devices": {"max_value": 64},
-            "cpu_millicores": {"max_value": 2**31 - 1},
-            "memory_mib": {"max_value": 2**31 - 1},
-        }
+        # Bounds come from the model's validators (workloads/limits.py), shared with the form.
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

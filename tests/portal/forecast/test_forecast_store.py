@@ -205,7 +205,8 @@ def test_a_job_the_budget_did_not_reach_gets_a_lower_bound(
 def test_never_fitting_jobs_are_checked_stalest_first_within_the_budget(
     world: dict[str, Any], loop: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    big = [factories.job(world["queue"], f"big-{i}", gpu_count=4) for i in range(3)]
+    # A gang of 3 one-GPU pods on a 2-GPU cluster: each pod fits a node, the gang never starts.
+    big = [factories.job(world["queue"], f"big-{i}", task_count=3, min_member=3) for i in range(3)]
     loop.run(1)
     assert all(JobForecast.objects.get(job=j).unknown == forecast.UNKNOWN_NEVER_FITS for j in big)
     inp = build_snapshot(loop.now)
@@ -213,13 +214,13 @@ def test_never_fitting_jobs_are_checked_stalest_first_within_the_budget(
     fcs = forecast.positions(inp, data, loop.now)
     # The clock stands still until the first fit check, then jumps past the deadline.
     checked: list[str] = []
-    fits_alone = forecast._fits_alone
+    never_fits = forecast.never_fits_reason
 
-    def recording(inp: Any, snap: Any, name: str) -> bool:
-        checked.append(name)
-        return fits_alone(inp, snap, name)
+    def recording(inp: Any, job: Any) -> str | None:
+        checked.append(job.name)
+        return never_fits(inp, job)
 
-    monkeypatch.setattr(forecast, "_fits_alone", recording)
+    monkeypatch.setattr(forecast, "never_fits_reason", recording)
     clock = SimpleNamespace(monotonic=lambda: 2000.0 if checked else 1000.0)
     monkeypatch.setattr(forecast, "time", clock)
     order = [big[2].pk, big[0].pk, big[1].pk]
