@@ -159,8 +159,8 @@ def test_queue_yaml_with_an_unknown_pool_names_the_document_and_the_pools() -> N
     with pytest.raises(QueueYamlError) as raised:
         import_queues(text)
     assert str(raised.value) == (
-        "document 1 (queue 'q'), line 3, metadata.labels.kai.scheduler/node-pool: node pool 'a100' does not exist "
-        "(pools: h100)"
+        "document 1 (queue 'q'), line 3, metadata.labels.kai.scheduler/node-pool: "
+        "node pool 'a100' does not exist (pools: h100)"
     )
     assert not Queue.objects.exists()
 
