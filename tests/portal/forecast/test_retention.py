@@ -93,3 +93,19 @@ def test_prune_history_command_and_beat_entry(settings, db):
     assert "pruned 0 decisions" in out.getvalue()
     entry = settings.CELERY_BEAT_SCHEDULE["prune-history"]
     assert entry["task"] == "kai_portal.scheduling.tasks.prune_history" and entry["schedule"] == 86400
+
+
+def test_prune_removes_old_pool_samples_too() -> None:
+    from kai_portal.cluster.models import NodePool, PoolUsageSample
+    from kai_portal.scheduling.retention import cutoffs
+    from tests.portal.forecast.conftest import T0
+
+    pool = NodePool.objects.create(name="default")
+    _, usage_cutoff = cutoffs(T0)
+    for at in (usage_cutoff - timedelta(seconds=1), usage_cutoff, usage_cutoff + timedelta(hours=1)):
+        PoolUsageSample.objects.create(
+            pool=pool, sampled_at=at, gpus_total=8, gpus_allocated=1, gpus_requested=1
+        )
+    report = prune_history(T0)
+    assert report.pool_usage_samples == 1
+    assert PoolUsageSample.objects.count() == 2
