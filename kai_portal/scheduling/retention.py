@@ -30,7 +30,6 @@ class PruneReport:
     job_messages: int
     usage_samples: int
     cycles: int
-    pool_usage_samples: int = 0
 
 
 def cutoffs(now: datetime) -> tuple[datetime, datetime]:
@@ -62,6 +61,6 @@ def prune_history(now: datetime | None = None) -> PruneReport:
     decisions = _delete_in_batches(Decision.objects.filter(cycle__started_at__lt=reason_cutoff))
     messages = _delete_in_batches(JobMessage.objects.filter(cycle__started_at__lt=reason_cutoff))
     samples = _delete_in_batches(UsageSample.objects.filter(sampled_at__lt=usage_cutoff))
-    pool_samples = _delete_in_batches(PoolUsageSample.objects.filter(sampled_at__lt=usage_cutoff))
+    samples += _delete_in_batches(PoolUsageSample.objects.filter(sampled_at__lt=usage_cutoff))
     cycles = _delete_in_batches(SchedulingCycle.objects.filter(started_at__lt=reason_cutoff))
-    return PruneReport(reason_cutoff, usage_cutoff, decisions, messages, samples, cycles, pool_samples)
+    return PruneReport(reason_cutoff, usage_cutoff, decisions, messages, samples, cycles)

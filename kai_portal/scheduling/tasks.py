@@ -21,10 +21,4 @@ def run_cycle() -> int:
 def prune_history() -> int:
     """Delete scheduling history past its retention period (beat sends this daily); returns rows deleted."""
     report = retention.prune_history()
-    return (
-        report.decisions
-        + report.job_messages
-        + report.usage_samples
-        + report.pool_usage_samples
-        + report.cycles
-    )
+    return report.decisions + report.job_messages + report.usage_samples + report.cycles

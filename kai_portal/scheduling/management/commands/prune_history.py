@@ -20,6 +20,5 @@ class Command(BaseCommand):
         self.stdout.write(
             f"pruned {report.decisions} decisions, {report.job_messages} job messages, "
             f"{report.cycles} cycles (before {report.reason_cutoff:%Y-%m-%d %H:%M}), "
-            f"{report.usage_samples} usage samples and {report.pool_usage_samples} pool samples "
-            f"(before {report.usage_cutoff:%Y-%m-%d %H:%M})"
+            f"{report.usage_samples} usage samples (before {report.usage_cutoff:%Y-%m-%d %H:%M})"
         )
