@@ -5,6 +5,7 @@ from typing import Any
 from django.contrib import admin
 from django.http import HttpRequest
 
+from kai_portal.cluster.models import PoolUsageSample
 from kai_portal.scheduling.models import Decision, JobMessage, QueueStatus, SchedulingCycle, UsageSample
 
 
@@ -52,6 +53,14 @@ class UsageSampleAdmin(HistoryAdmin):
     search_fields = ["queue__name"]
     date_hierarchy = "sampled_at"
     list_select_related = ["queue"]
+
+
+@admin.register(PoolUsageSample)
+class PoolUsageSampleAdmin(HistoryAdmin):
+    list_display = ["pool", "sampled_at", "gpus_allocated", "gpus_requested", "gpus_total"]
+    list_filter = ["pool"]
+    date_hierarchy = "sampled_at"
+    list_select_related = ["pool"]
 
 
 @admin.register(QueueStatus)
