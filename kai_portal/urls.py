@@ -14,6 +14,7 @@ admin.site.index_title = "Cluster, queues and teams"
 
 urlpatterns = [
     path("", views.home, name="home"),
+    path("favicon.ico", views.favicon, name="favicon"),
     # /healthz, /readyz and /metrics are answered by kai_portal.monitoring.middleware.ProbeMiddleware.
     path("admin/", admin.site.urls),
     path("api/v1/", include("kai_portal.api_urls")),

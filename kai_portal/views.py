@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect
+from django.templatetags.static import static
 from django.views import defaults
+
+
+def favicon(request: HttpRequest) -> HttpResponse:
+    """Browsers ask for /favicon.ico on pages that are not HTML (a job's YAML, a CSV)."""
+    return redirect(static("img/favicon.svg"), permanent=True)
 
 
 def home(request: HttpRequest) -> HttpResponse:

@@ -15,7 +15,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from kai_portal.monitoring.collector import PortalCollector
-from kai_portal.monitoring.health import readiness_checks
+from kai_portal.monitoring.health import Check, readiness_checks
 
 # Only the database-backed collector: process metrics of whichever gunicorn
 # worker answered would describe one process out of many.
@@ -29,14 +29,21 @@ def healthz(request: HttpRequest) -> JsonResponse:
 
 
 def readyz(request: HttpRequest) -> JsonResponse:
-    """Readiness: 200 when the database (and Redis, when it is the cache) answers, else 503."""
+    """Readiness: 200 when the database answers, else 503; Redis is reported (``degraded``)."""
     checks = readiness_checks()
     ready = all(check.ok for check in checks)
     body = {
         "status": "ok" if ready else "unavailable",
-        "checks": {check.name: "ok" if check.ok else f"failed: {check.error}" for check in checks},
+        "checks": {check.name: _state(check) for check in checks},
     }
     return JsonResponse(body, status=200 if ready else 503)
+
+
+def _state(check: Check) -> str:
+    """ "ok", "degraded: …" (works without it) or "failed: …"."""
+    if not check.ok:
+        return f"failed: {check.error}"
+    return check.error or "ok"
 
 
 def metrics(request: HttpRequest) -> HttpResponse:

@@ -22,6 +22,7 @@ its children's together); the first error aborts it and nothing is saved.
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -121,8 +122,10 @@ def parse_documents(text: str) -> list[QueueDocument]:
     end = 0  # line (from 0) where the last complete document ended
     try:
         # Bounds first (alias bombs, deep nesting), on the flat event stream: composing and the
-        # key-line walk below would otherwise see every alias expanded.
-        safe_yaml.check_bounds(text)
+        # key-line walk below would otherwise see every alias expanded. A syntax error there is
+        # left to the composer, which stops at the same place and knows the document and line.
+        with contextlib.suppress(yaml.YAMLError):
+            safe_yaml.check_bounds(text)
         for node in yaml.compose_all(text, Loader=yaml.SafeLoader):
             nodes.append(node)
             end = node.end_mark.line if node is not None else end

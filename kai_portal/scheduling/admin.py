@@ -6,7 +6,14 @@ from django.contrib import admin
 from django.http import HttpRequest
 
 from kai_portal.cluster.models import PoolUsageSample
-from kai_portal.scheduling.models import Decision, JobMessage, QueueStatus, SchedulingCycle, UsageSample
+from kai_portal.scheduling.models import (
+    Decision,
+    JobForecast,
+    JobMessage,
+    QueueStatus,
+    SchedulingCycle,
+    UsageSample,
+)
 
 
 class HistoryAdmin(admin.ModelAdmin):
@@ -61,6 +68,16 @@ class PoolUsageSampleAdmin(HistoryAdmin):
     list_filter = ["pool"]
     date_hierarchy = "sampled_at"
     list_select_related = ["pool"]
+
+
+@admin.register(JobForecast)
+class JobForecastAdmin(HistoryAdmin):
+    list_display = [
+        "job", "pool", "queue_position", "cluster_position", "estimated_start", "unknown", "computed_at",
+    ]  # fmt: skip
+    list_filter = ["pool", "unknown"]
+    search_fields = ["job__name"]
+    list_select_related = ["job"]
 
 
 @admin.register(QueueStatus)

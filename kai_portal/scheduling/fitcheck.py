@@ -72,6 +72,9 @@ class FitVerdict:
     reason_code: str = ""
     pod_reason: str = ""  # the first pending pod's reason
     detail: str = ""  # the line of the reason that names the cause (limit, quota, node size)
+    # Why reclaim, preemption or consolidation could not make room (the engine's own notes;
+    # KAI does not put them in the pod group's message, so they are shown apart from it).
+    notes: list[str] = field(default_factory=list)
     tasks: int = 0
     placed: int = 0
     nodes: list[str] = field(default_factory=list)
@@ -131,6 +134,7 @@ def _reasons(out: FitVerdict, result: scheduler.CycleResult, job: scheduler.Job)
     pod_reasons = [o.reason for t in job.tasks if (o := result.tasks.get(t.name)) and o.reason]
     out.pod_reason = pod_reasons[0] if pod_reasons else ""
     out.reason = result.job_messages.get(job.name) or out.pod_reason
+    out.notes = list(result.job_notes.get(job.name, []))
     code = out.reason.split(":", 1)[0].strip()
     out.reason_code = code if code in REASON_CODES else ""
     # A job message may join the errors of several actions; the queue and node texts name the cause.

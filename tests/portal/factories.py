@@ -29,7 +29,7 @@ def job(queue: Queue, name: str = "train", **fields: Any) -> Job:
 
 def node(name: str = "node-1", pool: str = "default", gpus: int = 8, **fields: Any) -> Node:
     p, _ = NodePool.objects.get_or_create(name=pool)
-    n = Node(name=name, pool=p, cpu_millicores=64_000, memory_mib=262_144, **fields)
+    n = Node(name=name, pool=p, **{"cpu_millicores": 64_000, "memory_mib": 262_144, **fields})
     n.save()
     for i in range(gpus):
         GpuDevice(node=n, index=i, model="NVIDIA A100-SXM4-80GB", memory_mib=81_920).save()

@@ -15,6 +15,7 @@ from django.core.exceptions import ValidationError
 from django.core.management import call_command
 from django.utils import timezone
 
+from kai_portal.accounts.models import User
 from kai_portal.cluster.models import NodePool
 from kai_portal.queues.kai_yaml import QueueYamlError, export_queues, import_queues
 from kai_portal.queues.models import Queue
@@ -74,7 +75,7 @@ def test_queue_tree_groups_by_pool_with_totals_within_each_pools_capacity(client
     start = timezone.now()
     for i in range(2):
         run_scheduling_cycle(now=start + timedelta(seconds=5 * i))
-    client.login(username="admin", password="admin")
+    client.force_login(User.objects.get(username="admin"))
     response = client.get("/queues/")
     groups = {group.name: group for group in response.context["pools"]}
     assert set(groups) == {"default", "h100", "inference"}
@@ -91,7 +92,7 @@ def test_queue_tree_groups_by_pool_with_totals_within_each_pools_capacity(client
 
 def test_submit_form_names_each_queues_pool_and_offers_no_pool_choice(client: Any) -> None:
     call_command("seed_demo", stdout=StringIO())
-    client.login(username="nlp-dev1", password="demo")
+    client.force_login(User.objects.get(username="nlp-dev1"))
     page = client.get("/jobs/submit/").content.decode()
     assert "nlp-h100 (NLP Research) · pool h100" in page
     assert "Any pool" not in page and 'name="node_pool"' not in page
@@ -101,7 +102,7 @@ def test_job_page_shows_its_queues_pool(client: Any) -> None:
     call_command("seed_demo", stdout=StringIO())
     job = Job.objects.get(name="llm-pretrain")
     assert job.node_pool is not None and job.node_pool.name == "h100"
-    client.login(username="admin", password="admin")
+    client.force_login(User.objects.get(username="admin"))
     page = client.get(f"/jobs/{job.uid}/").content.decode()
     assert "<dt>Node pool</dt><dd>h100" in page
 

@@ -172,6 +172,10 @@ class FitVerdictSerializer(serializers.Serializer):
     reason_code = serializers.CharField(help_text="OverLimit, NonPreemptibleOverQuota, MaxNodePoolResources…")
     pod_reason = serializers.CharField()
     detail = serializers.CharField(help_text="The line of the reason that names the cause.")
+    notes = serializers.ListField(
+        child=serializers.CharField(),
+        help_text="Why reclaim, preemption or consolidation could not make room for it.",
+    )
     tasks = serializers.IntegerField()
     placed = serializers.IntegerField(help_text="Tasks placed in the next cycle.")
     nodes = serializers.ListField(child=serializers.CharField())

@@ -10,6 +10,7 @@ import pytest
 from django.test import Client
 
 from kai_portal.workloads.models import Job
+from tests.portal import factories
 from tests.portal.api.conftest import World
 
 BAD_API_FIELDS = [
@@ -41,6 +42,8 @@ def test_api_refuses_out_of_bounds_requests_with_a_400_on_the_field(
 
 
 def test_api_accepts_the_bounds_themselves(world: World) -> None:
+    # A node as big as the bounds: submission also refuses a task larger than every node.
+    factories.node("huge", cpu_millicores=10_000_000, memory_mib=64 * 2**20)
     response = world.client("member").post(
         "/api/v1/jobs/",
         {"name": "edge", "queue": "ml-train", "gpu_count": 1, "duration": "365 00:00:00",

@@ -25,8 +25,10 @@ def jobs(world: dict) -> dict[str, Job]:
     alpha = world["queues"]["alpha"]
     factories.node("a100-1", pool="a100", gpus=8)
     a100 = NodePool.objects.get(name="a100")
+    # A job runs in its queue's pool: alpha's team has a queue in the a100 pool too.
+    alpha_a100 = factories.queue("alpha-a100", team=alpha.team, node_pool=a100, gpu_quota=8)
     made = {
-        "big": factories.job(alpha, "big", gpu_count=4, task_count=2, min_member=2, node_pool=a100),
+        "big": factories.job(alpha_a100, "big", gpu_count=4, task_count=2, min_member=2),
         "frac": factories.job(alpha, "frac", gpu_count=0, gpu_fraction=Decimal("0.5"),
                               duration=timedelta(minutes=90), priority_class="inference"),
         "mem": factories.job(alpha, "mem", gpu_count=0, gpu_memory_mib=20480, cpu_millicores=1500,
