@@ -5,7 +5,14 @@ from typing import Any
 from django.contrib import admin
 from django.http import HttpRequest
 
-from kai_portal.scheduling.models import Decision, JobMessage, QueueStatus, SchedulingCycle, UsageSample
+from kai_portal.scheduling.models import (
+    Decision,
+    JobForecast,
+    JobMessage,
+    QueueStatus,
+    SchedulingCycle,
+    UsageSample,
+)
 
 
 class HistoryAdmin(admin.ModelAdmin):
@@ -62,3 +69,14 @@ class QueueStatusAdmin(HistoryAdmin):
     list_filter = ["resource"]
     search_fields = ["queue__name"]
     list_select_related = ["queue"]
+
+
+@admin.register(JobForecast)
+class JobForecastAdmin(HistoryAdmin):
+    list_display = [
+        "job", "pool", "queue_position", "cluster_position", "cluster_pending", "estimated_start", "unknown",
+        "estimated_at", "computed_at",
+    ]  # fmt: skip
+    list_filter = ["pool", "unknown"]
+    search_fields = ["job__name"]
+    list_select_related = ["job"]
