@@ -12,10 +12,10 @@ export HELM := $(abspath $(VENV))/bin/helm-$(HELM_VERSION)
 
 export TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/kai_portal
 export TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
-# `make run`'s configuration (an SQLite file, DEBUG on): the browser journeys, the page and the
-# forecast tests run on it too.
+# `make run`'s configuration (an SQLite file, DEBUG on): the browser journeys, the page,
+# forecast and scheduling-loop tests run on it too.
 TEST_SQLITE_URL ?= sqlite:///$(CURDIR)/var/test-sqlite.sqlite3
-SQLITE_TESTS := tests/browser tests/portal/pages tests/portal/forecast
+SQLITE_TESTS := tests/browser tests/portal/pages tests/portal/forecast tests/portal/scheduling
 
 .PHONY: install run test lint typecheck pytest prodcheck services bench scenarios clean helm
 

@@ -477,6 +477,7 @@ def interpret(
 
 
 def main() -> int:
+    global DB_NAME
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -486,8 +487,10 @@ def main() -> int:
     parser.add_argument("--workers", type=int, default=2, help="gunicorn sync workers (default 2)")
     parser.add_argument("--pg", default="postgres://postgres@127.0.0.1:5432", help="PostgreSQL server URL")
     parser.add_argument("--redis", default="redis://127.0.0.1:6379/12")
+    parser.add_argument("--db", default=DB_NAME, help=f"database to drop and recreate (default {DB_NAME})")
     parser.add_argument("--no-write", action="store_true", help="print results, do not write files")
     args = parser.parse_args()
+    DB_NAME = args.db
 
     if shutil.which("wrk") is None:
         print(

@@ -20,8 +20,8 @@ Pages never compute the forecast; the loop stores it (``forecast_store``).
     TEST_REDIS_URL=redis://127.0.0.1:6379/13 \\
     .venv/bin/python benchmarks/page_render.py [--runs 20]
 
-The database named by TEST_DATABASE_URL (PostgreSQL, or an SQLite file for
-``make run``'s database) is created if missing and always reseeded.
+The database named by TEST_DATABASE_URL (PostgreSQL: dropped and recreated;
+or an SQLite file for ``make run``'s database) is always reseeded.
 """
 
 from __future__ import annotations
@@ -61,9 +61,8 @@ def ensure_database() -> None:
         host=cfg["HOST"], port=cfg["PORT"] or 5432, user=cfg["USER"], password=cfg["PASSWORD"] or None,
         dbname="postgres", autocommit=True,
     )  # fmt: skip
-    exists = admin.execute("SELECT 1 FROM pg_database WHERE datname = %s", [cfg["NAME"]]).fetchone()
-    if not exists:
-        admin.execute(f'CREATE DATABASE "{cfg["NAME"]}"')
+    admin.execute(f'DROP DATABASE IF EXISTS "{cfg["NAME"]}" WITH (FORCE)')  # always a fresh schema
+    admin.execute(f'CREATE DATABASE "{cfg["NAME"]}"')
     admin.close()
 
 
@@ -194,8 +193,8 @@ def time_pages(runs: int, phase: str, pending: int) -> list[Row]:
     admin = get_user_model().objects.get(username="admin")
     # A pending job with the seeded decision history (the live loop may have started some of them).
     with_history = Decision.objects.filter(job__state="pending").values_list("job_id", flat=True)
-    pending = Job.objects.filter(state="pending")
-    blocked = pending.filter(pk__in=with_history[:1]).first() or pending.first()
+    waiting = Job.objects.filter(state="pending")
+    blocked = waiting.filter(pk__in=with_history[:1]).first() or waiting.first()
     assert blocked is not None
     team = blocked.queue.team
     member = get_user_model().objects.get(username=f"{team.slug}-user1")

@@ -3,8 +3,8 @@
 ``TEST_DATABASE_URL`` (default ``postgres://postgres@127.0.0.1:5432/kai_portal``)
 points at PostgreSQL (the production database; the whole suite runs there) or at
 an SQLite file (``sqlite:////abs/path.sqlite3``: ``make run``'s database, with
-its options). ``make test`` runs the browser journeys, the page and the forecast
-tests a second time on SQLite with DEBUG on (``-o django_debug_mode=true``), as
+its options). ``make test`` runs the browser journeys, the page, forecast and
+scheduling-loop tests a second time on SQLite with DEBUG on (``-o django_debug_mode=true``), as
 ``make run`` serves; tests marked ``postgres_only`` (row and advisory locks,
 constraints SQLite does not enforce the same way) are skipped there.
 ``TEST_REDIS_URL`` (default ``redis://127.0.0.1:6379/15``) backs the cache.

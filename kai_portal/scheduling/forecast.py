@@ -81,6 +81,7 @@ class Forecast:
     computed_at: datetime | None = None  # the cycle the positions are from
     estimated_at: datetime | None = None  # when the estimate was made; None = not estimated yet
     not_before: datetime | None = None  # UNKNOWN_NOT_BEFORE: how far the simulation got without starting it
+    fit_checked_at: datetime | None = None  # when "does it fit at all" was last asked (stalest first)
 
     @property
     def estimate_age(self) -> str:
@@ -207,12 +208,12 @@ def estimate(
 
     One simulation of the whole cluster decides every job it starts. With a ``deadline``
     (``time.monotonic()`` value) the simulation may use SIMULATION_SHARE of the time left
-    and stops there: jobs it started by then are exact; a job it did not reach gets a lower
-    bound (``UNKNOWN_NOT_BEFORE``, ``not_before``: it starts later than that, if at all).
+    and stops there: jobs it started by then are exact; every job it did not reach gets a
+    lower bound (``UNKNOWN_NOT_BEFORE``, ``not_before``: it starts later than that, if at all).
     Jobs the simulation did not start need one engine run each to tell "never fits" apart;
-    those go in ``stalest_first`` order (then the rest) until the deadline; the ones not
-    checked in time are left alone (the caller keeps their older estimate).
-    Returns the ids of the jobs whose estimate (or lower bound) was made now."""
+    those go in ``stalest_first`` order (then the rest) until the deadline. After a complete
+    simulation the ones not checked in time are left alone (the caller keeps their older
+    estimate). Returns the ids of the jobs whose estimate (or lower bound) was made now."""
     index = inp.index
     terminal = {pk for pk, r in data.rows.items() if r["state"] not in JobState.active()}
     snap = _prepared(inp, terminal)
@@ -276,30 +277,44 @@ def estimate(
             decided.add(job_id)
         else:
             not_started.append(job_id)
-    # Jobs the simulation did not start: does each fit at all? One engine run each, stalest first.
-    rank = {job_id: i for i, job_id in enumerate(stalest_first)}
-    not_started.sort(key=lambda job_id: rank.get(job_id, len(rank)))
-    for job_id in not_started:
-        if out_of_time():
-            break
-        fc = forecasts[job_id]
-        fc.estimated_start = None
-        fc.estimated_at = now
-        why = never_fits_reason(inp, next(j for j in snap.jobs if j.name == names[job_id]))
-        if why is not None:
-            fc.unknown = UNKNOWN_NEVER_FITS
-            fc.reason = why  # a queue limit, non-preemptible over quota, or no node big enough
-        elif result.stopped:
-            # Starts are reported at the end that freed the room (start_time), which is after the last
-            # simulated cycle: that cycle is the bound, not the next one the simulation jumped to.
-            reached = cycle_times[-1] if cycle_times else 0.0
+    if result.stopped:
+        # A lower bound for every job the simulation did not reach. Starts are reported at the end
+        # that freed the room (start_time), after the last simulated cycle: that cycle is the bound.
+        reached = cycle_times[-1] if cycle_times else 0.0
+        for job_id in not_started:
+            fc = forecasts[job_id]
+            fc.estimated_start = None
+            fc.estimated_at = now
             fc.unknown = UNKNOWN_NOT_BEFORE
             fc.not_before = now + timedelta(seconds=reached)
             fc.reason = (
                 f"within its time budget the simulation got {_span(reached / 86400)} ahead "
                 "and had not started it by then"
             )
-        elif no_duration:
+            decided.add(job_id)
+    # Jobs the simulation did not start: does each fit at all? One engine run each, the jobs checked
+    # longest ago first (``stalest_first``), while the budget lasts.
+    rank = {job_id: i for i, job_id in enumerate(stalest_first)}
+    not_started.sort(key=lambda job_id: rank.get(job_id, len(rank)))
+    for job_id in not_started:
+        if out_of_time():
+            break
+        fc = forecasts[job_id]
+        fc.fit_checked_at = now
+        why = never_fits_reason(inp, next(j for j in snap.jobs if j.name == names[job_id]))
+        if why is not None:
+            fc.estimated_start = fc.not_before = None
+            fc.estimated_at = now
+            fc.unknown = UNKNOWN_NEVER_FITS
+            fc.reason = why  # a queue limit, non-preemptible over quota, or no node big enough
+            decided.add(job_id)
+            continue
+        if result.stopped:
+            continue  # it fits: the bound stands
+        fc.estimated_start = None
+        fc.estimated_at = now
+        decided.add(job_id)
+        if no_duration:
             fc.unknown = UNKNOWN_NO_DURATION
             fc.reason = (
                 f"it waits on {len(no_duration)} job{'s' if len(no_duration) != 1 else ''} "
@@ -308,7 +323,6 @@ def estimate(
         else:
             fc.unknown = UNKNOWN_HORIZON
             fc.reason = f"it does not start within the next {_span(horizon_s / 86400)} of simulated time"
-        decided.add(job_id)
     return decided
 
 

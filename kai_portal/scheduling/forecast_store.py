@@ -9,7 +9,7 @@ busy cluster; it must never run inside a web request. So:
   budget; jobs it started are estimated anew, the others keep their older estimate
   (with its older ``estimated_at``) unless it is already contradicted, when they
   get the lower bound the simulation proved ("not before"). The per-job "does it
-  fit at all" checks go stalest first. All rows are replaced in one
+  fit at all" checks go stalest first (``fit_checked_at``). All rows are replaced in one
   transaction, so readers see one cycle's positions, never a mix.
 * ``stored(job_ids)`` is all a request does: one query, no simulation, no cache
   (so the job list and submit work with Redis down).
@@ -27,6 +27,7 @@ from django.conf import settings
 from django.db import transaction
 
 from kai_portal.scheduling.forecast import (
+    UNKNOWN_NEVER_FITS,
     UNKNOWN_NOT_BEFORE,
     UNKNOWN_NOT_YET,
     Forecast,
@@ -60,13 +61,13 @@ def refresh(now: datetime, budget_s: float) -> RefreshReport:
     forecasts = positions(inp, data, now)
     previous = {
         row["job_id"]: row for row in JobForecast.objects.filter(job_id__in=forecasts).values(
-            "job_id", *_ESTIMATE_FIELDS
+            "job_id", "fit_checked_at", *_ESTIMATE_FIELDS
         )
     }  # fmt: skip
-    # Never estimated first, then the oldest estimates.
+    # Fit checks: never checked first, then the oldest checks.
     stalest = sorted(
-        forecasts, key=lambda pk: (previous.get(pk, {}).get("estimated_at") is not None,
-                                   previous.get(pk, {}).get("estimated_at") or now)
+        forecasts, key=lambda pk: (previous.get(pk, {}).get("fit_checked_at") is not None,
+                                   previous.get(pk, {}).get("fit_checked_at") or now)
     )  # fmt: skip
     decided = (
         estimate(inp, data, now, forecasts, deadline=started + budget_s, stalest_first=stalest)
@@ -76,9 +77,15 @@ def refresh(now: datetime, budget_s: float) -> RefreshReport:
     kept = 0
     for pk, fc in forecasts.items():
         old = previous.get(pk)
-        if pk in decided and fc.unknown == UNKNOWN_NOT_BEFORE and fc.not_before is not None:
-            # Only a lower bound this time: an older estimate past it is still the better answer.
-            if old is None or old["estimated_start"] is None or old["estimated_start"] <= fc.not_before:
+        checked_now = fc.fit_checked_at is not None
+        if not checked_now and old is not None:
+            fc.fit_checked_at = old["fit_checked_at"]
+        if pk in decided and fc.unknown == UNKNOWN_NOT_BEFORE and fc.not_before is not None and old:
+            # Only a lower bound this time: an older estimate past it, or an older "never fits" that
+            # was not re-checked now, is still the better answer.
+            later = old["estimated_start"] is not None and old["estimated_start"] > fc.not_before
+            never_fits = old["unknown"] == UNKNOWN_NEVER_FITS and not checked_now
+            if not later and not never_fits:
                 continue
             decided.discard(pk)
         if pk in decided:
@@ -97,6 +104,7 @@ def refresh(now: datetime, budget_s: float) -> RefreshReport:
                     cluster_pending=fc.cluster_pending, computed_at=now,
                     estimated_start=fc.estimated_start, unknown=fc.unknown, reason=fc.reason[:300],
                     estimated_at=fc.estimated_at, not_before=fc.not_before,
+                    fit_checked_at=fc.fit_checked_at,
                 )  # fmt: skip
                 for fc in forecasts.values()
             ],

@@ -201,6 +201,9 @@ class JobForecast(models.Model):
     not_before = models.DateTimeField(
         null=True, blank=True, help_text="How far the simulation got without starting it."
     )
+    fit_checked_at = models.DateTimeField(
+        null=True, blank=True, help_text='When "does it fit on an empty cluster" was last checked.'
+    )
 
     class Meta:
         ordering = ["pool", "cluster_position"]

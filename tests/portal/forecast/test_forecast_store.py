@@ -174,10 +174,13 @@ def test_a_job_the_budget_did_not_reach_gets_a_lower_bound(
     data = forecast.ForecastInputs.load(inp)
     fcs = forecast.positions(inp, data, loop.now)
     # Deadline 1010: the simulation may run until 1007.5 and reads 1008 before its second cycle (stops);
-    # one fit check reads 1009 (in time), the next 1010 (too late).
+    # every job it did not reach gets a lower bound; one fit check reads 1009 (in time), the next 1010
+    # (too late).
     _fake_clock(monkeypatch, [1000.0, 1008.0, 1009.0, 1010.0])
     decided = forecast.estimate(inp, data, loop.now, fcs, deadline=1010, stalest_first=[second.pk, first.pk])
-    assert decided == {second.pk}
+    assert decided == {first.pk, second.pk}
+    assert fcs[second.pk].fit_checked_at == loop.now and fcs[first.pk].fit_checked_at is None
+    assert fcs[first.pk].unknown == forecast.UNKNOWN_NOT_BEFORE
     bound = fcs[second.pk]
     assert bound.unknown == forecast.UNKNOWN_NOT_BEFORE and bound.estimated_start is None
     # Only the first simulated cycle (now) ran: that is all the bound can say.
@@ -274,3 +277,22 @@ def test_with_redis_down_the_job_list_and_submit_still_work(
     client = Client()
     client.force_login(world["alice"])
     assert "while-redis-down" in client.get("/jobs/").content.decode()
+
+
+def test_fit_checks_rotate_stalest_first_across_refreshes(
+    world: dict[str, Any], loop: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    loop.run(1)
+    first, second = world["first"], world["second"]
+    JobForecast.objects.update(fit_checked_at=None)
+    checked = []
+    for _ in range(2):
+        loop.now += timedelta(seconds=5)
+        # Budget 10.5 from 1000; the simulation stops at 1009 (its share ends at 1008.125); one fit
+        # check at 1010; none at 1011.
+        _fake_clock(monkeypatch, [1000.0, 1001.0, 1009.0, 1010.0, 1011.0])
+        forecast_store.refresh(loop.now, budget_s=10.5)
+        rows = {row.job_id: row.fit_checked_at for row in JobForecast.objects.all()}
+        checked.append({pk for pk, at in rows.items() if at == loop.now})
+    assert len(checked[0]) == 1 and len(checked[1]) == 1
+    assert checked[0] | checked[1] == {first.pk, second.pk}  # the second refresh took the other job

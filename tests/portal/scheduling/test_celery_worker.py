@@ -21,6 +21,7 @@ from tests.portal import factories
 ROOT = Path(__file__).resolve().parents[3]
 
 
+@pytest.mark.postgres_only("the Celery worker and beat are the production path, which runs on PostgreSQL")
 @pytest.mark.django_db(transaction=True)
 def test_a_real_worker_runs_the_cycle_task_from_the_scheduling_queue(leaf):
     factories.node("n1", gpus=1)
