@@ -51,6 +51,7 @@ def _database_url() -> str:
     return f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}"
 
 
+@pytest.mark.postgres_only("the killed worker is the production path: PostgreSQL and the Redis cycle lock")
 @pytest.mark.django_db(transaction=True)
 def test_after_a_sigkill_mid_cycle_the_next_cycle_runs_within_15_s(leaf, tmp_path: Path) -> None:
     factories.node("n1", gpus=1)

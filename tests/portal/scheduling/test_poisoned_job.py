@@ -13,6 +13,7 @@ from tests.portal import factories
 pytestmark = pytest.mark.django_db
 
 
+@pytest.mark.postgres_only("SQLite cannot store the poisoned duration at all (its integers stop at 2**63)")
 def test_a_job_whose_duration_overflows_is_failed_and_the_rest_scheduled(loop, leaf):
     factories.node("n1", gpus=2)
     poisoned = factories.job(leaf, "poisoned", duration=timedelta(minutes=5))
