@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 export TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/kai_portal
 export TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
 
-.PHONY: install run test lint typecheck pytest services bench scenarios clean
+.PHONY: install run test lint typecheck pytest services bench scenarios clean k8s-build k8s-up k8s-down
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) on PATH"; exit 1; }
@@ -31,7 +31,9 @@ typecheck: install
 scenarios: install
 	$(PY) -m scheduler.scenario check ../shared/scenarios tests/scenarios
 
-pytest: install
+# tests/cluster/ starts its own control plane (var/k8s-test) from the binaries
+# k8s-build leaves in ~/.cache/kai-portal (built once, ~30 min on 2 cores).
+pytest: install k8s-build
 	$(PY) -m pytest
 
 test: lint typecheck pytest
@@ -44,8 +46,22 @@ run: install
 	DEBUG=1 $(PY) manage.py run_scheduler & trap 'kill $$!' EXIT; \
 	DEBUG=1 $(PY) manage.py runserver 127.0.0.1:8000
 
+# A real control plane on loopback for tests and for watching the portal schedule it:
+# etcd, kube-apiserver, kube-controller-manager and KWOK (fake GPU nodes), built
+# from Go modules (deploy/k8s-testbed/). Admin kubeconfig: var/k8s/admin.kubeconfig.
+k8s-build:
+	deploy/k8s-testbed/build.sh >/dev/null
+
+k8s-up:
+	deploy/k8s-testbed/k8s-up.sh
+
+k8s-down:
+	deploy/k8s-testbed/k8s-down.sh
+
 bench: install
 	$(PY) -m scheduler.bench
 
 clean:
+	-deploy/k8s-testbed/k8s-down.sh
+	-K8S_DIR=var/k8s-test deploy/k8s-testbed/k8s-down.sh
 	rm -rf $(VENV) staticfiles var
