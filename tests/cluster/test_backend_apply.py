@@ -166,3 +166,34 @@ def test_whole_gpu_submission_sets_the_container_limit(
     # Kubernetes defaults an extended resource's request to its limit.
     assert (resources.limits, resources.requests) == ({"nvidia.com/gpu": "4"}, {"nvidia.com/gpu": "4"})
     assert backend.observe().pods[namespace, "big-0"].gpu.whole == 4
+
+
+def test_an_unschedulable_pending_pod_gets_pod_scheduled_false_once_per_message(
+    cluster: Cluster, namespace: str, nodes: Nodes, scheduler_name: str, backend: KubernetesBackend
+) -> None:
+    core = cluster.core
+    core.create_namespaced_pod(namespace, pod_body("waiting", scheduler_name, gpus=16))
+    core.create_namespaced_pod(namespace, pod_body("placed", scheduler_name, nodeName=nodes.make("gpu-1")))
+    backend.observe()
+    first = "no nodes with enough resources were found: 1 node(s) didn't have enough resources: GPUs."
+
+    def explain(pod: str, message: str) -> PodEvent:
+        return PodEvent(namespace, pod, EventType.WARNING, "Unschedulable", message)
+
+    report = backend.apply([], [], [explain("waiting", first), explain("placed", first)])
+
+    assert [(r.operation, r.name) for r in report.results if r.operation == "condition"] == [
+        ("condition", "waiting")]  # a bound pod's condition is not ours to change
+    assert report.ok
+    pod = core.read_namespaced_pod("waiting", namespace)
+    [condition] = [c for c in pod.status.conditions if c.type == "PodScheduled"]
+    assert (condition.status, condition.reason, condition.message) == ("False", "Unschedulable", first)
+
+    backend.apply([], [], [explain("waiting", first)])
+    assert core.read_namespaced_pod("waiting", namespace).metadata.resource_version == (
+        pod.metadata.resource_version)  # the same words: no write
+
+    second = "Unable to schedule podgroup: queue team-a is over its GPU limit"
+    backend.apply([], [], [explain("waiting", second)])
+    conditions = core.read_namespaced_pod("waiting", namespace).status.conditions
+    assert [(c.type, c.message) for c in conditions if c.type == "PodScheduled"] == [("PodScheduled", second)]

@@ -146,6 +146,14 @@ def test_one_cycle_binds_what_fits_and_explains_what_cannot_and_never_binds_twic
     assert (unschedulable.type, unschedulable.involved_object.name) == ("Warning", "too-big")
     assert unschedulable.message == too_big.reason and too_big.state == "pending"
     assert "GPU" in unschedulable.message
+    # KAI / kube-scheduler status on the waiting pod (issue 16): PodScheduled=False, the same words.
+    waiting = core.read_namespaced_pod("too-big", namespace)
+    [condition] = [c for c in waiting.status.conditions if c.type == "PodScheduled"]
+    assert (condition.status, condition.reason) == ("False", "Unschedulable")
+    assert condition.message == too_big.reason
+    # The API server marks a bound pod scheduled itself.
+    bound = core.read_namespaced_pod("fits", namespace)
+    assert [c.status for c in bound.status.conditions if c.type == "PodScheduled"] == ["True"]
 
     # Later cycles see the pod bound (then Running, by KWOK): nothing is bound twice,
     # which the real server would refuse with a 409 and a FailedBinding event.
@@ -155,6 +163,9 @@ def test_one_cycle_binds_what_fits_and_explains_what_cannot_and_never_binds_twic
     events = core.list_namespaced_event(namespace).items
     reasons = [e.reason for e in events if e.involved_object.name == "fits"]
     assert reasons == ["Scheduled"]
+    # The same explanation is not written to the pod again on every cycle.
+    assert core.read_namespaced_pod("too-big", namespace).metadata.resource_version == (
+        waiting.metadata.resource_version)
     assert Pod.objects.get(name="fits").state == "running"
 
 

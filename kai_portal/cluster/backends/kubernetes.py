@@ -14,6 +14,11 @@ Writes, each caught on its own so one bad pod never stops the others:
   `kai.scheduler/gpu-fraction` (the fraction granted per device).
 - evict: POST pods/<pod>/eviction with a policy/v1 Eviction, so
   PodDisruptionBudgets are honoured.
+- pod condition: a pending pod the cycle explains as Unschedulable gets
+  `PodScheduled=False` (reason Unschedulable, the engine's message) through
+  PATCH pods/<pod>/status, as kube-scheduler and KAI write it, so cluster
+  autoscalers and `kubectl describe pod` see why it waits. Written when the
+  message changes, not every cycle.
 - events: core/v1 Events (involvedObject, reason, message, type,
   source.component, first/lastTimestamp, count). That is what client-go's
   classic recorder writes and what `kubectl describe pod` and
@@ -66,6 +71,7 @@ PORTAL_JOB_LABEL = "kai.scheduler/portal-job"
 POD_GROUP_API_VERSION = "scheduling.run.ai/v2alpha2"
 LIST_PAGE_SIZE = 500
 EVENT_CACHE_LIMIT = 10_000
+UNSCHEDULABLE = "Unschedulable"
 # Errors that mean "this one call failed", as opposed to a bug in our code.
 CALL_ERRORS = (ApiException, urllib3.exceptions.HTTPError, OSError, ValueError)
 
@@ -95,6 +101,8 @@ class KubernetesBackend:
         self._pod_rv: str | None = None
         # (namespace, kind, name, type, reason, message) -> (event name, count)
         self._recent_events: dict[tuple[str, ...], tuple[str, int]] = {}
+        # (namespace, pod, uid) -> the Unschedulable message last written to its PodScheduled condition
+        self._unschedulable: dict[tuple[str, str, str], str] = {}
 
     # ----- observe -------------------------------------------------------
 
@@ -231,7 +239,43 @@ class KubernetesBackend:
                 report.add(self._post_event(evicted, annotations=_evictor_annotations(eviction)))
         for event in events:
             report.add(self._post_event(event))
+            if event.kind == "Pod" and event.reason == UNSCHEDULABLE:
+                marked = self._mark_unschedulable(event)
+                if marked is not None:
+                    report.add(marked)
         return report
+
+    def _mark_unschedulable(self, event: PodEvent) -> OperationResult | None:
+        """PodScheduled=False on a pending pod, unless it already says this."""
+        cached = self._pods.get((event.namespace, event.name))
+        if cached is None or cached.node:
+            return None
+        key = (event.namespace, event.name, cached.uid)  # a re-created pod starts clean
+        if self._unschedulable.get(key) == event.message:
+            return None
+        condition = {
+            "type": "PodScheduled",
+            "status": "False",
+            "reason": UNSCHEDULABLE,
+            "message": event.message,
+            "lastProbeTime": None,
+            "lastTransitionTime": _rfc3339(datetime.now(UTC).replace(microsecond=0)),
+        }
+        # A strategic merge patch: conditions merge by type, the pod's others stay.
+        body = {"status": {"conditions": [condition]}}
+        result = self._call(
+            "condition",
+            event.namespace,
+            event.name,
+            lambda: self.core.patch_namespaced_pod_status(
+                event.name, event.namespace, body, _preload_content=False
+            ),
+        )
+        if result.ok:
+            if len(self._unschedulable) >= EVENT_CACHE_LIMIT:
+                self._unschedulable.clear()
+            self._unschedulable[key] = event.message
+        return result
 
     def _bind(self, bind: Bind) -> OperationResult:
         annotations: dict[str, str] = {}
