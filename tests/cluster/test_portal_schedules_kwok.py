@@ -11,6 +11,7 @@ Events the portal writes are what ``kubectl get events`` shows.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -188,3 +189,59 @@ def test_a_node_shared_with_another_schedulers_pod_is_not_over_committed(
     _cycle()
 
     assert core.read_namespaced_pod("ours", namespace).spec.node_name is None  # 8 - 6 < 4
+
+
+def _bound_within(core: client.CoreV1Api, namespace: str, pod: str, cycles: int = 6) -> str | None:
+    for _ in range(cycles):
+        _cycle()
+        node = core.read_namespaced_pod(pod, namespace).spec.node_name
+        if node:
+            return str(node)
+        time.sleep(0.5)
+    return None
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "issue 16: kai_portal/cluster/sync.py keys cluster jobs by namespace/kind/name, so the re-created "
+    "pod joins the finished Job row of the deleted one and is never scheduled"))
+def test_a_pod_deleted_and_applied_again_under_the_same_name_is_bound(
+    cluster: Cluster, portal: KubernetesBackend, namespace: str, scheduler_name: str, nodes: Nodes
+) -> None:
+    core = cluster.core
+    nodes.kwok("gpu-1")
+    body = pod_body("again", scheduler_name, gpus=1, labels={"kai.scheduler/queue": "team-a"})
+    core.create_namespaced_pod(namespace, body)
+    assert _bound_within(core, namespace, "again")
+    core.delete_namespaced_pod("again", namespace)
+    wait_until(lambda: not core.list_namespaced_pod(namespace).items, "KWOK to remove the deleted pod")
+    _cycle()
+
+    core.create_namespaced_pod(namespace, body)
+
+    assert _bound_within(core, namespace, "again"), "the re-created pod was never bound"
+
+
+def test_the_job_controllers_replacement_for_a_failed_pod_is_bound(
+    cluster: Cluster, portal: KubernetesBackend, namespace: str, scheduler_name: str, nodes: Nodes
+) -> None:
+    core, batch = cluster.core, cluster.batch
+    nodes.kwok("gpu-1")
+    job = _job_body("retry", scheduler_name, "team-a")
+    job["spec"].update(completions=1, parallelism=1, backoffLimit=2)
+    # No delay annotation and no Job completion stage would fire first: fail it by hand below.
+    job["spec"]["template"]["metadata"]["annotations"] = {"pod-complete.stage.kwok.x-k8s.io/delay": "1h"}
+    batch.create_namespaced_job(namespace, job)
+    selector = "batch.kubernetes.io/job-name=retry"
+    first = wait_until(lambda: core.list_namespaced_pod(namespace, label_selector=selector).items, "a pod")[0]
+    assert _bound_within(core, namespace, first.metadata.name)
+    wait_until(lambda: core.read_namespaced_pod(first.metadata.name, namespace).status.phase == "Running",
+               "KWOK")  # fmt: skip
+    # The container fails, as a kubelet would report it.
+    core.patch_namespaced_pod_status(first.metadata.name, namespace, {"status": {"phase": "Failed"}})
+
+    def replacement() -> list[Any]:
+        pods = core.list_namespaced_pod(namespace, label_selector=selector).items
+        return [p for p in pods if p.metadata.name != first.metadata.name]
+
+    [second] = wait_until(replacement, "the Job controller's replacement pod")
+    assert _bound_within(core, namespace, second.metadata.name), "the replacement pod was never bound"
