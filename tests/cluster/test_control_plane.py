@@ -37,9 +37,11 @@ def test_the_shipped_rbac_gives_the_portal_what_it_calls_and_nothing_else(
 
     allowed = [("watch", "nodes", ""), ("list", "pods", ""), ("create", "pods", "binding"),
                ("create", "pods", "eviction"), ("create", "events", ""), ("patch", "events", ""),
-               ("create", "pods", ""), ("delete", "pods", ""), ("patch", "pods", "status")]  # fmt: skip
+               ("create", "pods", ""), ("delete", "pods", ""), ("patch", "pods", "status"),
+               ("get", "jobs", "")]  # fmt: skip
     refused = [("delete", "nodes", ""), ("patch", "nodes", ""), ("get", "secrets", ""),
-               ("update", "pods", ""), ("create", "deployments", ""), ("update", "pods", "status")]
+               ("update", "pods", ""), ("create", "deployments", ""), ("list", "jobs", ""),
+               ("update", "pods", "status")]  # fmt: skip
     for verb, resource, sub in allowed:
         assert cluster.can_i(verb, resource, subresource=sub, user=account, namespace="x"), (verb, resource)
     for verb, resource, sub in refused:

@@ -26,7 +26,7 @@ from kai_portal.cluster import backends
 from kai_portal.cluster.backends.kubernetes import KubernetesBackend
 from kai_portal.scheduling.cycle import run_scheduling_cycle
 from kai_portal.scheduling.lock import LOCK_NAME
-from kai_portal.workloads.models import Pod
+from kai_portal.workloads.models import Job, Pod
 from tests.portal import factories
 
 from .conftest import Cluster, Nodes, pod_body, wait_until
@@ -245,3 +245,35 @@ def test_the_job_controllers_replacement_for_a_failed_pod_is_bound(
 
     [second] = wait_until(replacement, "the Job controller's replacement pod")
     assert _bound_within(core, namespace, second.metadata.name), "the replacement pod was never bound"
+
+
+@pytest.mark.parametrize(("gpus_per_pod", "bound"), [(3, 4), (5, 0)])
+def test_a_jobs_batch_min_member_and_queue_on_the_job_make_a_gang_bound_whole_or_not_at_all(
+    cluster: Cluster, portal: KubernetesBackend, namespace: str, scheduler_name: str, nodes: Nodes,
+    gpus_per_pod: int, bound: int,
+) -> None:  # fmt: skip
+    """KAI reads kai.scheduler/batch-min-member and the queue label from the pod's owner: with a minimum
+    of 4, two 8-GPU nodes take four 3-GPU pods, but of four 5-GPU pods (room for two) none is bound."""
+    core, batch = cluster.core, cluster.batch
+    nodes.kwok("gpu-a")
+    nodes.kwok("gpu-b")
+    job = _job_body("gang", scheduler_name, "team-a")
+    del job["spec"]["template"]["metadata"]["labels"]["kai.scheduler/queue"]  # only the Job names it
+    job["metadata"].update(labels={"kai.scheduler/queue": "team-a"},
+                           annotations={"kai.scheduler/batch-min-member": "4"})  # fmt: skip
+    job["spec"].update(completions=4, parallelism=4)
+    [container] = job["spec"]["template"]["spec"]["containers"]
+    container["resources"]["limits"]["nvidia.com/gpu"] = str(gpus_per_pod)
+    job["spec"]["template"]["metadata"]["annotations"] = {"pod-complete.stage.kwok.x-k8s.io/delay": "1h"}
+    batch.create_namespaced_job(namespace, job)
+    selector = "batch.kubernetes.io/job-name=gang"
+    wait_until(lambda: len(core.list_namespaced_pod(namespace, label_selector=selector).items) == 4,
+               "the Job controller's 4 pods")  # fmt: skip
+
+    for _ in range(3):
+        _cycle()
+
+    pods = core.list_namespaced_pod(namespace, label_selector=selector).items
+    assert sum(1 for p in pods if p.spec.node_name) == bound
+    row = Job.objects.get(cluster_key=f"{namespace}/Job/gang")
+    assert (row.queue.name, row.min_member, row.task_count) == ("team-a", 4, 4)

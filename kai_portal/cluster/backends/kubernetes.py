@@ -19,6 +19,9 @@ Writes, each caught on its own so one bad pod never stops the others:
   PATCH pods/<pod>/status, as kube-scheduler and KAI write it, so cluster
   autoscalers and `kubectl describe pod` see why it waits. Written when the
   message changes, not every cycle.
+- batch Jobs: a pod a Job owns takes the Job's `kai.scheduler/batch-min-member`
+  annotation and queue label when it has none of its own (KAI reads both from
+  the owner); each Job is read once (GET, cached by uid).
 - events: core/v1 Events (involvedObject, reason, message, type,
   source.component, first/lastTimestamp, count). That is what client-go's
   classic recorder writes and what `kubectl describe pod` and
@@ -32,6 +35,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from functools import partial
 from typing import Any
@@ -53,6 +57,7 @@ from .base import (
     PodSpecRequest,
 )
 from .kubernetes_objects import (
+    BATCH_MIN_MEMBER_ANNOTATION,
     GPU_DEVICES_ANNOTATION,
     GPU_FRACTION_ANNOTATION,
     GPU_MEMORY_ANNOTATION,
@@ -90,6 +95,7 @@ class KubernetesBackend:
     ) -> None:
         self.api_client = api_client or _load_api_client()
         self.core = client.CoreV1Api(self.api_client)
+        self.batch = client.BatchV1Api(self.api_client)
         self.scheduler_name = scheduler_name
         self.queue_label_keys = tuple(queue_label_keys)
         self.pool_label = pool_label
@@ -101,6 +107,8 @@ class KubernetesBackend:
         self._pod_rv: str | None = None
         # (namespace, kind, name, type, reason, message) -> (event name, count)
         self._recent_events: dict[tuple[str, ...], tuple[str, int]] = {}
+        # Job uid -> (batch-min-member, queue) read from the Job object
+        self._job_owners: dict[str, tuple[str | None, str | None]] = {}
         # (namespace, pod, uid) -> the Unschedulable message last written to its PodScheduled condition
         self._unschedulable: dict[tuple[str, str, str], str] = {}
 
@@ -184,7 +192,7 @@ class KubernetesBackend:
         items, resource_version = self._list_all(
             self.core.list_pod_for_all_namespaces, field_selector=self._pod_selector
         )
-        pods = (parse_pod(item, self.queue_label_keys) for item in items if self._is_ours(item))
+        pods = (self._parse_pod(item) for item in items if self._is_ours(item))
         self._pods = {pod.key: pod for pod in pods}
         return resource_version
 
@@ -213,11 +221,39 @@ class KubernetesBackend:
     def _apply_pod(self, event_type: str, raw: dict[str, Any]) -> None:
         if not self._is_ours(raw):
             return
-        pod = parse_pod(raw, self.queue_label_keys)
+        pod = self._parse_pod(raw)
         if event_type == "DELETED":
             self._pods.pop(pod.key, None)
         else:
             self._pods[pod.key] = pod
+
+    def _parse_pod(self, raw: dict[str, Any]) -> ObservedPod:
+        pod = parse_pod(raw, self.queue_label_keys)
+        owner = _job_owner(raw)
+        if owner is None or (pod.queue and BATCH_MIN_MEMBER_ANNOTATION in pod.annotations):
+            return pod
+        min_member, queue = self._job_settings(pod.namespace, owner)
+        annotations = pod.annotations
+        if min_member is not None and BATCH_MIN_MEMBER_ANNOTATION not in annotations:
+            annotations = {**annotations, BATCH_MIN_MEMBER_ANNOTATION: min_member}
+        return replace(pod, annotations=annotations, queue=pod.queue or queue)
+
+    def _job_settings(self, namespace: str, owner: tuple[str, str]) -> tuple[str | None, str | None]:
+        """The owning Job's batch-min-member annotation and queue label, read once per Job."""
+        name, uid = owner
+        if uid not in self._job_owners:
+            try:
+                # Raw JSON (a urllib3 response) like the lists: cheaper than the client's models.
+                response: Any = self.batch.read_namespaced_job(name, namespace, _preload_content=False)
+                meta = json.loads(response.data).get("metadata") or {}
+            except CALL_ERRORS:
+                return None, None  # gone or unreadable: the pod's own settings stand; retried next time
+            labels = meta.get("labels") or {}
+            queue = next((labels[k] for k in self.queue_label_keys if labels.get(k)), None)
+            self._job_owners[uid] = ((meta.get("annotations") or {}).get(BATCH_MIN_MEMBER_ANNOTATION), queue)
+            if len(self._job_owners) > EVENT_CACHE_LIMIT:
+                self._job_owners.pop(next(iter(self._job_owners)))
+        return self._job_owners[uid]
 
     def _is_ours(self, raw: dict[str, Any]) -> bool:
         # The server filters by field selector already; this guards a server or
@@ -473,6 +509,14 @@ def _load_api_client() -> client.ApiClient:
     except config.ConfigException:
         config.load_kube_config()
     return client.ApiClient()
+
+
+def _job_owner(raw: dict[str, Any]) -> tuple[str, str] | None:
+    """(name, uid) of the batch/v1 Job controlling the pod, if one does."""
+    for ref in (raw.get("metadata") or {}).get("ownerReferences") or []:
+        if ref.get("kind") == "Job" and ref.get("apiVersion") == "batch/v1" and ref.get("controller"):
+            return ref.get("name", ""), ref.get("uid", "")
+    return None
 
 
 def _container(request: PodSpecRequest) -> dict[str, Any]:

@@ -21,6 +21,7 @@ GPU_RESOURCE = "nvidia.com/gpu"
 GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
 GPU_MEMORY_LABEL = "nvidia.com/gpu.memory"
 POD_GROUP_ANNOTATION = "pod-group-name"
+BATCH_MIN_MEMBER_ANNOTATION = "kai.scheduler/batch-min-member"  # gang minimum, on the pod or its owner
 GPU_FRACTION_ANNOTATION = "gpu-fraction"
 GPU_MEMORY_ANNOTATION = "gpu-memory"
 GPU_NUM_DEVICES_ANNOTATION = "gpu-fraction-num-devices"
