@@ -277,3 +277,23 @@ def test_a_jobs_batch_min_member_and_queue_on_the_job_make_a_gang_bound_whole_or
     assert sum(1 for p in pods if p.spec.node_name) == bound
     row = Job.objects.get(cluster_key=f"{namespace}/Job/gang")
     assert (row.queue.name, row.min_member, row.task_count) == ("team-a", 4, 4)
+
+
+def test_a_deployments_pods_without_a_priority_class_are_inference(
+    cluster: Cluster, portal: KubernetesBackend, namespace: str, scheduler_name: str, nodes: Nodes
+) -> None:
+    """KAI's default priority class by workload kind: Deployment pods are inference (125, non-preemptible)."""
+    core = cluster.core
+    nodes.kwok("gpu-1")
+    pod = pod_body("unused", scheduler_name, gpus=1, labels={"app": "serve", "kai.scheduler/queue": "team-a"})
+    pod["spec"]["restartPolicy"] = "Always"
+    template = {"metadata": {"labels": pod["metadata"]["labels"]}, "spec": pod["spec"]}
+    client.AppsV1Api(cluster.api).create_namespaced_deployment(namespace, {
+        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "serve"},
+        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "serve"}},
+                 "template": template}})  # fmt: skip
+    [replica] = wait_until(lambda: core.list_namespaced_pod(namespace).items, "the Deployment's pod")
+
+    assert _bound_within(core, namespace, replica.metadata.name)
+    row = Pod.objects.get(name=replica.metadata.name).job
+    assert (row.priority_class, row.priority) == ("inference", 125)
