@@ -297,3 +297,23 @@ def test_a_deployments_pods_without_a_priority_class_are_inference(
     assert _bound_within(core, namespace, replica.metadata.name)
     row = Pod.objects.get(name=replica.metadata.name).job
     assert (row.priority_class, row.priority) == ("inference", 125)
+
+
+def test_a_pod_whose_node_was_deleted_is_never_bound_again(
+    cluster: Cluster, portal: KubernetesBackend, namespace: str, scheduler_name: str, nodes: Nodes
+) -> None:
+    """KAI drops a node's pods with the node; the pod garbage collector deletes them later."""
+    core = cluster.core
+    doomed = nodes.kwok("doomed")
+    core.create_namespaced_pod(namespace, pod_body("orphan", scheduler_name, gpus=1,
+                                                   labels={"kai.scheduler/queue": "team-a"}))  # fmt: skip
+    assert _bound_within(core, namespace, "orphan") == doomed
+    nodes.kwok("spare")
+    core.delete_node(doomed)
+
+    for _ in range(3):
+        _cycle()
+
+    events = core.list_namespaced_event(namespace).items
+    assert [e.reason for e in events if e.involved_object.name == "orphan"] == ["Scheduled"]
+    assert core.read_namespaced_pod("orphan", namespace).spec.node_name == doomed

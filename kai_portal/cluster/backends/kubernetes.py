@@ -55,6 +55,7 @@ from .base import (
     OperationResult,
     PodEvent,
     PodSpecRequest,
+    TaskStatus,
 )
 from .kubernetes_objects import (
     BATCH_MIN_MEMBER_ANNOTATION,
@@ -126,10 +127,20 @@ class KubernetesBackend:
         )
         return ClusterState(
             nodes=dict(self._nodes),
-            pods=dict(self._pods),
+            pods={key: pod for key, pod in self._pods.items() if not self._orphaned(pod)},
             node_resource_version=self._node_rv,
             pod_resource_version=self._pod_rv,
         )
+
+    def _orphaned(self, pod: ObservedPod) -> bool:
+        """A live pod bound to a node that no longer exists.
+
+        KAI drops such pods with their node: they hold nothing and must never be
+        bound again (the binding would be refused, every cycle). The pod garbage
+        collector deletes them from the cluster shortly after.
+        """
+        finished = pod.status in (TaskStatus.SUCCEEDED, TaskStatus.FAILED)
+        return bool(pod.node) and pod.node not in self._nodes and not finished
 
     @property
     def _pod_selector(self) -> str:
