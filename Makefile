@@ -17,7 +17,7 @@ export TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
 TEST_SQLITE_URL ?= sqlite:///$(CURDIR)/var/test-sqlite.sqlite3
 SQLITE_TESTS := tests/browser tests/portal/pages tests/portal/forecast tests/portal/scheduling
 
-.PHONY: install run test lint typecheck pytest prodcheck services bench scenarios clean helm
+.PHONY: install run test lint typecheck pytest prodcheck services bench scenarios clean helm k8s-build k8s-up k8s-down
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) on PATH"; exit 1; }
@@ -39,7 +39,9 @@ typecheck: install
 scenarios: install
 	$(PY) -m scheduler.scenario check ../shared/scenarios tests/scenarios
 
-pytest: install $(HELM)
+# tests/cluster/ starts its own control plane (var/k8s-test) from the binaries
+# k8s-build leaves in ~/.cache/kai-portal (built once, ~30 min on 2 cores).
+pytest: install k8s-build $(HELM)
 	$(PY) -m pytest
 	mkdir -p var && TEST_DATABASE_URL=$(TEST_SQLITE_URL) $(PY) -m pytest -o django_debug_mode=true $(SQLITE_TESTS)
 
@@ -71,8 +73,22 @@ $(HELM): $(STAMP)
 	GOFLAGS=-mod=mod GOBIN=$(abspath $(VENV))/bin go install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
 	mv $(VENV)/bin/helm $@
 
+# A real control plane on loopback for tests and for watching the portal schedule it:
+# etcd, kube-apiserver, kube-controller-manager and KWOK (fake GPU nodes), built
+# from Go modules (deploy/k8s-testbed/). Admin kubeconfig: var/k8s/admin.kubeconfig.
+k8s-build:
+	deploy/k8s-testbed/build.sh >/dev/null
+
+k8s-up:
+	deploy/k8s-testbed/k8s-up.sh
+
+k8s-down:
+	deploy/k8s-testbed/k8s-down.sh
+
 bench: install
 	$(PY) -m scheduler.bench
 
 clean:
+	-deploy/k8s-testbed/k8s-down.sh
+	-K8S_DIR=var/k8s-test deploy/k8s-testbed/k8s-down.sh
 	rm -rf $(VENV) staticfiles var

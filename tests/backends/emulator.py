@@ -46,6 +46,9 @@ PODS = kmock.resource("", "v1", "pods")
 @attrs.define(kw_only=True)
 class KubeApiEmulator(kmock.KubernetesEmulator):
     compacted_below: int = 0
+    # (method, URL path) -> HTTP status to answer once, for faults a real server
+    # will not produce on demand (a 500 on one bind, a 503 on one event).
+    faults: dict[tuple[str, str], int] = attrs.field(factory=dict)
     _version: int = attrs.field(default=0, init=False)
     # (resourceVersion, resource, event type, object) for every change, oldest first.
     _changes: list[tuple[int, references.resource, str, dict[str, Any]]] = attrs.field(
@@ -61,6 +64,9 @@ class KubeApiEmulator(kmock.KubernetesEmulator):
         return list(self)
 
     async def _handle(self, request: rendering.Request) -> aiohttp.web.StreamResponse:
+        fault = self.faults.pop((str(request.method.value).upper(), request.url.path), None)
+        if fault is not None:
+            raise kmock.KubernetesError(fault, "InternalError", f"injected fault {fault}")
         if request.resource == PODS and request.method == enums.method.POST and request.subresource:
             if request.subresource == "binding":
                 return await self._bind(request)

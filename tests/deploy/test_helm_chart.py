@@ -69,10 +69,14 @@ def container(doc: dict) -> dict:
     return only
 
 
-def backend_calls() -> set[tuple[str, str]]:
-    """``(resource, verb)`` of every CoreV1Api call in the backend; what ``_sync`` lists it also watches."""
+API_GROUPS = {"core": "", "batch": "batch"}
+
+
+def backend_calls() -> set[tuple[str, str, str]]:
+    """``(API group, resource, verb)`` of every client call in the backend (``self.core`` is
+    CoreV1Api, ``self.batch`` BatchV1Api); what ``_sync`` lists it also watches."""
     source = BACKEND.read_text()
-    methods = set(re.findall(r"self\.core\.(\w+)", source))
+    methods = set(re.findall(r"self\.(core|batch)\.(\w+)", source))
     watched = {
         arg.attr
         for node in ast.walk(ast.parse(source))
@@ -86,17 +90,34 @@ def backend_calls() -> set[tuple[str, str]]:
     verbs = {"list": "list", "create": "create", "delete": "delete", "patch": "patch", "read": "get",
              "replace": "update"}  # fmt: skip
     calls = set()
-    for method in methods:
+    for api, method in methods:
         match = re.fullmatch(
             r"(list|create|delete|patch|read|replace)_(?:namespaced_)?(\w+?)(?:_for_all_namespaces)?", method
         )
-        assert match, f"unknown CoreV1Api call {method}"
+        assert match, f"unknown client call {api}.{method}"
         kind, *sub = match.group(2).split("_")
         resource = kind + "s" + "".join(f"/{s}" for s in sub)
-        calls.add((resource, verbs[match.group(1)]))
+        calls.add((API_GROUPS[api], resource, verbs[match.group(1)]))
         if method in watched:
-            calls.add((resource, "watch"))
+            calls.add((API_GROUPS[api], resource, "watch"))
     return calls
+
+
+def granted_by(role: dict) -> set[tuple[str, str, str]]:
+    granted = set()
+    for rule in role["rules"]:
+        for field in ("apiGroups", "resources", "verbs"):
+            assert "*" not in rule[field], f"wildcard in {field}: {rule}"
+        assert "nonResourceURLs" not in rule
+        granted |= {(g, r, v) for g in rule["apiGroups"] for r in rule["resources"] for v in rule["verbs"]}
+    return granted
+
+
+def test_the_plain_rbac_manifest_grants_the_same_as_the_chart():
+    """deploy/rbac/ (kubectl apply, the cluster tests' ServiceAccount) and the chart stay one role."""
+    docs = yaml.safe_load_all((ROOT / "deploy" / "rbac" / "kai-portal.yaml").read_text())
+    (role,) = [d for d in docs if d and d["kind"] == "ClusterRole"]
+    assert granted_by(role) == backend_calls()
 
 
 def test_default_install_renders_every_component():
@@ -119,13 +140,7 @@ def test_default_install_renders_every_component():
 def test_the_cluster_role_is_exactly_what_the_backend_calls_and_no_wildcard():
     objects = by_kind(render(*REQUIRED))
     role = objects[("ClusterRole", "kai-kai-portal")]
-    granted = set()
-    for rule in role["rules"]:
-        for field in ("apiGroups", "resources", "verbs"):
-            assert "*" not in rule[field], f"wildcard in {field}: {rule}"
-        assert rule["apiGroups"] == [""] and "nonResourceURLs" not in rule
-        granted |= {(resource, verb) for resource in rule["resources"] for verb in rule["verbs"]}
-    assert granted == backend_calls()
+    assert granted_by(role) == backend_calls()
     binding = objects[("ClusterRoleBinding", "kai-kai-portal")]
     assert binding["roleRef"]["name"] == "kai-kai-portal"
     assert binding["subjects"] == [

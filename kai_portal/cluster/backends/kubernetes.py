@@ -14,6 +14,14 @@ Writes, each caught on its own so one bad pod never stops the others:
   `kai.scheduler/gpu-fraction` (the fraction granted per device).
 - evict: POST pods/<pod>/eviction with a policy/v1 Eviction, so
   PodDisruptionBudgets are honoured.
+- pod condition: a pending pod the cycle explains as Unschedulable gets
+  `PodScheduled=False` (reason Unschedulable, the engine's message) through
+  PATCH pods/<pod>/status, as kube-scheduler and KAI write it, so cluster
+  autoscalers and `kubectl describe pod` see why it waits. Written when the
+  message changes, not every cycle.
+- batch Jobs: a pod a Job owns takes the Job's `kai.scheduler/batch-min-member`
+  annotation and queue label when it has none of its own (KAI reads both from
+  the owner); each Job is read once (GET, cached by uid).
 - events: core/v1 Events (involvedObject, reason, message, type,
   source.component, first/lastTimestamp, count). That is what client-go's
   classic recorder writes and what `kubectl describe pod` and
@@ -27,6 +35,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from functools import partial
 from typing import Any
@@ -46,8 +55,10 @@ from .base import (
     OperationResult,
     PodEvent,
     PodSpecRequest,
+    TaskStatus,
 )
 from .kubernetes_objects import (
+    BATCH_MIN_MEMBER_ANNOTATION,
     GPU_DEVICES_ANNOTATION,
     GPU_FRACTION_ANNOTATION,
     GPU_MEMORY_ANNOTATION,
@@ -66,6 +77,7 @@ PORTAL_JOB_LABEL = "kai.scheduler/portal-job"
 POD_GROUP_API_VERSION = "scheduling.run.ai/v2alpha2"
 LIST_PAGE_SIZE = 500
 EVENT_CACHE_LIMIT = 10_000
+UNSCHEDULABLE = "Unschedulable"
 # Errors that mean "this one call failed", as opposed to a bug in our code.
 CALL_ERRORS = (ApiException, urllib3.exceptions.HTTPError, OSError, ValueError)
 
@@ -84,6 +96,7 @@ class KubernetesBackend:
     ) -> None:
         self.api_client = api_client or _load_api_client()
         self.core = client.CoreV1Api(self.api_client)
+        self.batch = client.BatchV1Api(self.api_client)
         self.scheduler_name = scheduler_name
         self.queue_label_keys = tuple(queue_label_keys)
         self.pool_label = pool_label
@@ -95,6 +108,10 @@ class KubernetesBackend:
         self._pod_rv: str | None = None
         # (namespace, kind, name, type, reason, message) -> (event name, count)
         self._recent_events: dict[tuple[str, ...], tuple[str, int]] = {}
+        # Job uid -> (batch-min-member, queue) read from the Job object
+        self._job_owners: dict[str, tuple[str | None, str | None]] = {}
+        # (namespace, pod, uid) -> the Unschedulable message last written to its PodScheduled condition
+        self._unschedulable: dict[tuple[str, str, str], str] = {}
 
     # ----- observe -------------------------------------------------------
 
@@ -110,10 +127,20 @@ class KubernetesBackend:
         )
         return ClusterState(
             nodes=dict(self._nodes),
-            pods=dict(self._pods),
+            pods={key: pod for key, pod in self._pods.items() if not self._orphaned(pod)},
             node_resource_version=self._node_rv,
             pod_resource_version=self._pod_rv,
         )
+
+    def _orphaned(self, pod: ObservedPod) -> bool:
+        """A live pod bound to a node that no longer exists.
+
+        KAI drops such pods with their node: they hold nothing and must never be
+        bound again (the binding would be refused, every cycle). The pod garbage
+        collector deletes them from the cluster shortly after.
+        """
+        finished = pod.status in (TaskStatus.SUCCEEDED, TaskStatus.FAILED)
+        return bool(pod.node) and pod.node not in self._nodes and not finished
 
     @property
     def _pod_selector(self) -> str:
@@ -176,7 +203,7 @@ class KubernetesBackend:
         items, resource_version = self._list_all(
             self.core.list_pod_for_all_namespaces, field_selector=self._pod_selector
         )
-        pods = (parse_pod(item, self.queue_label_keys) for item in items if self._is_ours(item))
+        pods = (self._parse_pod(item) for item in items if self._is_ours(item))
         self._pods = {pod.key: pod for pod in pods}
         return resource_version
 
@@ -205,11 +232,39 @@ class KubernetesBackend:
     def _apply_pod(self, event_type: str, raw: dict[str, Any]) -> None:
         if not self._is_ours(raw):
             return
-        pod = parse_pod(raw, self.queue_label_keys)
+        pod = self._parse_pod(raw)
         if event_type == "DELETED":
             self._pods.pop(pod.key, None)
         else:
             self._pods[pod.key] = pod
+
+    def _parse_pod(self, raw: dict[str, Any]) -> ObservedPod:
+        pod = parse_pod(raw, self.queue_label_keys)
+        owner = _job_owner(raw)
+        if owner is None or (pod.queue and BATCH_MIN_MEMBER_ANNOTATION in pod.annotations):
+            return pod
+        min_member, queue = self._job_settings(pod.namespace, owner)
+        annotations = pod.annotations
+        if min_member is not None and BATCH_MIN_MEMBER_ANNOTATION not in annotations:
+            annotations = {**annotations, BATCH_MIN_MEMBER_ANNOTATION: min_member}
+        return replace(pod, annotations=annotations, queue=pod.queue or queue)
+
+    def _job_settings(self, namespace: str, owner: tuple[str, str]) -> tuple[str | None, str | None]:
+        """The owning Job's batch-min-member annotation and queue label, read once per Job."""
+        name, uid = owner
+        if uid not in self._job_owners:
+            try:
+                # Raw JSON (a urllib3 response) like the lists: cheaper than the client's models.
+                response: Any = self.batch.read_namespaced_job(name, namespace, _preload_content=False)
+                meta = json.loads(response.data).get("metadata") or {}
+            except CALL_ERRORS:
+                return None, None  # gone or unreadable: the pod's own settings stand; retried next time
+            labels = meta.get("labels") or {}
+            queue = next((labels[k] for k in self.queue_label_keys if labels.get(k)), None)
+            self._job_owners[uid] = ((meta.get("annotations") or {}).get(BATCH_MIN_MEMBER_ANNOTATION), queue)
+            if len(self._job_owners) > EVENT_CACHE_LIMIT:
+                self._job_owners.pop(next(iter(self._job_owners)))
+        return self._job_owners[uid]
 
     def _is_ours(self, raw: dict[str, Any]) -> bool:
         # The server filters by field selector already; this guards a server or
@@ -231,7 +286,43 @@ class KubernetesBackend:
                 report.add(self._post_event(evicted, annotations=_evictor_annotations(eviction)))
         for event in events:
             report.add(self._post_event(event))
+            if event.kind == "Pod" and event.reason == UNSCHEDULABLE:
+                marked = self._mark_unschedulable(event)
+                if marked is not None:
+                    report.add(marked)
         return report
+
+    def _mark_unschedulable(self, event: PodEvent) -> OperationResult | None:
+        """PodScheduled=False on a pending pod, unless it already says this."""
+        cached = self._pods.get((event.namespace, event.name))
+        if cached is None or cached.node:
+            return None
+        key = (event.namespace, event.name, cached.uid)  # a re-created pod starts clean
+        if self._unschedulable.get(key) == event.message:
+            return None
+        condition = {
+            "type": "PodScheduled",
+            "status": "False",
+            "reason": UNSCHEDULABLE,
+            "message": event.message,
+            "lastProbeTime": None,
+            "lastTransitionTime": _rfc3339(datetime.now(UTC).replace(microsecond=0)),
+        }
+        # A strategic merge patch: conditions merge by type, the pod's others stay.
+        body = {"status": {"conditions": [condition]}}
+        result = self._call(
+            "condition",
+            event.namespace,
+            event.name,
+            lambda: self.core.patch_namespaced_pod_status(
+                event.name, event.namespace, body, _preload_content=False
+            ),
+        )
+        if result.ok:
+            if len(self._unschedulable) >= EVENT_CACHE_LIMIT:
+                self._unschedulable.clear()
+            self._unschedulable[key] = event.message
+        return result
 
     def _bind(self, bind: Bind) -> OperationResult:
         annotations: dict[str, str] = {}
@@ -429,6 +520,14 @@ def _load_api_client() -> client.ApiClient:
     except config.ConfigException:
         config.load_kube_config()
     return client.ApiClient()
+
+
+def _job_owner(raw: dict[str, Any]) -> tuple[str, str] | None:
+    """(name, uid) of the batch/v1 Job controlling the pod, if one does."""
+    for ref in (raw.get("metadata") or {}).get("ownerReferences") or []:
+        if ref.get("kind") == "Job" and ref.get("apiVersion") == "batch/v1" and ref.get("controller"):
+            return ref.get("name", ""), ref.get("uid", "")
+    return None
 
 
 def _container(request: PodSpecRequest) -> dict[str, Any]:

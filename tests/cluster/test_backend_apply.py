@@ -1,0 +1,199 @@
+"""apply(), submit() and cancel() against the real API server: what the cluster holds afterwards."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kubernetes import client
+
+from kai_portal.cluster.backends import Bind, EventType, Evict, PodEvent, PodSpecRequest, TaskStatus
+from kai_portal.cluster.backends.kubernetes import KubernetesBackend
+
+from .conftest import Cluster, Nodes, pod_body
+
+
+def _events(cluster: Cluster, namespace: str) -> list[client.CoreV1Event]:
+    return list(cluster.core.list_namespaced_event(namespace).items)
+
+
+def test_bind_sets_the_node_and_devices_and_writes_a_scheduled_event(
+    cluster: Cluster, namespace: str, nodes: Nodes, scheduler_name: str, backend: KubernetesBackend
+) -> None:
+    node = nodes.make("gpu-1", labels={"kai.scheduler/node-pool": "training"})
+    cluster.core.create_namespaced_pod(namespace, pod_body("p1", scheduler_name, gpus=2))
+    uid = backend.observe().pods[namespace, "p1"].uid
+
+    report = backend.apply([Bind(namespace, "p1", node, gpu_devices=[0, 3])], [], [])
+
+    assert report.ok, report.failures
+    pod = cluster.core.read_namespaced_pod("p1", namespace)
+    # The API server copies the Binding's annotations onto the pod in the same write.
+    assert (pod.spec.node_name, pod.metadata.uid) == (node, uid)
+    assert pod.metadata.annotations["kai.scheduler/gpu-devices"] == "0,3"
+    [event] = _events(cluster, namespace)
+    assert event.metadata.name.startswith("p1.")
+    involved = event.involved_object
+    assert (involved.kind, involved.api_version, involved.name, involved.namespace) == (
+        "Pod", "v1", "p1", namespace)  # fmt: skip
+    assert (event.reason, event.type, event.count) == ("Scheduled", "Normal", 1)
+    assert event.message == f"Successfully assigned pod {namespace}/p1 to node {node} at node-pool training"
+    assert (event.source.component, event.reporting_component) == (scheduler_name, scheduler_name)
+    assert event.first_timestamp == event.last_timestamp
+    observed = backend.observe().pods[namespace, "p1"]
+    assert (observed.node, observed.status, observed.gpu_devices) == (node, TaskStatus.BOUND, (0, 3))
+
+
+def test_a_failed_bind_is_reported_and_the_others_still_happen(
+    cluster: Cluster, namespace: str, nodes: Nodes, scheduler_name: str, backend: KubernetesBackend
+) -> None:
+    node, elsewhere = nodes.make("gpu-1"), nodes.make("gpu-9")
+    cluster.core.create_namespaced_pod(namespace, pod_body("already", scheduler_name, nodeName=elsewhere))
+    cluster.core.create_namespaced_pod(namespace, pod_body("fine", scheduler_name))
+    backend.observe()
+
+    report = backend.apply([
+        Bind(namespace, "gone", node),
+        Bind(namespace, "already", node),
+        Bind(namespace, "fine", node, gpu_devices=[1], gpu_fraction=0.5, pool="p"),
+    ], [], [])  # fmt: skip
+
+    binds = report.of("bind")
+    assert [(b.name, b.ok, b.status_code) for b in binds] == [
+        ("gone", False, 404), ("already", False, 409), ("fine", True, None)]  # fmt: skip
+    assert binds[0].error == '404 Not Found: pods "gone" not found'
+    assert "already assigned" in (binds[1].error or "")
+    reasons = [(e.involved_object.name, e.reason, e.type, e.message) for e in _events(cluster, namespace)]
+    failed = f'Failed to bind pod {namespace}/gone to node {node}. 404 Not Found: pods "gone" not found'
+    assert ("gone", "FailedBinding", "Warning", failed) in reasons
+    assert ("fine", "Scheduled", "Normal", f"Successfully assigned pod {namespace}/fine to node {node} "
+            "at node-pool p") in reasons  # fmt: skip
+    fine = cluster.core.read_namespaced_pod("fine", namespace)
+    assert fine.spec.node_name == node
+    assert {k: v for k, v in fine.metadata.annotations.items() if k.startswith("kai.scheduler/")} == {
+        "kai.scheduler/gpu-devices": "1", "kai.scheduler/gpu-fraction": "0.5"}  # fmt: skip
+    assert cluster.core.read_namespaced_pod("already", namespace).spec.node_name == elsewhere
+
+
+def test_evict_goes_through_the_eviction_api_and_writes_an_evict_event(
+    cluster: Cluster, namespace: str, nodes: Nodes, scheduler_name: str, backend: KubernetesBackend
+) -> None:
+    # No kubelet serves this node, so the evicted pod stays Terminating (Releasing).
+    node = nodes.make("silent")
+    cluster.core.create_namespaced_pod(namespace, pod_body("victim", scheduler_name, nodeName=node))
+    backend.observe()
+    message = f"Pod {namespace}/victim was preempted by higher priority workload team-b/pg-big"
+
+    report = backend.apply([], [
+        Evict(namespace, "victim", message, action="preempt", evictor_namespace="team-b",
+              evictor_job="pg-big"),
+        Evict(namespace, "missing", "whatever"),
+    ], [])  # fmt: skip
+
+    assert [(r.operation, r.name, r.ok) for r in report.results][:2] == [
+        ("evict", "victim", True), ("event", report.results[1].name, True)]  # fmt: skip
+    assert report.of("evict")[1].status_code == 404
+    victim = cluster.core.read_namespaced_pod("victim", namespace)
+    assert victim.metadata.deletion_timestamp is not None
+    # The eviction API marks the pod the way the KAI docs describe (DisruptionTarget).
+    assert any(c.type == "DisruptionTarget" and c.status == "True" for c in victim.status.conditions or [])
+    [event] = [e for e in _events(cluster, namespace) if e.reason == "Evict"]
+    assert (event.type, event.message, event.involved_object.name) == ("Normal", message, "victim")
+    assert event.metadata.annotations == {
+        "num-evicted-pods": "1", "evictor-action-type": "preempt",
+        "evictor-pod-group-name": "pg-big", "evictor-pod-group-namespace": "team-b"}  # fmt: skip
+    assert backend.observe().pods[namespace, "victim"].status is TaskStatus.RELEASING
+
+
+def test_repeated_events_bump_the_count_instead_of_piling_up(
+    cluster: Cluster, namespace: str, backend: KubernetesBackend
+) -> None:
+    text = "no nodes with enough resources were found: 3 node(s) didn't have enough resources: GPUs."
+    waiting = PodEvent(namespace, "p1", EventType.WARNING, "Unschedulable", text)
+    group = PodEvent(namespace, "pg-1", EventType.NORMAL, "Unschedulable", "Unable to schedule podgroup",
+                     kind="PodGroup")  # fmt: skip
+
+    assert backend.apply([], [], [waiting, group]).ok
+    assert backend.apply([], [], [waiting]).ok
+
+    events = {e.involved_object.kind: e for e in _events(cluster, namespace)}
+    assert {(k, e.involved_object.api_version, e.type, e.count) for k, e in events.items()} == {
+        ("Pod", "v1", "Warning", 2), ("PodGroup", "scheduling.run.ai/v2alpha2", "Normal", 1)}  # fmt: skip
+    assert len(_events(cluster, namespace)) == 2
+    assert events["Pod"].last_timestamp >= events["Pod"].first_timestamp
+
+
+def test_submit_creates_one_pod_per_task_and_cancel_deletes_them(
+    cluster: Cluster, namespace: str, scheduler_name: str, backend: KubernetesBackend
+) -> None:
+    request = PodSpecRequest(namespace=namespace, job_name="train-7", queue="research", image="pytorch:2",
+                             num_tasks=2, command=["python", "train.py"], gpu_fraction=0.25,
+                             cpu_millis=2000, memory_mib=4096, priority_class="train")  # fmt: skip
+    cluster.core.create_namespaced_pod(namespace, pod_body("unrelated", scheduler_name))
+
+    assert backend.submit(request).ok
+
+    created = {p.metadata.name: p for p in cluster.core.list_namespaced_pod(
+        namespace, label_selector="kai.scheduler/portal-job=train-7").items}  # fmt: skip
+    assert set(created) == {"train-7-0", "train-7-1"}
+    pod = created["train-7-0"]
+    assert pod.metadata.labels == {
+        "kai.scheduler/queue": "research",
+        "kai.scheduler/portal-job": "train-7",
+        "priorityClassName": "train",
+    }
+    assert pod.metadata.annotations == {"pod-group-name": "train-7", "gpu-fraction": "0.25"}
+    assert (pod.spec.scheduler_name, pod.spec.restart_policy) == (scheduler_name, "Never")
+    [container] = pod.spec.containers
+    assert (container.image, container.command) == ("pytorch:2", ["python", "train.py"])
+    assert container.resources.requests == {"cpu": "2", "memory": "4Gi"}  # the server normalises quantities
+    pods = backend.observe().pods
+    assert {pods[namespace, n].job.name for n in ("train-7-0", "train-7-1")} == {"train-7"}
+    assert pods[namespace, "train-7-0"].gpu.fraction == 0.25
+
+    report = backend.cancel(namespace, "train-7")
+
+    assert [(r.operation, r.name, r.ok) for r in report.results] == [
+        ("cancel", "train-7-0", True), ("cancel", "train-7-1", True)]  # fmt: skip
+    assert set(backend.observe().pods) == {(namespace, "unrelated")}
+
+
+def test_whole_gpu_submission_sets_the_container_limit(
+    cluster: Cluster, namespace: str, backend: KubernetesBackend
+) -> None:
+    backend.submit(PodSpecRequest(namespace=namespace, job_name="big", queue="q", image="x", gpus=4))
+
+    resources: Any = cluster.core.read_namespaced_pod("big-0", namespace).spec.containers[0].resources
+    # Kubernetes defaults an extended resource's request to its limit.
+    assert (resources.limits, resources.requests) == ({"nvidia.com/gpu": "4"}, {"nvidia.com/gpu": "4"})
+    assert backend.observe().pods[namespace, "big-0"].gpu.whole == 4
+
+
+def test_an_unschedulable_pending_pod_gets_pod_scheduled_false_once_per_message(
+    cluster: Cluster, namespace: str, nodes: Nodes, scheduler_name: str, backend: KubernetesBackend
+) -> None:
+    core = cluster.core
+    core.create_namespaced_pod(namespace, pod_body("waiting", scheduler_name, gpus=16))
+    core.create_namespaced_pod(namespace, pod_body("placed", scheduler_name, nodeName=nodes.make("gpu-1")))
+    backend.observe()
+    first = "no nodes with enough resources were found: 1 node(s) didn't have enough resources: GPUs."
+
+    def explain(pod: str, message: str) -> PodEvent:
+        return PodEvent(namespace, pod, EventType.WARNING, "Unschedulable", message)
+
+    report = backend.apply([], [], [explain("waiting", first), explain("placed", first)])
+
+    assert [(r.operation, r.name) for r in report.results if r.operation == "condition"] == [
+        ("condition", "waiting")]  # a bound pod's condition is not ours to change
+    assert report.ok
+    pod = core.read_namespaced_pod("waiting", namespace)
+    [condition] = [c for c in pod.status.conditions if c.type == "PodScheduled"]
+    assert (condition.status, condition.reason, condition.message) == ("False", "Unschedulable", first)
+
+    backend.apply([], [], [explain("waiting", first)])
+    assert core.read_namespaced_pod("waiting", namespace).metadata.resource_version == (
+        pod.metadata.resource_version)  # the same words: no write
+
+    second = "Unable to schedule podgroup: queue team-a is over its GPU limit"
+    backend.apply([], [], [explain("waiting", second)])
+    conditions = core.read_namespaced_pod("waiting", namespace).status.conditions
+    assert [(c.type, c.message) for c in conditions if c.type == "PodScheduled"] == [("PodScheduled", second)]
