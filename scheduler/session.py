@@ -86,11 +86,32 @@ class QueueState:
     def is_leaf(self) -> bool:
         return not self.children
 
+    # Allocatable share per resource (``ordering.allocatable_share``), cached for the fair-share
+    # dict it was computed from: fair shares are replaced as a whole dict, never edited in place.
+    _as_of: dict[str, float] | None = field(default=None, init=False, repr=False, compare=False)
+    _as: dict[str, float] = field(default_factory=dict, init=False, repr=False, compare=False)
+
     def quota(self, r: str) -> float:
         return self.queue.res(r).quota
 
     def limit(self, r: str) -> float:
         return self.queue.res(r).limit
+
+    def allocatable(self) -> dict[str, float]:
+        """AS per resource: the quota when unlimited (-1), else max(quota, FS) capped at the limit."""
+        fs = self.fair_share
+        if self._as_of is not fs:
+            out: dict[str, float] = {}
+            for r in RESOURCES:
+                res = self.queue.res(r)
+                d, lim = res.quota, res.limit
+                if d < 0:
+                    out[r] = lim
+                else:
+                    share = max(d, fs[r])
+                    out[r] = min(share, lim) if lim >= 0 else share
+            self._as, self._as_of = out, fs
+        return self._as
 
 
 @dataclass
