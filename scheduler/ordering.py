@@ -118,7 +118,8 @@ class JobQueue:
         # A job's next-step request, valid while its leaf queue's stamp is unchanged (its tasks'
         # placements only change through a charge or uncharge, which bumps that stamp); the same
         # job represents its leaf and every ancestor, so it is asked for once per change.
-        self.requests: dict[str, tuple[int, dict[str, float]]] = {}
+        self.requests: dict[str, tuple[int, dict[str, float], tuple[float, ...]]] = {}
+        self.keys: dict[tuple[str, tuple[float, ...]], tuple[int, tuple[object, ...]]] = {}
         self.tops = [
             qs.name
             for qs in session.queues.values()
@@ -142,18 +143,29 @@ class JobQueue:
         cand = self._best_in(queue)
         out = None
         if cand is not None:
-            out = (cand, queue_key(self.session.queues[queue], self._request(cand), self.capacity))
+            req, shape = self._request(cand)
+            # The key is a function of the queue's own state (its stamp) and the request: jobs
+            # of one shape give one key, so a pop that only changes which job represents the
+            # queue does not recompute it.
+            hit_key = self.keys.get((queue, shape))
+            if hit_key is not None and hit_key[0] == stamp[0]:
+                key = hit_key[1]
+            else:
+                key = queue_key(self.session.queues[queue], req, self.capacity)
+                self.keys[(queue, shape)] = (stamp[0], key)
+            out = (cand, key)
         self.memo[queue] = (stamp, out)
         return out
 
-    def _request(self, job: Job) -> dict[str, float]:
+    def _request(self, job: Job) -> tuple[dict[str, float], tuple[float, ...]]:
         stamp = self.session.queue_stamp.get(job.queue, 0)
         hit = self.requests.get(job.name)
         if hit is not None and hit[0] == stamp:
-            return hit[1]
+            return hit[1], hit[2]
         req = job_request(self.session, job)
-        self.requests[job.name] = (stamp, req)
-        return req
+        shape = tuple(req.get(r, 0.0) for r in RESOURCES)
+        self.requests[job.name] = (stamp, req, shape)
+        return req, shape
 
     def _best_in(self, queue: str) -> Job | None:
         qs = self.session.queues[queue]
