@@ -179,7 +179,13 @@ class Session:
         self.dirty_nodes: set[str] = set()
         self.node_index: object | None = None
         # Fit error of a task shape that fitted no node, valid while ``node_version`` is unchanged.
-        self.fit_error_cache: dict[tuple[object, ...], tuple[int, str]] = {}
+        # Per task shape: (node_version, error, each node's fit reason, reason counts); the counts
+        # are brought up to date from ``node_log`` (nodes touched since) instead of a new scan.
+        self.fit_error_cache: dict[
+            tuple[object, ...], tuple[int, str, dict[str, str | None], dict[str, int]]
+        ] = {}
+        # Name of the node of every change, in order: node_log[v:] were touched since version v.
+        self.node_log: list[str] = []
         self._pool_max: tuple[int, float, float] | None = None
         self.free_gpus_cache: tuple[int, float] | None = None
         self._jobs_by_queue: dict[str, list[Job]] | None = None
@@ -196,6 +202,7 @@ class Session:
         """Record that a node's resources change (called before and on undo of every change)."""
         self.node_version += 1
         self.dirty_nodes.add(name)
+        self.node_log.append(name)
 
     def pool_max(self) -> tuple[int, float, float]:
         """Largest GPU count, CPU and memory of any node of the pool (static within a cycle)."""
