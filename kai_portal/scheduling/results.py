@@ -26,7 +26,7 @@ from datetime import datetime
 from kai_portal.cluster.backends import ApplyReport, Bind, EventType, Evict, PodEvent
 from kai_portal.scheduling import usage
 from kai_portal.scheduling.models import Decision, JobMessage, SchedulingCycle
-from kai_portal.scheduling.snapshot import CycleInput, PodRef
+from kai_portal.scheduling.snapshot import CycleInput, PodRef, SnapshotIndex
 from kai_portal.workloads import lifecycle
 from kai_portal.workloads.models import Job, Pod
 from scheduler import CycleResult, TaskState
@@ -140,6 +140,21 @@ def persist_result(
     counts = {"allocated": 0, "pipelined": 0, "evicted": 0, "unschedulable": 0}
 
     evicted = {e.task: e for e in result.evictions}
+    # Pending pods whose reason changed, by reason: one UPDATE per distinct text, not per pod.
+    new_reasons: dict[str, list[int]] = {}
+    # Every bind at once (a few queries, not three per pod); the loop below then records them.
+    binds: list[tuple[int, int, list[int], str]] = []
+    for name, outcome in result.tasks.items():
+        ref = index.tasks.get(name)
+        node_id = index.nodes.get(outcome.node or "")
+        if ref is None or outcome.status != TaskState.ALLOCATED or node_id is None:
+            continue
+        if ("bind", ref.namespace, ref.name) in failed:
+            continue
+        devices = [index.devices[(node_id, i)] for i in outcome.gpu_devices if (node_id, i) in index.devices]
+        binds.append((ref.pod_id, node_id, devices, _bound_text(index, ref, outcome.node or "")))
+    bound = lifecycle.bind_pods(binds, now)
+
     for name, outcome in result.tasks.items():
         ref = index.tasks.get(name)
         if ref is None:
@@ -153,13 +168,8 @@ def persist_result(
                 decisions.append(_decision(cycle, ref, Decision.Kind.UNSCHEDULABLE, "FailedBinding", message))
                 counts["unschedulable"] += 1
                 continue
-            devices = [
-                index.devices[(node_id, i)] for i in outcome.gpu_devices if (node_id, i) in index.devices
-            ]
-            pool = index.node_pools.get(outcome.node or "", "default")
-            pod = f"{ref.namespace}/{ref.name}"
-            text = f"Successfully assigned pod {pod} to node {outcome.node} at node-pool {pool}"
-            if lifecycle.bind_pod(ref.pod_id, node_id, devices, text, now):
+            text = _bound_text(index, ref, outcome.node or "")
+            if ref.pod_id in bound:
                 counts["allocated"] += 1
                 decisions.append(
                     _decision(cycle, ref, Decision.Kind.ALLOCATED, "Scheduled", text,
@@ -178,12 +188,16 @@ def persist_result(
         elif outcome.status == TaskState.PENDING and outcome.reason:
             counts["unschedulable"] += 1
             if outcome.reason != ref.reason:
-                Pod.objects.filter(pk=ref.pod_id).update(reason=outcome.reason, reason_at=now)
+                new_reasons.setdefault(outcome.reason, []).append(ref.pod_id)
                 decisions.append(
                     _decision(
                         cycle, ref, Decision.Kind.UNSCHEDULABLE, reason_code(outcome.reason), outcome.reason
                     )
                 )
+
+    for text, pod_ids in new_reasons.items():
+        for start in range(0, len(pod_ids), 5000):
+            Pod.objects.filter(pk__in=pod_ids[start : start + 5000]).update(reason=text, reason_at=now)
 
     for task, eviction in evicted.items():
         ref = index.tasks.get(task)
@@ -225,6 +239,11 @@ def persist_result(
     return cycle
 
 
+def _bound_text(index: SnapshotIndex, ref: PodRef, node: str) -> str:
+    pool = index.node_pools.get(node, "default")
+    return f"Successfully assigned pod {ref.namespace}/{ref.name} to node {node} at node-pool {pool}"
+
+
 def _decision(
     cycle: SchedulingCycle,
     ref: PodRef,
@@ -250,13 +269,17 @@ def _decision(
 
 def _persist_job_messages(cycle: SchedulingCycle, inp: CycleInput, result: CycleResult) -> None:
     rows = []
+    by_message: dict[str, list[int]] = {}  # one UPDATE per distinct message, not per job
     for engine_name, ref in inp.index.jobs.items():
         message = result.job_messages.get(engine_name, "")
         if message == ref.message:
             continue
-        Job.objects.filter(pk=ref.job_id).update(message=message)
+        by_message.setdefault(message, []).append(ref.job_id)
         if message:
             rows.append(
                 JobMessage(cycle=cycle, job_id=ref.job_id, reason=reason_code(message), message=message)
             )
+    for message, job_ids in by_message.items():
+        for start in range(0, len(job_ids), 5000):
+            Job.objects.filter(pk__in=job_ids[start : start + 5000]).update(message=message)
     JobMessage.objects.bulk_create(rows)
