@@ -42,9 +42,7 @@ def _num(value: Any) -> str:
 def _age(stamp: str | None) -> str:
     if not stamp:
         return "-"
-    seconds = (
-        datetime.now(UTC) - datetime.fromisoformat(stamp.replace("Z", "+00:00"))
-    ).total_seconds()
+    seconds = (datetime.now(UTC) - datetime.fromisoformat(stamp.replace("Z", "+00:00"))).total_seconds()
     for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
         if seconds >= size:
             return f"{int(seconds // size)}{unit}"

@@ -92,11 +92,18 @@ def refresh(now: datetime, budget_s: float) -> RefreshReport:
         JobForecast.objects.bulk_create(
             [
                 JobForecast(
-                    job_id=fc.job_id, pool=fc.pool, queue_position=fc.queue_position or 0,
-                    queue_pending=fc.queue_pending, cluster_position=fc.cluster_position or 0,
-                    cluster_pending=fc.cluster_pending, computed_at=now,
-                    estimated_start=fc.estimated_start, unknown=fc.unknown, reason=fc.reason[:300],
-                    estimated_at=fc.estimated_at, not_before=fc.not_before,
+                    job_id=fc.job_id,
+                    pool=fc.pool,
+                    queue_position=fc.queue_position or 0,
+                    queue_pending=fc.queue_pending,
+                    cluster_position=fc.cluster_position or 0,
+                    cluster_pending=fc.cluster_pending,
+                    computed_at=now,
+                    estimated_start=fc.estimated_start,
+                    unknown=fc.unknown,
+                    reason=fc.reason[:300],
+                    estimated_at=fc.estimated_at,
+                    not_before=fc.not_before,
                 )  # fmt: skip
                 for fc in forecasts.values()
             ],
@@ -174,13 +181,19 @@ def describe(fc: Forecast, user: Any) -> dict[str, Any]:
             .values_list("job_id", flat=True)
         )
     # The visible ones among them, by a join rather than a list of (up to thousands of) ids.
-    visible = {
-        j.pk: j
-        for j in Job.objects.visible_to(user)
-        .filter(stored_forecast__pool=fc.pool, stored_forecast__cluster_position__lt=fc.cluster_position or 0)
-        .select_related("queue")
-        .only("pk", "uid", "name", "queue__name")
-    } if fc.cluster_position is not None else {}
+    visible = (
+        {
+            j.pk: j
+            for j in Job.objects.visible_to(user)
+            .filter(
+                stored_forecast__pool=fc.pool, stored_forecast__cluster_position__lt=fc.cluster_position or 0
+            )
+            .select_related("queue")
+            .only("pk", "uid", "name", "queue__name")
+        }
+        if fc.cluster_position is not None
+        else {}
+    )
     ahead = [visible[pk] for pk in fc.ahead if pk in visible]
     return {
         "forecast": fc,

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from kai_portal.cluster.backends import ApplyReport, Bind, EventType, Evict, PodEvent
+from kai_portal.core import bulk
 from kai_portal.scheduling import usage
 from kai_portal.scheduling.models import Decision, JobMessage, SchedulingCycle
 from kai_portal.scheduling.snapshot import CycleInput, PodRef, SnapshotIndex
@@ -140,8 +141,8 @@ def persist_result(
     counts = {"allocated": 0, "pipelined": 0, "evicted": 0, "unschedulable": 0}
 
     evicted = {e.task: e for e in result.evictions}
-    # Pending pods whose reason changed, by reason: one UPDATE per distinct text, not per pod.
-    new_reasons: dict[str, list[int]] = {}
+    # Pending pods whose reason changed (pod id, reason): written in one statement, not per pod.
+    new_reasons: list[tuple[object, ...]] = []
     # Every bind at once (a few queries, not three per pod); the loop below then records them.
     binds: list[tuple[int, int, list[int], str]] = []
     for name, outcome in result.tasks.items():
@@ -188,16 +189,14 @@ def persist_result(
         elif outcome.status == TaskState.PENDING and outcome.reason:
             counts["unschedulable"] += 1
             if outcome.reason != ref.reason:
-                new_reasons.setdefault(outcome.reason, []).append(ref.pod_id)
+                new_reasons.append((ref.pod_id, outcome.reason))
                 decisions.append(
                     _decision(
                         cycle, ref, Decision.Kind.UNSCHEDULABLE, reason_code(outcome.reason), outcome.reason
                     )
                 )
 
-    for text, pod_ids in new_reasons.items():
-        for start in range(0, len(pod_ids), 5000):
-            Pod.objects.filter(pk__in=pod_ids[start : start + 5000]).update(reason=text, reason_at=now)
+    bulk.update_rows(Pod, ["reason"], new_reasons, {"reason_at": now})
 
     for task, eviction in evicted.items():
         ref = index.tasks.get(task)
@@ -269,17 +268,15 @@ def _decision(
 
 def _persist_job_messages(cycle: SchedulingCycle, inp: CycleInput, result: CycleResult) -> None:
     rows = []
-    by_message: dict[str, list[int]] = {}  # one UPDATE per distinct message, not per job
+    messages: list[tuple[object, ...]] = []  # (job id, message): one statement, not one per job
     for engine_name, ref in inp.index.jobs.items():
         message = result.job_messages.get(engine_name, "")
         if message == ref.message:
             continue
-        by_message.setdefault(message, []).append(ref.job_id)
+        messages.append((ref.job_id, message))
         if message:
             rows.append(
                 JobMessage(cycle=cycle, job_id=ref.job_id, reason=reason_code(message), message=message)
             )
-    for message, job_ids in by_message.items():
-        for start in range(0, len(job_ids), 5000):
-            Job.objects.filter(pk__in=job_ids[start : start + 5000]).update(message=message)
+    bulk.update_rows(Job, ["message"], messages)
     JobMessage.objects.bulk_create(rows)

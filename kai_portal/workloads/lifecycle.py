@@ -19,6 +19,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
+from kai_portal.core import bulk
 from kai_portal.workloads.choices import JobState, PodState, RestartPolicy
 from kai_portal.workloads.models import Job, Pod
 
@@ -79,7 +80,6 @@ def bind_pods(binds: Sequence[tuple[int, int, Sequence[int], str]], now: datetim
     ids of the pods bound. Call inside a transaction: the pods still pending (in an active job)
     are locked first, so none changes between that check and the update, as in ``bind_pod``."""
     through = Pod.gpu_devices.through
-    fields = ["state", "node", "reason", "reason_at", "updated_at", "releasing_since"]
     bound: set[int] = set()
     for start in range(0, len(binds), 2000):
         chunk = binds[start : start + 2000]
@@ -89,13 +89,9 @@ def bind_pods(binds: Sequence[tuple[int, int, Sequence[int], str]], now: datetim
         ok = set(pending.values_list("pk", flat=True))
         if not ok:
             continue
-        rows = [
-            Pod(pk=pod_id, state=PodState.BOUND, node_id=node_id, reason=reason, reason_at=now,
-                updated_at=now, releasing_since=None)
-            for pod_id, node_id, _devices, reason in chunk
-            if pod_id in ok
-        ]  # fmt: skip
-        Pod.objects.bulk_update(rows, fields, batch_size=500)
+        rows = [(pod_id, node_id, reason) for pod_id, node_id, _devices, reason in chunk if pod_id in ok]
+        constants = {"state": PodState.BOUND, "reason_at": now, "updated_at": now, "releasing_since": None}
+        bulk.update_rows(Pod, ["node", "reason"], rows, constants)
         through.objects.filter(pod_id__in=ok).delete()
         through.objects.bulk_create(
             through(pod_id=pod_id, gpudevice_id=d)
