@@ -19,7 +19,6 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from django.conf import settings
-from django.db.models import Prefetch
 
 import scheduler
 from kai_portal.cluster.models import GpuDevice, Node
@@ -107,22 +106,26 @@ def build_snapshot(now: datetime) -> CycleInput:
 
 
 def _nodes(index: SnapshotIndex) -> list[scheduler.Node]:
-    rows = Node.objects.select_related("pool").prefetch_related(
-        Prefetch("gpus", queryset=GpuDevice.objects.order_by("index"))
-    )
+    rows = Node.objects.select_related("pool")
+    # Devices as columns (node, index, pk, memory), in index order per node: 40,000 at scale.
+    by_node: dict[int, list[tuple[int, int, int]]] = {}
+    for node_id, d_index, d_pk, d_memory in GpuDevice.objects.order_by("node_id", "index").values_list(
+        "node_id", "index", "pk", "memory_mib"
+    ):
+        by_node.setdefault(node_id, []).append((d_index, d_pk, d_memory))
     out = []
     capacity = dict.fromkeys(("gpu", "cpu", "memory"), 0.0)
     for row in rows:
-        devices = list(row.gpus.all())
+        devices = by_node.get(row.pk, [])
         index.nodes[row.name] = row.pk
         index.node_pools[row.name] = row.pool.name
-        for d in devices:
-            index.devices[(row.pk, d.index)] = d.pk
+        for d_index, d_pk, _memory in devices:
+            index.devices[(row.pk, d_index)] = d_pk
         node = scheduler.Node(
             name=row.name,
             gpus=len(devices),
             # The engine assumes identical devices on a node; the smallest is the safe figure.
-            gpu_memory_mib=float(min((d.memory_mib for d in devices), default=DEFAULT_GPU_MEMORY_MIB)),
+            gpu_memory_mib=float(min((m for _i, _pk, m in devices), default=DEFAULT_GPU_MEMORY_MIB)),
             cpu_millis=float(row.cpu_millicores),
             memory_mib=float(row.memory_mib),
             pool=row.pool.name,
