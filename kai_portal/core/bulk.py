@@ -8,9 +8,10 @@ that size), dominated the cycle's persistence. PostgreSQL and SQLite (3.33+) bot
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from django.db import connection
-from django.db.models import Model
+from django.db.models import Field, Model
 
 CHUNK = 2000
 
@@ -29,13 +30,17 @@ def update_rows(
     q = connection.ops.quote_name
     table = q(meta.db_table)
     pk = q(meta.pk.column)  # type: ignore[union-attr]
-    model_fields = [meta.get_field(f) for f in fields]
-    const = [(meta.get_field(f), value) for f, value in (constants or {}).items()]
-    sets = [f"{q(field.column)} = v.c{i}" for i, field in enumerate(model_fields)]  # type: ignore[union-attr]
-    sets += [f"{q(field.column)} = %s" for field, _ in const]  # type: ignore[union-attr]
+    # Concrete columns only (get_field's type also covers reverse relations, which have none).
+    model_fields: list[Field[Any, Any]] = [meta.get_field(f) for f in fields]  # type: ignore[misc]
+    const: list[tuple[Field[Any, Any], object]] = [
+        (meta.get_field(f), value)  # type: ignore[misc]
+        for f, value in (constants or {}).items()
+    ]
+    sets = [f"{q(field.column)} = v.c{i}" for i, field in enumerate(model_fields)]
+    sets += [f"{q(field.column)} = %s" for field, _ in const]
     names = ", ".join(["id"] + [f"c{i}" for i in range(len(model_fields))])
     # Values as Django would write them on this backend (datetimes above all).
-    const_params = [field.get_db_prep_value(value, connection) for field, value in const]  # type: ignore[union-attr]
+    const_params = [field.get_db_prep_value(value, connection) for field, value in const]
     width = 1 + len(model_fields)
     for start in range(0, len(rows), CHUNK):
         chunk = rows[start : start + CHUNK]
@@ -45,11 +50,11 @@ def update_rows(
             f"WITH v({names}) AS (VALUES {values}) "
             f"UPDATE {table} SET {', '.join(sets)} FROM v WHERE {table}.{pk} = v.id"
         )
-        params: list[object] = []
+        params: list[Any] = []
         for row in chunk:
             params.append(row[0])
             params += [
-                field.get_db_prep_value(value, connection)  # type: ignore[union-attr]
+                field.get_db_prep_value(value, connection)
                 for field, value in zip(model_fields, row[1:], strict=True)
             ]
         params += const_params  # the SET placeholders come after the VALUES rows
