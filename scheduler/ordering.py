@@ -14,11 +14,7 @@ INF = float("inf")
 
 def allocatable_share(qs: QueueState, r: str) -> float:
     """AS: the quota when unlimited (-1 means unlimited), else max(quota, FS) capped at the limit."""
-    d, lim = qs.quota(r), qs.limit(r)
-    if d < 0:
-        return lim
-    share = max(d, qs.fair_share[r])
-    return min(share, lim) if lim >= 0 else share
+    return qs.allocatable()[r]
 
 
 def _share(alloc: float, as_r: float, cap: float) -> float:
@@ -33,10 +29,11 @@ def drf_share(
     qs: QueueState, capacity: Mapping[str, float], extra: Mapping[str, float] | None = None
 ) -> float:
     """Dominant resource share max_r (A_r [+ J_r]) / AS_r."""
-    return max(
-        _share(qs.allocated[r] + (extra or {}).get(r, 0.0), allocatable_share(qs, r), capacity.get(r, 0.0))
-        for r in RESOURCES
-    )
+    a_s = qs.allocatable()
+    alloc = qs.allocated
+    if extra is None:
+        return max(_share(alloc[r], a_s[r], capacity.get(r, 0.0)) for r in RESOURCES)
+    return max(_share(alloc[r] + extra.get(r, 0.0), a_s[r], capacity.get(r, 0.0)) for r in RESOURCES)
 
 
 def over_utilised(qs: QueueState) -> bool:
@@ -55,23 +52,32 @@ def queue_key(
     qs: QueueState, job_req: Mapping[str, float], capacity: Mapping[str, float]
 ) -> tuple[object, ...]:
     """Sort key of a queue represented by its best pending job; smaller goes first (§4.1)."""
-    zero_share = any(
-        allocatable_share(qs, r) == 0 and qs.allocated[r] + job_req.get(r, 0.0) > 0 for r in RESOURCES
-    )
-    return (
-        over_utilised(qs),
-        not starved_with(qs, job_req),
-        -qs.queue.priority,
-        zero_share,
-        round(drf_share(qs, capacity, job_req), 9),
-        round(drf_share(qs, capacity), 9),
-    )
+    a_s = qs.allocatable()
+    alloc = qs.allocated
+    fs = qs.fair_share
+    over = True
+    starved = True
+    zero_share = False
+    with_job = without = -INF
+    for r in RESOURCES:
+        a, j, as_r = alloc[r], job_req.get(r, 0.0), a_s[r]
+        over = over and a > fs[r] + 1e-9
+        d = qs.quota(r)
+        if starved and d >= 0 and clean(a + j) > d + 1e-9:
+            starved = False
+        if as_r == 0 and a + j > 0:
+            zero_share = True
+        cap = capacity.get(r, 0.0)
+        with_job = max(with_job, _share(a + j, as_r, cap))
+        without = max(without, _share(a, as_r, cap))
+    return (over, not starved, -qs.queue.priority, zero_share, round(with_job, 9), round(without, 9))
 
 
 def _pareto_tail(a: QueueState, b: QueueState) -> int:
     """Key 7 and 8: allocatable-share vector Pareto-smaller first, then older, then name."""
-    va = [allocatable_share(a, r) for r in RESOURCES]
-    vb = [allocatable_share(b, r) for r in RESOURCES]
+    aa, ab = a.allocatable(), b.allocatable()
+    va = [aa[r] for r in RESOURCES]
+    vb = [ab[r] for r in RESOURCES]
     if va != vb:
         if all(x <= y for x, y in zip(va, vb, strict=True)):
             return -1
@@ -109,6 +115,11 @@ class JobQueue:
         self.heaps: dict[str, list[tuple[tuple[object, ...], str]]] = {}
         self.heap_stamp: dict[str, int] = {}
         self.memo: dict[str, tuple[tuple[int, int], tuple[Job, tuple[object, ...]] | None]] = {}
+        # A job's next-step request, valid while its leaf queue's stamp is unchanged (its tasks'
+        # placements only change through a charge or uncharge, which bumps that stamp); the same
+        # job represents its leaf and every ancestor, so it is asked for once per change.
+        self.requests: dict[str, tuple[int, dict[str, float], tuple[float, ...]]] = {}
+        self.keys: dict[tuple[str, tuple[float, ...]], tuple[int, tuple[object, ...]]] = {}
         self.tops = [
             qs.name
             for qs in session.queues.values()
@@ -132,12 +143,29 @@ class JobQueue:
         cand = self._best_in(queue)
         out = None
         if cand is not None:
-            out = (
-                cand,
-                queue_key(self.session.queues[queue], job_request(self.session, cand), self.capacity),
-            )
+            req, shape = self._request(cand)
+            # The key is a function of the queue's own state (its stamp) and the request: jobs
+            # of one shape give one key, so a pop that only changes which job represents the
+            # queue does not recompute it.
+            hit_key = self.keys.get((queue, shape))
+            if hit_key is not None and hit_key[0] == stamp[0]:
+                key = hit_key[1]
+            else:
+                key = queue_key(self.session.queues[queue], req, self.capacity)
+                self.keys[(queue, shape)] = (stamp[0], key)
+            out = (cand, key)
         self.memo[queue] = (stamp, out)
         return out
+
+    def _request(self, job: Job) -> tuple[dict[str, float], tuple[float, ...]]:
+        stamp = self.session.queue_stamp.get(job.queue, 0)
+        hit = self.requests.get(job.name)
+        if hit is not None and hit[0] == stamp:
+            return hit[1], hit[2]
+        req = job_request(self.session, job)
+        shape = tuple(req.get(r, 0.0) for r in RESOURCES)
+        self.requests[job.name] = (stamp, req, shape)
+        return req, shape
 
     def _best_in(self, queue: str) -> Job | None:
         qs = self.session.queues[queue]

@@ -6,6 +6,8 @@ import bisect
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from scheduler import reasons, rules
 from scheduler.model import Job, Task
 from scheduler.session import EPS, NodeState, Session
@@ -204,16 +206,34 @@ def best_fit_reference(
 
 
 class NodeIndex:
-    """Schedulable nodes of a session bucketed by free whole GPUs (devices with no active task),
-    each bucket in name order; refreshed lazily from ``session.dirty_nodes``.
+    """Schedulable nodes of a session, refreshed lazily from ``session.dirty_nodes``, arranged so
+    that the best node of :func:`best_fit_reference` is found without checking every node.
 
-    For a whole-GPU task under binpack the node score is a function of (fits now, free whole
-    GPUs) given the minimum and maximum free count over the fitting nodes, and it does not
-    increase with the free count; so the best node is the first fitting one, in name order, of
-    the lowest bucket holding one in the best category. Only a few nodes per bucket are checked
-    instead of every node."""
+    * ``buckets``: nodes by free whole GPUs (devices with no active task), each in name order.
+      For a GPU task under binpack the node score is decreasing in the free count within each
+      tier (shares a GPU group > fits now > later) and the tiers never overlap, so the best node
+      is the first fitting one, in name order, of the lowest bucket holding one in the best tier.
+    * ``group_buckets``: the same for nodes with a shared device that still has room (the only
+      nodes where a fractional task can join a group).
+    * NumPy columns of CPU, memory and pod slots (idle and idle + releasing) for CPU-only tasks:
+      their fit is a vectorised filter, their score fits now > node without GPUs > least free
+      CPU (binpack), then name."""
 
-    __slots__ = ("session", "buckets", "where", "rank", "names")
+    __slots__ = (
+        "session",
+        "buckets",
+        "where",
+        "rank",
+        "names",
+        "group_buckets",
+        "group_where",
+        "group_room",
+        "cols",
+        "has_devices",
+        "hard_taints",
+        "masks",
+        "cpu_totals_ok",
+    )
 
     def __init__(self, session: Session) -> None:
         self.session = session
@@ -221,16 +241,55 @@ class NodeIndex:
         self.rank: dict[str, int] = {}
         self.where: dict[str, int] = {}
         self.buckets: dict[int, list[int]] = {}
-        for ns in session.nodes.values():  # sorted by name
-            if not ns.schedulable:
-                continue
+        self.group_where: dict[str, int] = {}
+        self.group_room: dict[str, float] = {}
+        self.group_buckets: dict[int, list[int]] = {}
+        self.masks: dict[object, np.ndarray] = {}
+        indexed = [ns for ns in session.nodes.values() if ns.schedulable]  # sorted by name
+        n = len(indexed)
+        # cpu idle, cpu idle+rel, mem idle, mem idle+rel, pods idle, pods idle+rel
+        self.cols = np.zeros((6, n), dtype=np.float64)
+        self.has_devices = np.array([bool(ns.devices) for ns in indexed], dtype=bool)
+        self.cpu_totals_ok = all(ns.node.cpu_millis > 0 for ns in indexed)
+        self.hard_taints = any(
+            t.effect in ("NoSchedule", "NoExecute") for ns in indexed for t in ns.node.taints
+        )
+        for ns in indexed:
             r = len(self.names)
             self.names.append(ns.name)
             self.rank[ns.name] = r
             k = ns.free_whole_gpus()
             self.where[ns.name] = k
             self.buckets.setdefault(k, []).append(r)
+            self._set_group(ns, r)
+            self._set_cols(ns, r)
         session.dirty_nodes.clear()
+
+    def _set_cols(self, ns: NodeState, r: int) -> None:
+        c = self.cols
+        c[0, r] = ns.cpu_idle
+        c[1, r] = ns.cpu_idle + ns.cpu_rel
+        c[2, r] = ns.mem_idle
+        c[3, r] = ns.mem_idle + ns.mem_rel
+        c[4, r] = ns.pods_idle
+        c[5, r] = ns.pods_idle + ns.pods_rel
+
+    def _set_group(self, ns: NodeState, r: int) -> None:
+        """(Re)file the node among nodes with a shared device that has room left."""
+        room = max((d.memory - d.active for d in ns.devices if d.is_group), default=0.0)
+        old = self.group_where.get(ns.name)
+        k = self.where[ns.name] if room > 0 else None
+        if old is not None and old != k:
+            lst = self.group_buckets[old]
+            del lst[bisect.bisect_left(lst, r)]
+            del self.group_where[ns.name]
+        if k is not None and old != k:
+            bisect.insort(self.group_buckets.setdefault(k, []), r)
+            self.group_where[ns.name] = k
+        if k is None:
+            self.group_room.pop(ns.name, None)
+        else:
+            self.group_room[ns.name] = room
 
     def refresh(self) -> None:
         dirty = self.session.dirty_nodes
@@ -241,14 +300,16 @@ class NodeIndex:
             old = self.where.get(name)
             if old is None:
                 continue  # unschedulable: never indexed
-            k = nodes[name].free_whole_gpus()
-            if k == old:
-                continue
+            ns = nodes[name]
             r = self.rank[name]
-            lst = self.buckets[old]
-            del lst[bisect.bisect_left(lst, r)]
-            bisect.insort(self.buckets.setdefault(k, []), r)
-            self.where[name] = k
+            k = ns.free_whole_gpus()
+            if k != old:
+                lst = self.buckets[old]
+                del lst[bisect.bisect_left(lst, r)]
+                bisect.insort(self.buckets.setdefault(k, []), r)
+                self.where[name] = k
+            self._set_group(ns, r)
+            self._set_cols(ns, r)
         dirty.clear()
 
     def best_whole(self, task: Task, selector: Rules) -> tuple[NodeState, Fit] | None:
@@ -299,6 +360,92 @@ class NodeIndex:
     def _score(now: bool, k: int, mn: int, mx: int) -> float:
         return node_score(Fit(True, now=now), True, False, False, float(k), 1.0, float(mn), float(mx), 0.0)
 
+    def best_fraction(self, task: Task, selector: Rules) -> tuple[NodeState, Fit] | None | bool:
+        """First node in (score desc, name asc) order for a fractional or GPU-memory task under
+        binpack: tiers joins a group now, joins a group later, a free device now, later; in a
+        tier the fewest free whole GPUs (the binpack part), then the name."""
+        session = self.session
+        if session.device_need(task, session.min_device_memory) <= EPS:
+            return False  # would fit a full shared device: not served by the group buckets
+        self.refresh()
+        nodes = session.nodes
+        names = self.names
+        rooms = self.group_room
+
+        def scan(buckets: dict[int, list[int]], group: bool, now: bool) -> tuple[NodeState, Fit] | None:
+            for k in sorted(k for k, lst in buckets.items() if lst and (group or k >= 1)):
+                for r in buckets[k]:
+                    ns = nodes[names[r]]
+                    if group and rooms[ns.name] < session.device_need(task, ns.node.gpu_memory_mib) - EPS:
+                        continue  # no shared device of this node has room for it
+                    fit = node_fit(session, ns, task, selector)
+                    if fit.ok and fit.shares_group == group and fit.now == now:
+                        return ns, fit
+            return None
+
+        for group, now in ((True, True), (True, False), (False, True), (False, False)):
+            found = scan(self.group_buckets if group else self.buckets, group, now)
+            if found is not None:
+                return found
+        return None
+
+    def _mask(self, selector: Rules) -> np.ndarray | None:
+        """Indexed nodes the selector's static rules allow (cached); None when a rule depends
+        on the cycle's state (pod anti-affinity): such a task takes the reference scan."""
+        if isinstance(selector, Job):
+            if selector.anti_affinity_key:
+                return None
+            if not (selector.node_selector or selector.node_affinity or self.hard_taints):
+                return self.masks.setdefault((), np.ones(len(self.names), dtype=bool))
+            key: object = ("job", selector.name)
+        elif selector:
+            key = ("selector", tuple(sorted(selector.items())))
+        else:
+            return self.masks.setdefault((), np.ones(len(self.names), dtype=bool))
+        mask = self.masks.get(key)
+        if mask is None:
+            nodes = self.session.nodes
+            if isinstance(selector, Job):
+                ok = [rules.static_reason(nodes[n].node, selector) is None for n in self.names]
+            else:
+                ok = [rules.selector_matches(nodes[n].node, selector) for n in self.names]
+            mask = self.masks[key] = np.array(ok, dtype=bool)
+        return mask
+
+    def best_cpu(self, task: Task, selector: Rules) -> tuple[NodeState, Fit] | None | bool:
+        """First node in (score desc, name asc) order for a CPU-only task under binpack, by a
+        vectorised filter over all nodes; False when this search cannot answer exactly (the
+        caller then scans)."""
+        if not self.cpu_totals_ok:
+            return False
+        mask = self._mask(selector)
+        if mask is None:
+            return False
+        self.refresh()
+        c = self.cols
+        cpu = task.cpu_millis - AMOUNT_EPS
+        mem = task.memory_mib - AMOUNT_EPS
+        # node_fit's checks, in its arithmetic: pods, then CPU and memory (idle + releasing).
+        fits = mask & (c[5] >= 1) & ~(c[1] < cpu) & ~(c[3] < mem)
+        if not fits.any():
+            return None
+        now = (c[4] >= 1) & (c[0] >= cpu) & (c[2] >= mem)
+        for tier in (fits & now, fits & ~now):
+            if not tier.any():
+                continue
+            no_gpu = tier & ~self.has_devices
+            if no_gpu.any():
+                tier = no_gpu
+            r = int(np.argmin(np.where(tier, c[1], np.inf)))  # first of the least free: name order
+            if c[1, r] <= 0:
+                return False  # no binpack range (every fitting node full): let the scan decide
+            ns = self.session.nodes[self.names[r]]
+            fit = node_fit(self.session, ns, task, selector)
+            if not fit.ok:
+                return False
+            return ns, fit
+        return None
+
 
 def index_of(session: Session) -> NodeIndex:
     idx = session.node_index
@@ -320,11 +467,15 @@ def best_fit(
     scores depend on preferences) scan every node. Required rules (taints, affinity,
     anti-affinity) are filters, which the index checks node by node like the reference."""
     scored = bool(extra) or (isinstance(selector, Job) and (selector.has_preferences or session.soft_taints))
-    if (
-        task.whole_gpus
-        and not scored
-        and session.config.strategy(True) != "spread"
-        and len(nodes) == len(session.nodes)
-    ):
-        return index_of(session).best_whole(task, selector)
+    if not scored and len(nodes) == len(session.nodes):
+        binpack_gpu = session.config.strategy(True) != "spread"
+        if task.whole_gpus and binpack_gpu:
+            return index_of(session).best_whole(task, selector)
+        found: tuple[NodeState, Fit] | None | bool = False
+        if task.is_fractional and binpack_gpu:
+            found = index_of(session).best_fraction(task, selector)
+        elif not task.needs_gpu and session.config.strategy(False) != "spread":
+            found = index_of(session).best_cpu(task, selector)
+        if found is not False:
+            return found  # type: ignore[return-value]
     return best_fit_reference(session, task, selector, nodes, extra)

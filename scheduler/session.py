@@ -86,11 +86,32 @@ class QueueState:
     def is_leaf(self) -> bool:
         return not self.children
 
+    # Allocatable share per resource (``ordering.allocatable_share``), cached for the fair-share
+    # dict it was computed from: fair shares are replaced as a whole dict, never edited in place.
+    _as_of: dict[str, float] | None = field(default=None, init=False, repr=False, compare=False)
+    _as: dict[str, float] = field(default_factory=dict, init=False, repr=False, compare=False)
+
     def quota(self, r: str) -> float:
         return self.queue.res(r).quota
 
     def limit(self, r: str) -> float:
         return self.queue.res(r).limit
+
+    def allocatable(self) -> dict[str, float]:
+        """AS per resource: the quota when unlimited (-1), else max(quota, FS) capped at the limit."""
+        fs = self.fair_share
+        if self._as_of is not fs:
+            out: dict[str, float] = {}
+            for r in RESOURCES:
+                res = self.queue.res(r)
+                d, lim = res.quota, res.limit
+                if d < 0:
+                    out[r] = lim
+                else:
+                    share = max(d, fs[r])
+                    out[r] = min(share, lim) if lim >= 0 else share
+            self._as, self._as_of = out, fs
+        return self._as
 
 
 @dataclass
@@ -158,7 +179,13 @@ class Session:
         self.dirty_nodes: set[str] = set()
         self.node_index: object | None = None
         # Fit error of a task shape that fitted no node, valid while ``node_version`` is unchanged.
-        self.fit_error_cache: dict[tuple[object, ...], tuple[int, str]] = {}
+        # Per task shape: (node_version, error, each node's fit reason, reason counts); the counts
+        # are brought up to date from ``node_log`` (nodes touched since) instead of a new scan.
+        self.fit_error_cache: dict[
+            tuple[object, ...], tuple[int, str, dict[str, str | None], dict[str, int]]
+        ] = {}
+        # Name of the node of every change, in order: node_log[v:] were touched since version v.
+        self.node_log: list[str] = []
         self._pool_max: tuple[int, float, float] | None = None
         self.free_gpus_cache: tuple[int, float] | None = None
         self._jobs_by_queue: dict[str, list[Job]] | None = None
@@ -175,6 +202,7 @@ class Session:
         """Record that a node's resources change (called before and on undo of every change)."""
         self.node_version += 1
         self.dirty_nodes.add(name)
+        self.node_log.append(name)
 
     def pool_max(self) -> tuple[int, float, float]:
         """Largest GPU count, CPU and memory of any node of the pool (static within a cycle)."""

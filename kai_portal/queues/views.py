@@ -56,6 +56,7 @@ class DateBin(Func):
         sql = f"strftime('%%Y-%%m-%%d %%H:%%M:%%f', ({bucket}) / 1000000.0, 'unixepoch')"
         return sql, params
 
+
 RESOURCE_LABELS = {"gpu": "GPU", "cpu": "CPU", "memory": "Memory"}
 WINDOWS = {"hour": timedelta(hours=1), "day": timedelta(days=1), "week": timedelta(weeks=1)}
 # Chart points per window: samples are averaged into this many buckets.

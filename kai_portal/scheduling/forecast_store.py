@@ -182,13 +182,19 @@ def describe(fc: Forecast, user: Any) -> dict[str, Any]:
             .values_list("job_id", flat=True)
         )
     # The visible ones among them, by a join rather than a list of (up to thousands of) ids.
-    visible = {
-        j.pk: j
-        for j in Job.objects.visible_to(user)
-        .filter(stored_forecast__pool=fc.pool, stored_forecast__cluster_position__lt=fc.cluster_position or 0)
-        .select_related("queue")
-        .only("pk", "uid", "name", "queue__name")
-    } if fc.cluster_position is not None else {}
+    visible = (
+        {
+            j.pk: j
+            for j in Job.objects.visible_to(user)
+            .filter(
+                stored_forecast__pool=fc.pool, stored_forecast__cluster_position__lt=fc.cluster_position or 0
+            )
+            .select_related("queue")
+            .only("pk", "uid", "name", "queue__name")
+        }
+        if fc.cluster_position is not None
+        else {}
+    )
     ahead = [visible[pk] for pk in fc.ahead if pk in visible]
     return {
         "forecast": fc,

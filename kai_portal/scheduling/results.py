@@ -24,10 +24,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from kai_portal.cluster.backends import ApplyReport, Bind, EventType, Evict, PodEvent
+from kai_portal.core import bulk
 from kai_portal.scheduling import usage
 from kai_portal.scheduling.models import Decision, JobMessage, SchedulingCycle
 from kai_portal.scheduling.pool_usage import record_pool_usage
-from kai_portal.scheduling.snapshot import CycleInput, PodRef
+from kai_portal.scheduling.snapshot import CycleInput, PodRef, SnapshotIndex
 from kai_portal.workloads import lifecycle
 from kai_portal.workloads.choices import JobState
 from kai_portal.workloads.models import Job, Pod
@@ -142,6 +143,21 @@ def persist_result(
     counts = {"allocated": 0, "pipelined": 0, "evicted": 0, "unschedulable": 0}
 
     evicted = {e.task: e for e in result.evictions}
+    # Pending pods whose reason changed (pod id, reason): written in one statement, not per pod.
+    new_reasons: list[tuple[object, ...]] = []
+    # Every bind at once (a few queries, not three per pod); the loop below then records them.
+    binds: list[tuple[int, int, list[int], str]] = []
+    for name, outcome in result.tasks.items():
+        ref = index.tasks.get(name)
+        node_id = index.nodes.get(outcome.node or "")
+        if ref is None or outcome.status != TaskState.ALLOCATED or node_id is None:
+            continue
+        if ("bind", ref.namespace, ref.name) in failed:
+            continue
+        devices = [index.devices[(node_id, i)] for i in outcome.gpu_devices if (node_id, i) in index.devices]
+        binds.append((ref.pod_id, node_id, devices, _bound_text(index, ref, outcome.node or "")))
+    bound = lifecycle.bind_pods(binds, now)
+
     for name, outcome in result.tasks.items():
         ref = index.tasks.get(name)
         if ref is None:
@@ -155,13 +171,8 @@ def persist_result(
                 decisions.append(_decision(cycle, ref, Decision.Kind.UNSCHEDULABLE, "FailedBinding", message))
                 counts["unschedulable"] += 1
                 continue
-            devices = [
-                index.devices[(node_id, i)] for i in outcome.gpu_devices if (node_id, i) in index.devices
-            ]
-            pool = index.node_pools.get(outcome.node or "", "default")
-            pod = f"{ref.namespace}/{ref.name}"
-            text = f"Successfully assigned pod {pod} to node {outcome.node} at node-pool {pool}"
-            if lifecycle.bind_pod(ref.pod_id, node_id, devices, text, now):
+            text = _bound_text(index, ref, outcome.node or "")
+            if ref.pod_id in bound:
                 counts["allocated"] += 1
                 decisions.append(
                     _decision(cycle, ref, Decision.Kind.ALLOCATED, "Scheduled", text,
@@ -180,12 +191,14 @@ def persist_result(
         elif outcome.status == TaskState.PENDING and outcome.reason:
             counts["unschedulable"] += 1
             if outcome.reason != ref.reason:
-                Pod.objects.filter(pk=ref.pod_id).update(reason=outcome.reason, reason_at=now)
+                new_reasons.append((ref.pod_id, outcome.reason))
                 decisions.append(
                     _decision(
                         cycle, ref, Decision.Kind.UNSCHEDULABLE, reason_code(outcome.reason), outcome.reason
                     )
                 )
+
+    bulk.update_rows(Pod, ["reason"], new_reasons, {"reason_at": now})
 
     for task, eviction in evicted.items():
         ref = index.tasks.get(task)
@@ -228,6 +241,11 @@ def persist_result(
     return cycle
 
 
+def _bound_text(index: SnapshotIndex, ref: PodRef, node: str) -> str:
+    pool = index.node_pools.get(node, "default")
+    return f"Successfully assigned pod {ref.namespace}/{ref.name} to node {node} at node-pool {pool}"
+
+
 def _decision(
     cycle: SchedulingCycle,
     ref: PodRef,
@@ -253,15 +271,19 @@ def _decision(
 
 def _persist_job_messages(cycle: SchedulingCycle, inp: CycleInput, result: CycleResult) -> None:
     rows = []
+    messages: list[tuple[object, ...]] = []  # (job id, message): one statement, not one per job
+    ids = [ref.job_id for ref in inp.index.jobs.values()]
+    active = set(Job.objects.filter(pk__in=ids, state__in=JobState.active()).values_list("pk", flat=True))
     for engine_name, ref in inp.index.jobs.items():
         message = result.job_messages.get(engine_name, "")
         if message == ref.message:
             continue
-        # An ended job (its pods still releasing) keeps the message that says why it ended.
-        if not Job.objects.filter(pk=ref.job_id, state__in=JobState.active()).update(message=message):
-            continue
+        if ref.job_id not in active:
+            continue  # an ended job (its pods still releasing) keeps the message that says why it ended
+        messages.append((ref.job_id, message))
         if message:
             rows.append(
                 JobMessage(cycle=cycle, job_id=ref.job_id, reason=reason_code(message), message=message)
             )
+    bulk.update_rows(Job, ["message"], messages)
     JobMessage.objects.bulk_create(rows)

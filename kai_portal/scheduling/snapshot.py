@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import copy
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from django.conf import settings
-from django.db.models import Prefetch
 
 import scheduler
 from kai_portal.cluster.models import GpuDevice, Node
@@ -109,22 +109,26 @@ def build_snapshot(now: datetime) -> CycleInput:
 
 
 def _nodes(index: SnapshotIndex) -> list[scheduler.Node]:
-    rows = Node.objects.select_related("pool").prefetch_related(
-        Prefetch("gpus", queryset=GpuDevice.objects.order_by("index"))
-    )
+    rows = Node.objects.select_related("pool")
+    # Devices as columns (node, index, pk, memory), in index order per node: 40,000 at scale.
+    by_node: dict[int, list[tuple[int, int, int]]] = {}
+    for node_id, d_index, d_pk, d_memory in GpuDevice.objects.order_by("node_id", "index").values_list(
+        "node_id", "index", "pk", "memory_mib"
+    ):
+        by_node.setdefault(node_id, []).append((d_index, d_pk, d_memory))
     out = []
     capacity = dict.fromkeys(("gpu", "cpu", "memory"), 0.0)
     for row in rows:
-        devices = list(row.gpus.all())
+        devices = by_node.get(row.pk, [])
         index.nodes[row.name] = row.pk
         index.node_pools[row.name] = row.pool.name
-        for d in devices:
-            index.devices[(row.pk, d.index)] = d.pk
+        for d_index, d_pk, _memory in devices:
+            index.devices[(row.pk, d_index)] = d_pk
         node = scheduler.Node(
             name=row.name,
             gpus=len(devices),
             # The engine assumes identical devices on a node; the smallest is the safe figure.
-            gpu_memory_mib=float(min((d.memory_mib for d in devices), default=DEFAULT_GPU_MEMORY_MIB)),
+            gpu_memory_mib=float(min((m for _i, _pk, m in devices), default=DEFAULT_GPU_MEMORY_MIB)),
             cpu_millis=float(row.cpu_millicores),
             memory_mib=float(row.memory_mib),
             pool=row.pool.name,
@@ -178,27 +182,36 @@ def _age(now: datetime, moment: datetime | None) -> float | None:
 
 
 def _jobs(now: datetime, index: SnapshotIndex) -> list[scheduler.Job]:
-    """Active jobs with their alive pods, plus releasing pods of ended jobs (they still hold nodes)."""
-    pods = (
-        Pod.objects.filter(state__in=list(_ENGINE_STATE))
-        .exclude(
-            state=PodState.PENDING, job__state__in=[s for s in JobState.values if s not in JobState.active()]
-        )
-        .select_related("job", "job__queue", "job__node_pool", "node")
-        .prefetch_related("gpu_devices")
-        .order_by("job_id", "index")
+    """Active jobs with their alive pods, plus releasing pods of ended jobs (they still hold nodes).
+
+    Pods and their devices are read as plain columns and each job row once (at 50,000 pods,
+    model instances per pod with their job, queue, pool and node dominated the cycle). A job that
+    cannot be converted (a value out of range) is left out and recorded in ``index.unhandled``:
+    one bad row never stops the cycle for everyone else."""
+    pods = Pod.objects.filter(state__in=list(_ENGINE_STATE)).exclude(
+        state=PodState.PENDING, job__state__in=[s for s in JobState.values if s not in JobState.active()]
     )
-    by_job: dict[int, tuple[Job, list[Pod]]] = {}
-    for pod in pods:
-        by_job.setdefault(pod.job_id, (pod.job, []))[1].append(pod)
-    taken = Counter(job.name for job, _ in by_job.values())
+    rows = pods.order_by("job_id", "index").values_list(
+        "pk", "job_id", "name", "index", "state", "node_id", "reason"
+    )
+    devices: dict[int, list[int]] = {}
+    through = Pod.gpu_devices.through.objects.filter(pod__in=pods.values("pk"))
+    for pod_id, device_index in through.values_list("pod_id", "gpudevice__index"):
+        devices.setdefault(pod_id, []).append(device_index)
+    node_names = {pk: name for name, pk in index.nodes.items()}
+    by_job: dict[int, list[PodRow]] = {}
+    for row in rows:
+        by_job.setdefault(row[1], []).append(row)
+    job_rows = Job.objects.select_related("queue", "node_pool").in_bulk(list(by_job))
+    taken = Counter(job_rows[job_id].name for job_id in by_job)
     used_tasks: set[str] = set()
     out = []
-    for job, job_pods in by_job.values():
+    for job_id, job_pods in by_job.items():
+        job = job_rows[job_id]
         engine_name = job.name if taken[job.name] == 1 else f"{job.name}-{job.pk}"
         namespace = job.namespace or job.queue.name
         try:
-            tasks, refs = _job_tasks(job, job_pods, engine_name, namespace, used_tasks)
+            tasks, refs = _job_tasks(job, job_pods, engine_name, namespace, used_tasks, devices, node_names)
             engine_job = _engine_job(job, engine_name, namespace, tasks, now)
         except (ArithmeticError, ValueError, TypeError, KeyError) as error:
             index.unhandled[job.pk] = f"{type(error).__name__}: {str(error)[:200]}"
@@ -210,16 +223,27 @@ def _jobs(now: datetime, index: SnapshotIndex) -> list[scheduler.Job]:
     return out
 
 
+# (pk, job_id, name, index, state, node_id, reason) of a pod, as ``_jobs`` reads it.
+PodRow = tuple[int, int, str, int, str, "int | None", str]
+
+
 def _job_tasks(
-    job: Job, job_pods: list[Pod], engine_name: str, namespace: str, used_tasks: set[str]
+    job: Job,
+    job_pods: list[PodRow],
+    engine_name: str,
+    namespace: str,
+    used_tasks: set[str],
+    devices: dict[int, list[int]],
+    node_names: dict[int, str],
 ) -> tuple[list[scheduler.Task], dict[str, PodRef]]:
     tasks, refs = [], {}
-    for pod in job_pods:
-        task_name = pod.name if engine_name == job.name else f"{engine_name}-{pod.index}"
+    for pod_pk, _job_id, pod_name, pod_index, pod_state, node_id, reason in job_pods:
+        task_name = pod_name if engine_name == job.name else f"{engine_name}-{pod_index}"
         if task_name in used_tasks or task_name in refs:
-            task_name = f"{task_name}-p{pod.pk}"
-        tasks.append(_task(pod, job, task_name, engine_name))
-        refs[task_name] = PodRef(pod.pk, job.pk, pod.name, namespace, pod.state, pod.node_id, pod.reason)
+            task_name = f"{task_name}-p{pod_pk}"
+        node_name = node_names.get(node_id) if node_id is not None else None
+        tasks.append(_row_task(pod_state, node_name, devices.get(pod_pk, ()), job, task_name, engine_name))
+        refs[task_name] = PodRef(pod_pk, job.pk, pod_name, namespace, pod_state, node_id, reason)
     return tasks, refs
 
 
@@ -243,9 +267,12 @@ def _engine_job(
     )
 
 
-def _task(pod: Pod, job: Job, name: str, job_name: str) -> scheduler.Task:
-    state = _ENGINE_STATE[PodState(pod.state)]
-    if pod.node is None:
+def _row_task(
+    pod_state: str, node: str | None, devices: Iterable[int], job: Job, name: str, job_name: str
+) -> scheduler.Task:
+    """A pod as an engine task, from its columns (state, node name, device indices)."""
+    state = _ENGINE_STATE[PodState(pod_state)]
+    if node is None:
         state = scheduler.TaskState.PENDING  # its node is gone: it needs a new one
     gpu = float(job.gpu_fraction) if job.gpu_fraction is not None else float(job.gpu_count)
     return scheduler.Task(
@@ -256,10 +283,8 @@ def _task(pod: Pod, job: Job, name: str, job_name: str) -> scheduler.Task:
         cpu_millis=float(job.cpu_millicores),
         memory_mib=float(job.memory_mib),
         state=state,
-        node=pod.node.name if pod.node and state != scheduler.TaskState.PENDING else None,
-        gpu_devices=tuple(sorted(d.index for d in pod.gpu_devices.all()))
-        if state != scheduler.TaskState.PENDING
-        else (),
+        node=node if state != scheduler.TaskState.PENDING else None,
+        gpu_devices=tuple(sorted(devices)) if state != scheduler.TaskState.PENDING else (),
     )
 
 
@@ -298,7 +323,7 @@ def with_extra_job(inp: CycleInput, job: Job, now: datetime) -> tuple[CycleInput
         task_name = f"{job.name}-{i}" if name == job.name else f"{name}-{i}"
         while task_name in out.index.tasks:
             task_name = f"{task_name}-new"
-        tasks.append(_task(Pod(job=job, index=i, name=task_name), job, task_name, name))
+        tasks.append(_row_task(PodState.PENDING, None, (), job, task_name, name))
     out.snapshot.jobs.append(_engine_job(job, name, namespace, tasks, now))
     return out, name
 

@@ -88,9 +88,11 @@ class JobSubmitForm(forms.ModelForm):
         # A per-instance override of the method: the stubs only allow subclassing. The job runs
         # in its queue's node pool, so the choice names it.
         queue_field.label_from_instance = (  # type: ignore[method-assign]
-            lambda obj: f"{obj.name} ({obj.team.name}) · pool {obj.node_pool.name}"
-            if obj.team
-            else f"{obj.name} · pool {obj.node_pool.name}"
+            lambda obj: (
+                f"{obj.name} ({obj.team.name}) · pool {obj.node_pool.name}"
+                if obj.team
+                else f"{obj.name} · pool {obj.node_pool.name}"
+            )
         )
         queue_field.empty_label = "Choose a queue"
         queue_field.help_text = "The job runs in its queue's node pool."

@@ -12,13 +12,14 @@ ended). A job's state follows its pods (``refresh_job_states``).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
 
+from kai_portal.core import bulk
 from kai_portal.workloads.choices import JobState, PodState, RestartPolicy
 from kai_portal.workloads.models import Job, Pod
 
@@ -86,6 +87,34 @@ def bind_pod(pod_id: int, node_id: int, device_ids: Iterable[int], reason: str, 
             Pod.gpu_devices.through(pod_id=pod_id, gpudevice_id=d) for d in device_ids
         )
     return bool(changed)
+
+
+def bind_pods(binds: Sequence[tuple[int, int, Sequence[int], str]], now: datetime) -> set[int]:
+    """:func:`bind_pod` for many pods (pod id, node id, device ids, reason) in a few queries; the
+    ids of the pods bound. Call inside a transaction: the pods still pending (in an active job)
+    are locked first, so none changes between that check and the update, as in ``bind_pod``."""
+    through = Pod.gpu_devices.through
+    bound: set[int] = set()
+    for start in range(0, len(binds), 2000):
+        chunk = binds[start : start + 2000]
+        pending = Pod.objects.select_for_update(of=("self",)).filter(
+            pk__in=[b[0] for b in chunk], state=PodState.PENDING, job__state__in=JobState.active()
+        )
+        ok = set(pending.values_list("pk", flat=True))
+        if not ok:
+            continue
+        rows = [(pod_id, node_id, reason) for pod_id, node_id, _devices, reason in chunk if pod_id in ok]
+        constants = {"state": PodState.BOUND, "reason_at": now, "updated_at": now, "releasing_since": None}
+        bulk.update_rows(Pod, ["node", "reason"], rows, constants)
+        through.objects.filter(pod_id__in=ok).delete()
+        through.objects.bulk_create(
+            through(pod_id=pod_id, gpudevice_id=d)
+            for pod_id, _node, devices, _reason in chunk
+            if pod_id in ok
+            for d in devices
+        )
+        bound |= ok
+    return bound
 
 
 def start_pods(pod_ids: Iterable[int], now: datetime) -> int:
@@ -181,10 +210,20 @@ def refresh_job_states(job_ids: Iterable[int], now: datetime) -> None:
     Also keeps ``stale_since``: set when a gang first has some but fewer than
     its minimum pods on nodes (and none succeeded), cleared when that ends.
     """
-    jobs = Job.objects.filter(pk__in=list(job_ids), state__in=JobState.active()).prefetch_related("pods")
-    for job in jobs:
-        states = [p.state for p in job.pods.all()]
-        gang = max(job.min_member, 1)
+    # Plain columns, not model instances: a cycle refreshes every active job (50k pods at scale).
+    jobs = list(
+        Job.objects.filter(pk__in=list(job_ids), state__in=JobState.active()).values_list(
+            "pk", "state", "min_member", "stale_since"
+        )
+    )
+    pod_states: dict[int, list[str]] = {pk: [] for pk, *_ in jobs}
+    for chunk in range(0, len(jobs), 5000):
+        ids = [pk for pk, *_ in jobs[chunk : chunk + 5000]]
+        for job_id, pod_state in Pod.objects.filter(job_id__in=ids).values_list("job_id", "state"):
+            pod_states[job_id].append(pod_state)
+    for job_pk, job_state, min_member, stale_since in jobs:
+        states = pod_states[job_pk]
+        gang = max(min_member, 1)
         holding = sum(1 for s in states if s in HOLDING)
         used = holding + states.count(PodState.RELEASING)
         alive = used + states.count(PodState.PENDING)
@@ -198,15 +237,15 @@ def refresh_job_states(job_ids: Iterable[int], now: datetime) -> None:
             new = JobState.PENDING
         stale = 0 < used < gang and PodState.SUCCEEDED not in states
         updates: dict[str, Any] = {}
-        if new != job.state:
+        if new != job_state:
             updates["state"] = new
             if new == JobState.RUNNING:
                 updates["started_at"] = now
             if new in (JobState.SUCCEEDED, JobState.FAILED):
                 updates["finished_at"] = now
-        if stale and job.stale_since is None:
+        if stale and stale_since is None:
             updates["stale_since"] = now
-        elif not stale and job.stale_since is not None:
+        elif not stale and stale_since is not None:
             updates["stale_since"] = None
         if updates:
-            Job.objects.filter(pk=job.pk, state=job.state).update(updated_at=now, **updates)
+            Job.objects.filter(pk=job_pk, state=job_state).update(updated_at=now, **updates)

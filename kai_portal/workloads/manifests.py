@@ -281,7 +281,7 @@ def _parse(doc: dict[str, Any], user: Any) -> tuple[Job, _Source]:
             raise ManifestError(
                 paths["node_pool"],
                 f'queue "{job.queue.name}" is in node pool "{job.queue.node_pool}", and a job runs in '
-                f"its queue's pool: use a queue of node pool \"{pool_name}\" or drop the label",
+                f'its queue\'s pool: use a queue of node pool "{pool_name}" or drop the label',
             )
         job.node_pool = pool
 

@@ -102,6 +102,11 @@ def place_task(
     """Put one task on the best fitting node; return the pod fit error when none fits."""
     memory_request = task.gpu == 0 and task.gpu_memory_mib > 0
     if memory_request:
+        # The queue check charges the fraction of each node's device memory; when the largest
+        # of them (smallest device) passes, every node passes and the plain search applies.
+        worst = session.gpu_fraction_on(task, session.min_device_memory)
+        memory_request = capacity_error(session, job, {"gpu": worst, "cpu": 0.0, "memory": 0.0}) is not None
+    if memory_request:
         # The batch check used the largest device; redo it with this node's exact fraction.
         fits = []
         counts: dict[str, int] = {}
@@ -131,14 +136,47 @@ def place_task(
             return cached[1]
         found = best_fit(session, task, job, nodes, extra)
         if found is None:
-            _, counts = scan_fits(session, task, job, nodes)
-            error = reasons.fit_error(counts)
             if whole_pool:
-                session.fit_error_cache[key] = (session.node_version, error)
-            return error
+                return _fit_error(session, task, job, nodes, key)
+            _, counts = scan_fits(session, task, job, nodes)
+            return reasons.fit_error(counts)
         ns, fit = found
     stmt.place(task, ns.name, fit.devices, pipelined=pipeline_only or not fit.now)
     return None
+
+
+def _fit_error(
+    session: Session, task: Task, job: Job, nodes: Sequence[NodeState], key: tuple[object, ...]
+) -> str:
+    """The fit error of a task that fits no node of the whole pool: every node's reason counted
+    once per shape, then only the nodes changed since re-checked."""
+    hit = session.fit_error_cache.get(key)
+    if hit is None:
+        per_node: dict[str, str | None] = {}
+        counts: dict[str, int] = {}
+        for ns in nodes:
+            why = node_fit(session, ns, task, job).reason
+            per_node[ns.name] = why
+            if why:
+                counts[why] = counts.get(why, 0) + 1
+    else:
+        version, _, per_node, counts = hit
+        for name in set(session.node_log[version:]):
+            if name not in per_node:
+                continue
+            old, why = per_node[name], node_fit(session, session.nodes[name], task, job).reason
+            if why == old:
+                continue
+            if old:
+                counts[old] -= 1
+                if not counts[old]:
+                    del counts[old]
+            if why:
+                counts[why] = counts.get(why, 0) + 1
+            per_node[name] = why
+    error = reasons.fit_error(counts)
+    session.fit_error_cache[key] = (session.node_version, error, per_node, counts)
+    return error
 
 
 def allocate_step(session: Session, job: Job) -> bool:

@@ -167,9 +167,14 @@ def reclaim(session: Session) -> None:
                 allowed[v.queue] = ok
             if allowed[v.queue]:
                 jobs.append(v)
-        out, prot = _split_candidates(
-            session, jobs, lambda v: reclaim_min_runtime(session, job.queue, v.queue)
-        )
+        runtimes: dict[str, float] = {}  # per victim queue: the rule depends on the queues only
+
+        def min_runtime(v: Job) -> float:
+            if v.queue not in runtimes:
+                runtimes[v.queue] = reclaim_min_runtime(session, job.queue, v.queue)
+            return runtimes[v.queue]
+
+        out, prot = _split_candidates(session, jobs, min_runtime)
         core[job.name] = prot
         return out, prot
 
@@ -261,8 +266,11 @@ def reclaim(session: Session) -> None:
         above its allocatable share (or quota), so V* gives less than its excess plus one chunk."""
         j = _request(session, tasks)
         per_v: dict[str, tuple[QueueState, float, float]] = {}
+        v_stars: dict[str, QueueState] = {}  # per victim leaf queue
         for c in stream:
-            _q, v_star = _diverging(session, job.queue, c.job.queue)
+            v_star = v_stars.get(c.job.queue)
+            if v_star is None:
+                v_star = v_stars[c.job.queue] = _diverging(session, job.queue, c.job.queue)[1]
             g = sum(session.placements[t.name].charge.get("gpu", 0.0) for t in c.tasks)
             vs, total, biggest = per_v.get(v_star.name, (v_star, 0.0, 0.0))
             per_v[v_star.name] = (vs, total + g, max(biggest, g))

@@ -105,6 +105,28 @@ def _alloc_order_key(qs: QueueState, after: dict[str, float], cap: dict[str, flo
     )
 
 
+def victim_chunks(
+    session: Session, candidates: Sequence[Job], core_protected: set[str]
+) -> list[Contribution]:
+    """The contributions of :func:`victim_stream`, job by job instead of in victim order.
+
+    A job's own contributions do not depend on the other jobs (its surplus tasks one at a time,
+    then its remaining gang unless core-protected), so this is the same multiset of steps."""
+    out: list[Contribution] = []
+    for job in candidates:
+        rem = list(reversed(active_tasks(session, job)))
+        while rem:
+            extra = gang.surplus_task(job, rem)
+            if extra is not None:
+                out.append(Contribution(job, [extra]))
+                rem = [t for t in rem if t.name != extra.name]
+                continue
+            if job.name not in core_protected:
+                out.append(Contribution(job, list(rem)))
+            break
+    return out
+
+
 def victim_stream(
     session: Session, candidates: Sequence[Job], core_protected: set[str], limit: int | None = None
 ) -> list[Contribution]:
@@ -915,15 +937,21 @@ def run_action(
                 add_note(session, job, ok)
             continue
         victims, core_protected = candidates(job, tasks)
+        if max_gain is not None:
+            # The bound needs only what the victims give, not in which order: screen with the
+            # unordered contributions and order them only for a job that passes.
+            chunks = victim_chunks(session, victims, core_protected) if victims else []
+            if not chunks:
+                fail(job, "no_victims")
+                continue
+            tracker = FreeTracker(session, usable_nodes(session, job), tasks)
+            if tracker.free_gpu + max_gain(job, tasks, chunks) + EPS < tracker.need_gpu:
+                fail(job, "no_scenario")
+                continue
         stream = victim_stream(session, victims, core_protected) if victims else []
         if not stream:
             fail(job, "no_victims")
             continue
-        if max_gain is not None:
-            tracker = FreeTracker(session, usable_nodes(session, job), tasks)
-            if tracker.free_gpu + max_gain(job, tasks, stream) + EPS < tracker.need_gpu:
-                fail(job, "no_scenario")
-                continue
         stmt = session.statement()
         outcome = solve(session, stmt, job, tasks, stream, make_validator(job, tasks), heads, moves_only)
         if outcome is None:

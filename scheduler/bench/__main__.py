@@ -79,6 +79,14 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     deadline = started + budget - (QUALITY_RESERVE_S if quality and not args.quick else 0.0)
 
+    # The last run's medians (the file about to be replaced), shown beside the new ones.
+    before: dict[str, Any] = {}
+    if out.exists():
+        try:
+            old = json.loads(out.read_text(encoding="utf-8"))
+            before = {r["name"]: r["cycle_ms"].get("median") for r in old.get("workloads", [])}
+        except (ValueError, KeyError, TypeError):
+            before = {}
     rows = []
     for w in workloads:
         left = deadline - time.perf_counter()
@@ -87,6 +95,7 @@ def main(argv: list[str] | None = None) -> int:
         row = run_workload(
             w, reps=args.reps, rep_budget_s=rep_budget, timeout_s=timeout, isolate=not args.no_isolate
         )
+        row["previous_median_ms"] = before.get(w.name)
         rows.append(row)
         print(
             f"[bench]   {row['status']} median {row['cycle_ms']['median']} ms, "

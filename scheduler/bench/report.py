@@ -73,9 +73,9 @@ def _check(row: dict[str, Any]) -> str:
 def workload_table(rows: list[dict[str, Any]]) -> list[str]:
     out = [
         "| workload | nodes | GPUs | queues | running | pending | build ms | session ms "
-        "| cycle median ms | cycle p95 ms | reps | decisions | decisions/s | peak RSS MiB (+above start) "
-        "| correct | detail |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|",
+        "| cycle median ms | previous run median ms | cycle p95 ms | reps | decisions | decisions/s "
+        "| peak RSS MiB (+above start) | correct | detail |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|",
     ]
     for r in rows:
         s = r.get("size") or {}
@@ -93,7 +93,8 @@ def workload_table(rows: list[dict[str, Any]]) -> list[str]:
         out.append(
             f"| {r['name']} | {s.get('nodes', '-')} | {s.get('gpus', '-')} | {s.get('queues', '-')} "
             f"| {s.get('running_tasks', '-')} | {s.get('pending_tasks', '-')} | {_n(r['build_ms'])} "
-            f"| {_n(r['session_ms'])} | {_n(c['median'])} | {_n(c['p95'])} | {r['reps']} "
+            f"| {_n(r['session_ms'])} | {_n(c['median'])} | {_n(r.get('previous_median_ms'))} "
+            f"| {_n(c['p95'])} | {r['reps']} "
             f"| {_n(r['decisions'])} | {_n(r['decisions_per_s'], 0)} | {peak} | {_check(r)} "
             f"| {detail.replace('|', '/')} |"
         )

@@ -284,6 +284,49 @@ def stress_snapshot(n_nodes: int = 5000, running: int = 38_000, pending: int = 1
     return Snapshot(ns, queues, jobs)
 
 
+def stress_mixed_snapshot(n_nodes: int = 5000, running: int = 38_000, pending: int = 10_000) -> Snapshot:
+    """The stress size with mixed pending tasks: of every 10, one half-GPU, one quarter-GPU, one
+    20 GiB GPU-memory request, one CPU-only (4 cores, 16 GiB) and six whole GPUs."""
+    snap = stress_snapshot(n_nodes, running, 0)
+    jobs = list(snap.jobs)
+    for i in range(pending):
+        name, queue, kind = f"job-{i:06d}", leaf_of(i, 84), i % 10
+        if kind == 0:
+            task = Task(f"{name}-0", job=name, gpu=0.5)
+        elif kind == 1:
+            task = Task(f"{name}-0", job=name, gpu=0.25)
+        elif kind == 2:
+            task = Task(f"{name}-0", job=name, gpu_memory_mib=20480)
+        elif kind == 3:
+            task = Task(f"{name}-0", job=name, cpu_millis=4000, memory_mib=16384)
+        else:
+            task = Task(f"{name}-0", job=name, gpu=1.0)
+        jobs.append(Job(name, queue=queue, priority=TRAIN, tasks=[task]))
+    return Snapshot(snap.nodes, snap.queues, jobs)
+
+
+def mixed_check(snapshot: Snapshot, result: CycleResult) -> Check:
+    """No over-commit, no eviction, and every CPU-only task placed (CPU is plentiful)."""
+    pending = [t for j in snapshot.jobs for t in j.tasks if t.state == TaskState.PENDING]
+    placed = Counter(
+        ("cpu" if not t.needs_gpu else "fraction" if t.is_fractional else "whole")
+        for t in pending
+        if t.name in result.tasks and result.tasks[t.name].status == TaskState.ALLOCATED
+    )
+    cpu_only = sum(1 for t in pending if not t.needs_gpu)
+    problems = []
+    over = _overcommit(snapshot, result)
+    if over:
+        problems.append(over)
+    if placed["cpu"] != cpu_only:
+        problems.append(f"CPU-only placed {placed['cpu']} of {cpu_only}")
+    evicted = len(victims(result))
+    if evicted:
+        problems.append(f"{evicted} evicted")
+    detail = f"allocated {placed['whole']} whole, {placed['fraction']} fractional, {placed['cpu']} CPU-only"
+    return Check(not problems, "; ".join(problems) or detail)
+
+
 def size_of(snapshot: Snapshot) -> dict[str, int]:
     tasks = [t for j in snapshot.jobs for t in j.tasks]
     return {
@@ -389,6 +432,17 @@ def all_workloads() -> list[Workload]:
             ALL_ACTIONS,
             # queues are within a task of their fair share, so a few reclaims are allowed
             all_allocated(5000 * GPUS_PER_NODE - 38_000, expect_evicted=None),
+            reps=1,
+            timeout_s=240,
+        )
+    )
+    out.append(
+        Workload(
+            "stress",
+            "stress-mixed-5000n-30pct-fractional-10pct-cpu",
+            stress_mixed_snapshot,
+            ALL_ACTIONS,
+            mixed_check,
             reps=1,
             timeout_s=240,
         )

@@ -41,6 +41,7 @@ def clusters(draw: st.DrawFn) -> tuple[Snapshot, int]:
         Node(
             f"n{i:02d}",
             gpus=draw(st.sampled_from([0, 1, 2, 4, 8])),
+            gpu_memory_mib=draw(st.sampled_from([40960, 81920])),
             cpu_millis=draw(st.sampled_from([4000, 16000, 1_000_000])),
             unschedulable=draw(st.integers(0, 9)) == 0,
             max_pods=draw(st.sampled_from([2, 5, 110])),
@@ -71,10 +72,19 @@ def test_best_fit_matches_reference(case: tuple[Snapshot, int]) -> None:
     session = open_session(snap, Config(), "default")
     nodes = list(session.nodes.values())
     stmt = session.statement()
+    # Every task kind the index serves: whole GPUs, fractions, GPU memory, CPU only.
     job = Job("p", "q", tasks=[Task(f"p{k}", gpu=rnd.choice([1, 1, 2, 3, 4, 8])) for k in range(40)])
     session.jobs[job.name] = job
     for k, task in enumerate(job.tasks):
-        task.cpu_millis = rnd.choice([0, 0, 1000, 5000])
+        kind = rnd.random()
+        if kind < 0.2:
+            task.gpu = rnd.choice([0.25, 0.5, 0.75, 0.3])
+        elif kind < 0.3:
+            task.gpu, task.gpu_memory_mib = 0, rnd.choice([10240, 40960, 81920])
+        elif kind < 0.45:
+            task.gpu = 0
+            task.memory_mib = rnd.choice([0, 1024, 10**9])
+        task.cpu_millis = rnd.choice([0, 0, 1000, 5000, 15000])
         session.task_job[task.name] = job
         selector = {"zone": "z1"} if rnd.random() < 0.2 else {}
         want = best_fit_reference(session, task, selector, nodes)
@@ -105,7 +115,15 @@ def test_best_fit_with_placement_rules_matches_reference(case: tuple[Snapshot, i
         job = Job(
             f"p{j}",
             "q",
-            tasks=[Task(f"p{j}-{k}", gpu=rnd.choice([1, 1, 2, 4])) for k in range(10)],
+            tasks=[
+                Task(
+                    f"p{j}-{k}",
+                    gpu=rnd.choice([1, 1, 2, 4, 0.5, 0.25, 0]),
+                    gpu_memory_mib=rnd.choice([0, 0, 20480]),
+                    cpu_millis=rnd.choice([0, 1000, 5000]),
+                )
+                for k in range(10)
+            ],
             tolerations=[Toleration("gpu", "Exists")] if rnd.random() < 0.5 else [],
             node_affinity=([(MatchExpression("zone", "NotIn", ("z0",)),)] if rnd.random() < 0.3 else []),
             preferred_node_affinity=(

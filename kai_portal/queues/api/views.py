@@ -148,9 +148,7 @@ class QueueViewSet(viewsets.ModelViewSet):
         description="Every queue you can see, as multi-document `scheduling.run.ai/v2` Queue YAML, "
         "parents first. Memory is in MB as KAI writes it.",
         filters=False,
-        responses={
-            (200, "application/yaml"): OpenApiResponse(description="Multi-document Queue YAML.")
-        },
+        responses={(200, "application/yaml"): OpenApiResponse(description="Multi-document Queue YAML.")},
     )
     @action(detail=False, methods=["get"], url_path="export", pagination_class=None, filter_backends=[])
     def export(self, request: Request) -> HttpResponse:

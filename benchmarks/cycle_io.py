@@ -1,0 +1,260 @@
+"""The portal's side of one scheduling cycle at production size, on PostgreSQL.
+
+Seeds 5,000 nodes x 8 GPUs, a 100-queue tree (4 departments, 12 sub-departments, 84 leaves) and
+12,500 jobs x 4 pods = 50,000 pods: 9,500 jobs running (38,000 pods, one GPU each, every pod bound
+to its device) and 3,000 pending (12,000 pods). Then times, ``--runs`` times each:
+
+* build: ``snapshot.build_snapshot`` (rows -> engine snapshot);
+* engine: ``scheduler.run_cycle`` on it (for scale; the engine has its own benchmark);
+* persist: ``results.persist_result`` of that result, inside a transaction rolled back after each
+  run, so every run writes the same first-cycle decisions onto the same rows.
+
+The issue's goal is build + persist <= 2 s. Writes ``benchmarks/cycle-io.md`` (the previous run's
+figures beside the new ones).
+
+    TEST_DATABASE_URL=postgres://postgres@127.0.0.1:5432/kai_bench_cycle_io \\
+    .venv/bin/python benchmarks/cycle_io.py [--runs 3]
+
+The database named by TEST_DATABASE_URL (PostgreSQL) is created if missing and reseeded unless
+``--reuse`` is given and it already holds the seeded rows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import re
+import statistics
+import sys
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "kai_portal.settings_test")
+os.environ.setdefault("TEST_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/kai_bench_cycle_io")
+
+NODES, GPUS_PER_NODE = 5_000, 8
+JOBS, PODS_PER_JOB = 12_500, 4
+RUNNING_JOBS = 9_500  # 38,000 pods on 38,000 of the 40,000 GPUs
+PENDING_JOBS = JOBS - RUNNING_JOBS
+OUT = Path(__file__).resolve().parent / "cycle-io.md"
+
+
+def ensure_database() -> None:
+    import dj_database_url
+    import psycopg
+
+    cfg = dj_database_url.parse(os.environ["TEST_DATABASE_URL"])
+    if cfg["ENGINE"] != "django.db.backends.postgresql":
+        raise SystemExit("cycle_io.py measures PostgreSQL: set TEST_DATABASE_URL to a postgres:// URL")
+    admin = psycopg.connect(
+        host=cfg["HOST"], port=cfg["PORT"] or 5432, user=cfg["USER"], password=cfg["PASSWORD"] or None,
+        dbname="postgres", autocommit=True,
+    )  # fmt: skip
+    exists = admin.execute("SELECT 1 FROM pg_database WHERE datname = %s", [cfg["NAME"]]).fetchone()
+    if not exists:
+        admin.execute(f'CREATE DATABASE "{cfg["NAME"]}"')
+    admin.close()
+
+
+def seed() -> None:
+    from django.contrib.auth import get_user_model
+    from django.db import connection
+
+    from kai_portal.cluster.models import GpuDevice, Node, NodePool
+    from kai_portal.queues.models import Queue
+    from kai_portal.workloads.models import Job, Pod
+
+    with connection.cursor() as cur:  # reseed: empty every table of the app
+        tables = [t for t in connection.introspection.table_names() if t != "django_migrations"]
+        cur.execute("TRUNCATE " + ", ".join(f'"{t}"' for t in tables) + " RESTART IDENTITY CASCADE")
+    user = get_user_model().objects.create_superuser("admin", "admin@example.com", "pw")
+    pool = NodePool.objects.create(name="default")
+    nodes = Node.objects.bulk_create(
+        (
+            Node(name=f"node-{i:05d}", pool=pool, cpu_millicores=128_000, memory_mib=1_048_576)
+            for i in range(NODES)
+        ),
+        batch_size=2000,
+    )
+    devices = GpuDevice.objects.bulk_create(
+        (
+            GpuDevice(node=n, index=g, model="NVIDIA A100-SXM4-80GB", memory_mib=81_920)
+            for n in nodes
+            for g in range(GPUS_PER_NODE)
+        ),
+        batch_size=5000,
+    )
+    total = NODES * GPUS_PER_NODE
+    leaves: list[Queue] = []
+    for d in range(4):
+        dept = Queue(name=f"dept-{d}", gpu_quota=total // 4)
+        dept.save()
+        for s in range(3):
+            sub = Queue(name=f"sub-{d}-{s}", parent=dept, gpu_quota=total // 12)
+            sub.save()
+            for leaf in range(7):
+                q = Queue(name=f"queue-{d}-{s}-{leaf}", parent=sub, gpu_quota=total // 84)
+                q.save()
+                leaves.append(q)
+    now = datetime.now(UTC)
+    jobs = Job.objects.bulk_create(
+        (
+            Job(name=f"job-{i:05d}", queue=leaves[i % len(leaves)], submitter=user, gpu_count=1,
+                task_count=PODS_PER_JOB, min_member=1, priority=50,
+                state="running" if i < RUNNING_JOBS else "pending", duration=timedelta(hours=1))
+            for i in range(JOBS)
+        ),
+        batch_size=5000,
+    )  # fmt: skip
+    pods: list[Pod] = []
+    through_rows = []
+    device_iter = iter(devices)
+    for job in jobs:
+        for k in range(PODS_PER_JOB):
+            device = next(device_iter) if job.state == "running" else None
+            started = now - timedelta(minutes=30) if device else None
+            pods.append(
+                Pod(
+                    job=job,
+                    index=k,
+                    name=f"{job.name}-{k}",
+                    reason="",
+                    started_at=started,
+                    state="running" if device else "pending",
+                    node=device.node if device else None,
+                )
+            )
+            through_rows.append(device)
+    Pod.objects.bulk_create(pods, batch_size=5000)
+    through = Pod.gpu_devices.through
+    through.objects.bulk_create(
+        (through(pod_id=p.pk, gpudevice_id=d.pk) for p, d in zip(pods, through_rows, strict=True) if d),
+        batch_size=5000,
+    )
+    with connection.cursor() as cur:
+        cur.execute("ANALYZE")
+    print(f"seeded: {Node.objects.count()} nodes, {Pod.objects.count()} pods", file=sys.stderr)
+
+
+def seeded() -> bool:
+    from kai_portal.workloads.models import Pod
+
+    return Pod.objects.count() == JOBS * PODS_PER_JOB
+
+
+def measure(runs: int) -> dict[str, list[float]]:
+    from django.db import transaction
+
+    import scheduler
+    from kai_portal.cluster.backends import ApplyReport
+    from kai_portal.scheduling.models import SchedulingCycle
+    from kai_portal.scheduling.results import persist_result
+    from kai_portal.scheduling.snapshot import build_snapshot
+
+    out: dict[str, list[float]] = {"build": [], "engine": [], "persist": [], "decisions": []}
+    for run in range(runs):
+        now = datetime.now(UTC)
+        t = time.perf_counter()
+        inp = build_snapshot(now)
+        out["build"].append(time.perf_counter() - t)
+        t = time.perf_counter()
+        result = scheduler.run_cycle(inp.snapshot, inp.config)
+        out["engine"].append(time.perf_counter() - t)
+        try:
+            with transaction.atomic():
+                cycle = SchedulingCycle.objects.create(started_at=now, status=SchedulingCycle.Status.RUNNING)
+                t = time.perf_counter()
+                persist_result(cycle, inp, result, ApplyReport(), now)
+                out["persist"].append(time.perf_counter() - t)
+                out["decisions"].append(
+                    float(cycle.allocated_count + cycle.pipelined_count + cycle.evicted_count
+                          + cycle.unschedulable_count)
+                )  # fmt: skip
+                raise _Rollback
+        except _Rollback:
+            pass
+        print(
+            f"run {run + 1}: build {out['build'][-1]:.2f} s, engine {out['engine'][-1]:.2f} s, "
+            f"persist {out['persist'][-1]:.2f} s",
+            file=sys.stderr,
+        )
+    return out
+
+
+class _Rollback(Exception):
+    """Leaves the persist transaction without writing (each run starts from the same rows)."""
+
+
+def previous() -> dict[str, str]:
+    """The last report's medians, by row label."""
+    if not OUT.exists():
+        return {}
+    found = {}
+    for line in OUT.read_text(encoding="utf-8").splitlines():
+        m = re.match(r"\| (build|engine|persist|build \+ persist) \| ([^|]+) \|", line)
+        if m:
+            found[m.group(1)] = m.group(2).strip()
+    return found
+
+
+def report(data: dict[str, list[float]], runs: int, load_before: tuple[float, ...]) -> str:
+    before = previous()
+    both = [b + p for b, p in zip(data["build"], data["persist"], strict=True)]
+    rows = [("build", data["build"]), ("engine", data["engine"]), ("persist", data["persist"]),
+            ("build + persist", both)]  # fmt: skip
+    lines = [
+        "# Portal cycle I/O at production size",
+        "",
+        "Generated by `benchmarks/cycle_io.py` (do not edit by hand; re-run to refresh).",
+        "",
+        f"{NODES:,} nodes x {GPUS_PER_NODE} GPUs, 100 queues in 3 levels, {JOBS * PODS_PER_JOB:,} pods "
+        f"({RUNNING_JOBS * PODS_PER_JOB:,} running, {PENDING_JOBS * PODS_PER_JOB:,} pending) on PostgreSQL. "
+        "*build* = `build_snapshot` (rows to the engine's snapshot); *engine* = `scheduler.run_cycle`; "
+        "*persist* = `persist_result` of the first cycle's result (bindings, reasons, decisions, job "
+        "states, usage), rolled back after each run. Goal: build + persist <= 2 s.",
+        "",
+        f"Run on {datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {runs} runs, CPython {platform.python_version()}, "
+        f"{os.cpu_count()} cores; load average before {list(load_before)}, after "
+        f"{[round(x, 2) for x in os.getloadavg()]} (other work on the machine inflates the times). "
+        f"Decisions written per run: {int(statistics.median(data['decisions'])):,}.",
+        "",
+        "| phase | median s | min s | max s | previous median s |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for label, values in rows:
+        lines.append(
+            f"| {label} | {statistics.median(values):.2f} | {min(values):.2f} | {max(values):.2f} | "
+            f"{before.get(label, '-')} |"
+        )
+    goal = statistics.median(both) <= 2.0
+    lines += ["", f"Goal (build + persist <= 2 s): {'met' if goal else 'missed'}.", ""]
+    return "\n".join(lines)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--reuse", action="store_true", help="keep the seeded rows when they are there")
+    args = ap.parse_args()
+    ensure_database()
+    os.environ["DATABASE_URL"] = os.environ["TEST_DATABASE_URL"]
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+    if not (args.reuse and seeded()):
+        seed()
+    load = tuple(round(x, 2) for x in os.getloadavg())
+    data = measure(args.runs)
+    OUT.write_text(report(data, args.runs, load), encoding="utf-8")
+    print(OUT.read_text(encoding="utf-8"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
