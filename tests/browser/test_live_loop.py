@@ -109,3 +109,64 @@ def test_member_sees_position_and_estimated_start_from_the_worker(
     assert row.locator("[data-testid=position]").inner_text().startswith("1 /")
     assert row.locator("[data-testid=est-start]").inner_text().startswith("in ")
     screenshot(page, "live-loop-forecast")
+
+
+def _submit(page: Any, name: str, mode: str, amount: str) -> str:
+    """Fill the submit form as a member does; returns the new job's page URL."""
+    page.goto("/jobs/submit/")
+    page.fill("#id_name", name)
+    page.select_option("#id_queue", label="alpha-train (Alpha) · pool default")
+    page.check(f"input[name=gpu_mode][value={mode}]")
+    field = {"whole": "#id_gpu_count", "fraction": "#id_gpu_fraction", "memory": "#id_gpu_memory_mib"}[mode]
+    page.fill(field, amount)
+    page.fill("#id_cpu_cores", "1")
+    page.fill("#id_memory_mib", "2048")
+    page.fill("#id_run_time", "30m")
+    page.click("button:has-text('Submit job')")
+    page.wait_for_url("**/jobs/*-*/")
+    return str(page.url)
+
+
+def test_member_submits_whole_fractional_and_gpu_memory_jobs_and_follows_each(
+    page: Any, world: dict[str, Any], live_loop: LiveLoop
+) -> None:
+    """Issue 13: with the loop running, a member submits a whole-GPU, a fractional and a
+    GPU-memory job through the form; while the cluster is full each page says Pending, why,
+    where the job stands and when it should start; once room is freed each one runs."""
+    from kai_portal.workloads.lifecycle import cancel_job
+    from kai_portal.workloads.models import Job
+
+    blocker = factories.job(world["alpha"], "blocker", gpu_count=8, duration=timedelta(hours=1))
+    live_loop.wait_cycles(2)
+    sign_in(page, "alice")
+    pages = {
+        "whole-2": _submit(page, "whole-2", "whole", "2"),
+        "half": _submit(page, "half", "fraction", "0.5"),
+        "mem-20g": _submit(page, "mem-20g", "memory", "20480"),
+    }
+    for name, url in pages.items():
+        _sees_it_pending(page, name, url)
+
+    cancel_job(Job.objects.get(pk=blocker.pk), actor=world["root"])
+    for name, url in pages.items():
+        page.goto(url)
+        state = page.locator("[data-testid=job-state]")
+        _eventually(page, lambda s=state: s.inner_text() == "Running", f"{name} running", timeout=60)
+        assert "gpu-node-1" in page.inner_text("[data-testid=pod-table]")
+
+
+def _sees_it_pending(page: Any, name: str, url: str) -> None:
+    """The job page of a waiting job: its state, why it waits, its position, when it should start."""
+    page.goto(url)
+    assert page.locator("[data-testid=job-state]").inner_text() == "Pending", name
+    why = page.locator("[data-testid=job-why] pre.message")
+    _eventually(page, lambda: "enough resources" in why.inner_text() or "not found" in why.inner_text(),
+                f"{name}'s reason")  # fmt: skip
+    position = page.locator("[data-testid=queue-position]")
+    _eventually(page, lambda: position.count() == 1 and " of 3 pending" in position.inner_text(),
+                f"{name}'s queue position")  # fmt: skip
+    estimate = page.locator("[data-testid=estimated-start]")
+    # Behind an hour-long blocker: an absolute time, and how long from now.
+    _eventually(page, lambda: estimate.inner_text()[:4].isdigit() and "(in " in estimate.inner_text(),
+                f"{name}'s estimated start")  # fmt: skip
+    screenshot(page, f"live-loop-pending-{name}")
