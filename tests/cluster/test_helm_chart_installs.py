@@ -1,0 +1,132 @@
+"""The Helm chart on a real, RBAC-enforcing API server (issue 18's done-when).
+
+``helm template`` renders the chart (with its CRDs); ``kubectl apply --server-side`` applies
+every object with strict field validation, so an unknown field or a wrong type is an error.
+Then the portal's backend runs a full cycle as the chart's own ServiceAccount, with a token
+from the TokenRequest API: every call it makes (observe, bind, evict, pod status, events) must
+be allowed, and a call outside its role must be denied.
+"""
+
+from __future__ import annotations
+
+import secrets
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+import yaml
+from django.utils import timezone
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+
+from kai_portal.cluster.backends.kubernetes import KubernetesBackend
+from kai_portal.scheduling.cycle import run_scheduling_cycle
+from kai_portal.scheduling.lock import LOCK_NAME
+from kai_portal.scheduling.models import Decision
+from kai_portal.workloads.models import Pod
+from tests.deploy.test_helm_chart import CHART, HELM, REQUIRED
+from tests.portal import factories
+
+from .conftest import Cluster, Nodes, pod_body, wait_until
+
+pytestmark = [
+    pytest.mark.django_db,
+    pytest.mark.skipif(HELM is None, reason="helm is not built (make helm builds it from its Go module)"),
+]
+
+
+@pytest.fixture
+def release(cluster: Cluster) -> Iterator[tuple[str, str]]:
+    """The chart installed as release ``kai`` in a fresh namespace: (namespace, ServiceAccount)."""
+    namespace = f"kai-chart-{secrets.token_hex(3)}"
+    # A helm built from its module defaults to Kubernetes v1.20; the test server is v1.35.
+    args = [str(HELM), "template", "kai", str(CHART), "--namespace", namespace, "--include-crds",
+            "--kube-version", "1.35.4"]  # fmt: skip
+    for setting in REQUIRED:
+        args += ["--set", setting]
+    rendered = subprocess.run(args, capture_output=True, text=True, timeout=120, check=True).stdout
+    docs = [d for d in yaml.safe_load_all(rendered) if d]
+    cluster.core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=namespace)))
+    # Strict server-side apply: the API server validates every field of every object.
+    cluster.kubectl("apply", "--server-side", "--field-manager=kai-portal-test", "--validate=strict",
+                    "-n", namespace, "-f", "-", stdin=rendered)  # fmt: skip
+    [account] = [d["metadata"]["name"] for d in docs if d["kind"] == "ServiceAccount"]
+    yield namespace, account
+    cluster_scoped = [d for d in docs if d["kind"] in ("ClusterRole", "ClusterRoleBinding")]
+    for doc in cluster_scoped:
+        cluster.kubectl("delete", doc["kind"].lower(), doc["metadata"]["name"], "--ignore-not-found")
+    cluster.core.delete_namespace(namespace, propagation_policy="Background")
+
+
+def _kubeconfig_for(cluster: Cluster, namespace: str, account: str, path: Path) -> Path:
+    request = client.AuthenticationV1TokenRequest(spec=client.V1TokenRequestSpec(audiences=[]))
+    token = cluster.core.create_namespaced_service_account_token(account, namespace, request)
+    admin = yaml.safe_load(cluster.kubeconfig.read_text())
+    entry = admin["clusters"][0]
+    path.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "clusters": [entry],
+        "users": [{"name": account, "user": {"token": token.status.token}}],
+        "contexts": [{"name": "chart", "context": {"cluster": entry["name"], "user": account}}],
+        "current-context": "chart",
+    }))  # fmt: skip
+    return path
+
+
+def test_the_chart_applies_and_its_service_account_runs_a_full_cycle(
+    cluster: Cluster, release: tuple[str, str], namespace: str, scheduler_name: str, nodes: Nodes,
+    settings: Any, tmp_path: Path,
+) -> None:  # fmt: skip
+    chart_namespace, account = release
+    # What the chart made is really there: the CRDs KAI users apply Queues with, and the role.
+    crds = cluster.kubectl("get", "crd", "-o", "name")
+    assert "queues.scheduling.run.ai" in crds and "podgroups.scheduling.run.ai" in crds
+    assert cluster.can_i("create", "pods", subresource="binding", namespace="x",
+                         user=f"system:serviceaccount:{chart_namespace}:{account}")  # fmt: skip
+
+    api = config.new_client_from_config(config_file=str(_kubeconfig_for(
+        cluster, chart_namespace, account, tmp_path / "chart.kubeconfig")))  # fmt: skip
+    backend = KubernetesBackend(api_client=api, scheduler_name=scheduler_name)
+    review = client.AuthenticationV1Api(api).create_self_subject_review(client.V1SelfSubjectReview())
+    assert review.status.user_info.username == f"system:serviceaccount:{chart_namespace}:{account}"
+    settings.SCHEDULER_NAME = scheduler_name
+    redis.Redis.from_url(settings.REDIS_URL).delete(LOCK_NAME)
+    dept = factories.queue("dept", gpu_quota=8)
+    factories.queue("team-a", parent=dept, gpu_quota=8)
+    factories.queue("team-b", parent=dept, gpu_quota=0)
+
+    node = nodes.kwok("chart-gpu", gpus=8)
+    core = cluster.core
+    low = {"kai.scheduler/queue": "team-b"}
+    core.create_namespaced_pod(namespace, pod_body("borrower", scheduler_name, gpus=8, labels=low))
+    cycle = run_scheduling_cycle(now=timezone.now(), backend=backend)  # observe, bind, events
+    assert cycle.status == "succeeded", cycle.error
+    assert core.read_namespaced_pod("borrower", namespace).spec.node_name == node
+    wait_until(lambda: core.read_namespaced_pod("borrower", namespace).status.phase == "Running", "KWOK")
+
+    # team-a wants its quota back: reclaim evicts the borrower through the Eviction API, and the
+    # waiting pod gets PodScheduled=False meanwhile.
+    owner = {"kai.scheduler/queue": "team-a"}
+    core.create_namespaced_pod(namespace, pod_body("owner", scheduler_name, gpus=8, labels=owner))
+    for _ in range(3):
+        cycle = run_scheduling_cycle(now=timezone.now(), backend=backend)
+        assert cycle.status == "succeeded", cycle.error
+        if Pod.objects.filter(name="borrower", state__in=["releasing", "succeeded", "failed"]).exists():
+            break
+    assert Pod.objects.get(name="borrower").state in ("releasing", "succeeded", "failed")
+    # No FailedBinding / FailedEviction in any cycle: every call the backend made was allowed.
+    failed = Decision.objects.filter(reason__in=["FailedBinding", "FailedEviction"])
+    assert not failed.exists(), list(failed.values_list("reason", "message"))
+    reasons = {e.reason for e in core.list_namespaced_event(namespace).items}
+    assert {"Scheduled", "Evict"} <= reasons, reasons
+
+    # Outside the role: the chart's account cannot read secrets or change nodes.
+    with pytest.raises(ApiException) as denied:
+        client.CoreV1Api(api).list_namespaced_secret(chart_namespace)
+    assert denied.value.status == 403
+    with pytest.raises(ApiException) as denied:
+        client.CoreV1Api(api).patch_node(node, {"metadata": {"labels": {"x": "y"}}})
+    assert denied.value.status == 403
+    api.close()
