@@ -6,10 +6,18 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 
 # Tests run against real services; override to point elsewhere.
+HELM_VERSION ?= v3.19.0
+# Exported: the chart test runs this helm.
+export HELM := $(abspath $(VENV))/bin/helm-$(HELM_VERSION)
+
 export TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/kai_portal
 export TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
+# `make run`'s configuration (an SQLite file, DEBUG on): the browser journeys, the page and the
+# forecast tests run on it too.
+TEST_SQLITE_URL ?= sqlite:///$(CURDIR)/var/test-sqlite.sqlite3
+SQLITE_TESTS := tests/browser tests/portal/pages tests/portal/forecast
 
-.PHONY: install run test lint typecheck pytest services bench scenarios clean k8s-build k8s-up k8s-down
+.PHONY: install run test lint typecheck pytest prodcheck services bench scenarios clean helm k8s-build k8s-up k8s-down
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) on PATH"; exit 1; }
@@ -33,10 +41,21 @@ scenarios: install
 
 # tests/cluster/ starts its own control plane (var/k8s-test) from the binaries
 # k8s-build leaves in ~/.cache/kai-portal (built once, ~30 min on 2 cores).
-pytest: install k8s-build
+pytest: install k8s-build $(HELM)
 	$(PY) -m pytest
+	mkdir -p var && TEST_DATABASE_URL=$(TEST_SQLITE_URL) $(PY) -m pytest -o django_debug_mode=true $(SQLITE_TESTS)
 
-test: lint typecheck pytest
+# PostgreSQL, Redis and Chromium on this machine: installed from Debian's packages when missing
+# (as root), then started on loopback. Skipped when TEST_SERVICES=external (services elsewhere).
+services:
+	@if [ "$${TEST_SERVICES:-}" != external ]; then bash .ci/services; fi
+
+# The production start (collectstatic and check --deploy with DEBUG off; gunicorn, Celery worker
+# and beat on PostgreSQL and Redis) used through the API: .ci/production-check.
+prodcheck: install services
+	bash .ci/production-check
+
+test: lint typecheck services prodcheck pytest
 
 # The portal with demo data and a live simulated cluster (an in-process scheduling loop);
 # DEBUG=1 so no secret key is needed and static files are served.
@@ -57,6 +76,14 @@ k8s-up:
 
 k8s-down:
 	deploy/k8s-testbed/k8s-down.sh
+
+helm: $(HELM)
+
+# helm for the chart's render test (tests/deploy/test_helm_chart.py), built from its Go module
+# once per version (the Go build cache makes a rebuild after `make clean` quick).
+$(HELM): $(STAMP)
+	GOFLAGS=-mod=mod GOBIN=$(abspath $(VENV))/bin go install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
+	mv $(VENV)/bin/helm $@
 
 bench: install
 	$(PY) -m scheduler.bench

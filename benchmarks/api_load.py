@@ -7,7 +7,10 @@ scheduling decisions, a day of usage samples), creates API tokens for a team
 member (the team's admin, not a portal admin) and for the portal admin, then
 starts ``gunicorn kai_portal.wsgi`` with production settings (DEBUG off, a
 generated SECRET_KEY, SECURE_SSL_REDIRECT off for plain HTTP,
-ALLOWED_HOSTS=127.0.0.1) on a free port of 127.0.0.1 and drives it with wrk:
+ALLOWED_HOSTS=127.0.0.1) on a free port of 127.0.0.1, starts the scheduling
+loop (``manage.py run_scheduler``: a cycle every 5 s on the simulated cluster,
+each followed by the forecast refresh) and lets it run 20 s, then, with the
+loop still running, drives gunicorn with wrk:
 
 * GET  /api/v1/jobs/?page_size=50                        as the team member
 * GET  /api/v1/jobs/?state=pending&queue=<their queue>   as the team member
@@ -16,9 +19,11 @@ ALLOWED_HOSTS=127.0.0.1) on a free port of 127.0.0.1 and drives it with wrk:
 
 Each scenario runs ``--duration`` seconds (default 10) with ``--threads`` (2)
 and ``--connections`` (8). wrk's Lua ``done()`` hook reports p50/p90/p95/p99
-and the count of non-2xx answers. Results go to ``benchmarks/api-load.md``
-and ``benchmarks/api-load.json``. Traffic goes only to 127.0.0.1; gunicorn
-is stopped at the end, also on error. The whole run takes 1-1.5 minutes.
+and the count of non-2xx answers. The data set has 1,000 pending jobs (every
+GPU busy), so every cycle and forecast refresh works on them. Results go to
+``benchmarks/api-load.md`` and ``benchmarks/api-load.json``. Traffic goes
+only to 127.0.0.1; gunicorn and the loop are stopped at the end, also on
+error. The whole run takes 1.5-2 minutes.
 
 Needs wrk (``apt-get update && apt-get install -y wrk`` on Debian/Ubuntu),
 PostgreSQL (``--pg``, default ``postgres://postgres@127.0.0.1:5432``; the
@@ -52,6 +57,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 DB_NAME = "kai_load"
+LOOP_WARMUP_S = 20.0
 MEMBER, MEMBER_QUEUE = "team-0-0-user0", "team-0-0-q"  # team-0-0's admin (a member, not a portal admin)
 PORTAL_ADMIN = "admin"
 
@@ -326,6 +332,34 @@ def ms(us: float) -> str:
     return f"{us / 1000:.1f}"
 
 
+def loop_stats(since: Any, timed_from: Any, running_at_end: bool) -> dict[str, Any]:
+    """What the scheduling loop did: cycles before and during the load, their durations, the forecast."""
+    import statistics
+
+    from django.db import connection
+
+    from kai_portal.scheduling.models import JobForecast, SchedulingCycle
+    from kai_portal.workloads.models import Job
+
+    connection.close()  # a fresh connection: the seeding one may have timed out
+    cycles = list(
+        SchedulingCycle.objects.filter(started_at__gte=since)
+        .values_list("started_at", "status", "duration_ms")
+    )
+    during = [c for c in cycles if c[0] >= timed_from]
+    durations = [c[2] for c in cycles if c[1] == "succeeded" and c[2] is not None]
+    return {
+        "running_at_end": running_at_end,
+        "cycles": len(cycles),
+        "cycles_during_load": len(during),
+        "failed": sum(1 for c in cycles if c[1] == "failed"),
+        "cycle_median_ms": statistics.median(durations) if durations else None,
+        "pending_jobs_at_end": Job.objects.filter(state="pending").count(),
+        "forecast_rows": JobForecast.objects.count(),
+        "estimated": JobForecast.objects.filter(estimated_at__isnull=False).count(),
+    }
+
+
 def write_markdown(path: Path, report: dict[str, Any]) -> None:
     m, cfg = report["machine"], report["config"]
     lines = [
@@ -340,6 +374,15 @@ def write_markdown(path: Path, report: dict[str, Any]) -> None:
         f"token (`Authorization: Bearer`). The team member is `{MEMBER}` (admin of team-0-0, "
         f"sees {report['seed']['member_visible_jobs']} jobs); the portal admin sees every job. "
         "POST submits a one-task, one-GPU job with a unique name to the member's queue.",
+        "",
+        f"**The scheduling loop was running** (`manage.py run_scheduler`, a cycle every 5 s with the "
+        f"forecast refresh after each): {report['loop']['cycles']} cycles in all, "
+        f"{report['loop']['cycles_during_load']} during the wrk runs, {report['loop']['failed']} failed, "
+        f"median cycle {report['loop']['cycle_median_ms']} ms; "
+        f"{report['seed']['pending_jobs']:,} pending jobs at the start, "
+        f"{report['loop']['pending_jobs_at_end']:,} at the end; "
+        f"{report['loop']['forecast_rows']:,} stored forecasts ({report['loop']['estimated']:,} with an "
+        f"estimate). Loop still running when the load ended: {report['loop']['running_at_end']}.",
         "",
         "| Scenario | req/s | p50 ms | p90 ms | p95 ms | p99 ms | max ms | requests | non-2xx "
         "| socket errors |",
@@ -383,7 +426,7 @@ def write_markdown(path: Path, report: dict[str, Any]) -> None:
         f"- Date: {m['date']}; code: {m['code']}",
         "",
         "Rerun: `apt-get install -y wrk` once, then `.venv/bin/python benchmarks/api_load.py` "
-        "(1-1.5 minutes; drops and recreates the `kai_load` database).",
+        "(1.5-2 minutes; drops and recreates the `kai_load` database).",
         "",
     ]
     path.write_text("\n".join(lines))
@@ -477,7 +520,8 @@ def main() -> int:
     tokens = seed_and_tokens()
     from kai_portal.workloads.models import Job, Pod
 
-    seed = {"jobs": Job.objects.count(), "pods": Pod.objects.count()}
+    seed = {"jobs": Job.objects.count(), "pods": Pod.objects.count(),
+            "pending_jobs": Job.objects.filter(state="pending").count()}  # fmt: skip
     from django.contrib.auth import get_user_model
 
     member = get_user_model().objects.get(username=MEMBER)
@@ -492,6 +536,10 @@ def main() -> int:
         "-b", f"127.0.0.1:{port}", "--timeout", "60", "--log-level", "warning",
     ]  # fmt: skip
     results: list[dict[str, Any]] = []
+    from django.utils import timezone
+
+    loop_since = timezone.now()
+    loop_timed_from = loop_since
     with tempfile.TemporaryDirectory(prefix="kai-load-") as tmp:
         work = Path(tmp)
         (work / "load.lua").write_text(WRK_LUA)
@@ -500,9 +548,18 @@ def main() -> int:
             gunicorn_cmd, cwd=ROOT, env={**os.environ, **server_env}, stdout=log, stderr=subprocess.STDOUT,
             start_new_session=True,
         )  # fmt: skip
+        loop_log = (work / "loop.log").open("wb")
+        loop = subprocess.Popen(
+            [sys.executable, str(ROOT / "manage.py"), "run_scheduler"], cwd=ROOT,
+            env={**os.environ, **server_env}, stdout=loop_log, stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )  # fmt: skip
         try:
             wait_healthy(base, proc)
-            print(f"gunicorn up on {base} ({args.workers} workers)", flush=True)
+            print(f"gunicorn up on {base} ({args.workers} workers); scheduling loop running, "
+                  f"waiting {LOOP_WARMUP_S:.0f} s", flush=True)  # fmt: skip
+            time.sleep(LOOP_WARMUP_S)
+            loop_timed_from = timezone.now()
             scenarios = [(name, persona, path, "GET", None) for name, persona, path in GET_SCENARIOS]
             scenarios.append(("POST /api/v1/jobs/ (team member, 1 task x 1 GPU)", "member", "/api/v1/jobs/",
                               "POST", POST_BODY))  # fmt: skip
@@ -522,14 +579,19 @@ def main() -> int:
             sys.stderr.write((work / "gunicorn.log").read_text(errors="replace")[-4000:])
             raise
         finally:
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGTERM)
-                try:
-                    proc.wait(timeout=15)
-                except subprocess.TimeoutExpired:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                    proc.wait()
+            loop_running_at_end = loop.poll() is None
+            for child in (proc, loop):
+                if child.poll() is None:
+                    os.killpg(child.pid, signal.SIGTERM)
+                    try:
+                        child.wait(timeout=30)
+                    except subprocess.TimeoutExpired:
+                        os.killpg(child.pid, signal.SIGKILL)
+                        child.wait()
             log.close()
+            loop_log.close()
+    loop_report = loop_stats(loop_since, loop_timed_from, loop_running_at_end)
+    print(f"scheduling loop: {loop_report}", flush=True)
 
     m["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
     seed["jobs_after_post"] = Job.objects.count()
@@ -543,6 +605,7 @@ def main() -> int:
         "seed": seed,
         "results": [{k: v for k, v in r.items() if k != "wrk_output"} for r in results],
         "query_profile": profile,
+        "loop": loop_report,
         "interpretation": interpret(results, profile, cfg, m),
         "elapsed_s": round(time.monotonic() - started, 1),
     }

@@ -12,4 +12,5 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path("teams/", include("kai_portal.teams.urls")),
     path("audit/", include("kai_portal.audit.urls")),
     path("fairness/", include("kai_portal.scheduling.urls")),
+    path("showback/", include("kai_portal.scheduling.showback_urls")),
 ]

@@ -18,17 +18,25 @@ Environment variables (all optional unless noted):
     cycle lock), ``CELERY_BROKER_URL`` (defaults to REDIS_URL)
 ``CLUSTER_BACKEND`` (``simulated`` | ``kubernetes``, default simulated),
 ``SCHEDULER_NAME`` (default ``kai-scheduler``), ``CYCLE_SECONDS`` (default 5),
-``REASON_RETENTION_DAYS`` (default 14), ``USAGE_RETENTION_DAYS`` (default 90)
+``FORECAST_BUDGET_SECONDS`` (default 2: wall time per cycle for estimated starts),
+``FORECAST_AFTER_CYCLE`` (default on), ``REASON_RETENTION_DAYS`` (default 14),
+``USAGE_RETENTION_DAYS`` (default 90)
 ``SECURE_SSL_REDIRECT``, ``SECURE_HSTS_SECONDS``, ``TRUST_X_FORWARDED_PROTO``
     (set it when a TLS-terminating proxy in front sets X-Forwarded-Proto),
-``LOG_LEVEL`` (default INFO)
+``LOG_LEVEL`` (default INFO), ``STATIC_ROOT`` (default ``<repo>/staticfiles``)
+``METRICS_TOKEN`` / ``METRICS_TOKEN_FILE`` (default none: ``/metrics`` is open; set, it
+    needs ``Authorization: Bearer <token>``)
+``LOGIN_FAILURE_LIMIT`` (10), ``LOGIN_LOCKOUT_MINUTES`` (15), ``TOKEN_FAILURE_RATE`` (30/min),
+``NUM_PROXIES`` (0; trusted proxies that append to X-Forwarded-For)
 """
 
 from __future__ import annotations
 
 import secrets
+from datetime import timedelta
 from pathlib import Path
 
+import csp.constants as csp
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
@@ -47,7 +55,8 @@ def _secret_key() -> str:
     if not DEBUG:
         raise ImproperlyConfigured(
             "SECRET_KEY is not set. Set SECRET_KEY (or SECRET_KEY_FILE) for a deployment, "
-            "or DEBUG=1 for local development."
+            "or DEBUG=1 for local development: to run a command against the `make run` database, "
+            "DEBUG=1 .venv/bin/python manage.py <command>."
         )
     # Development only: one random key per checkout, kept across restarts.
     path = VAR_DIR / "dev_secret_key"
@@ -75,6 +84,8 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "django_htmx",
+    "axes",
+    "csp",
     "kai_portal.accounts",
     "kai_portal.teams",
     "kai_portal.queues",
@@ -82,10 +93,13 @@ INSTALLED_APPS = [
     "kai_portal.workloads",
     "kai_portal.scheduling",
     "kai_portal.audit",
+    "kai_portal.monitoring",
     "kai_portal.demo",
 ]
 
 MIDDLEWARE = [
+    # First: /healthz, /readyz, /metrics answer probes by pod IP over plain HTTP (monitoring/middleware.py).
+    "kai_portal.monitoring.middleware.ProbeMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -95,7 +109,10 @@ MIDDLEWARE = [
     "kai_portal.audit.middleware.AuditActorMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "csp.middleware.CSPMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # Last, as django-axes asks: it turns a locked-out sign-in into its 429 response.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "kai_portal.urls"
@@ -126,8 +143,18 @@ DATABASES = {
         conn_health_checks=True,
     )
 }
+# SQLite (``make run``): the scheduling loop and the web server write from two processes.
+# WAL lets pages read while a cycle writes; IMMEDIATE transactions take the write lock up
+# front, so a writer waits (up to ``timeout`` seconds) instead of failing with "database is
+# locked" when it upgrades a read transaction (Django 5.1+ options).
+SQLITE_OPTIONS = {
+    "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+    "transaction_mode": "IMMEDIATE",
+    "timeout": 20,
+}
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     Path(DATABASES["default"]["NAME"]).parent.mkdir(parents=True, exist_ok=True)
+    DATABASES["default"]["OPTIONS"] = {**SQLITE_OPTIONS, **DATABASES["default"].get("OPTIONS", {})}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_USER_MODEL = "accounts.User"
@@ -137,6 +164,20 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
+# Sign-in brute force (django-axes): after LOGIN_FAILURE_LIMIT wrong passwords for one
+# username from one address, the next attempt, right password or not, is a 429 until
+# LOGIN_LOCKOUT_MINUTES have passed since the last failure. Client address = REMOTE_ADDR.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+LOGIN_FAILURE_LIMIT = env_int("LOGIN_FAILURE_LIMIT", 10, minimum=1)
+AXES_FAILURE_LIMIT = LOGIN_FAILURE_LIMIT + 1  # axes refuses the attempt that reaches its limit
+AXES_COOLOFF_TIME = timedelta(minutes=env_int("LOGIN_LOCKOUT_MINUTES", 15, minimum=1))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
+AXES_VERBOSE = False
 LOGIN_URL = "accounts:login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "accounts:login"
@@ -145,8 +186,10 @@ LOGOUT_REDIRECT_URL = "accounts:login"
 REDIS_URL = env_str("REDIS_URL", "redis://127.0.0.1:6379/0")
 CACHES = {
     "default": {
-        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        # Redis down = cache misses, not errors (core/cache.py); connecting gives up fast.
+        "BACKEND": "kai_portal.core.cache.DegradingRedisCache",
         "LOCATION": REDIS_URL,
+        "OPTIONS": {"socket_connect_timeout": 0.5, "socket_timeout": 2},
         "KEY_PREFIX": "kai",
     }
 }
@@ -157,6 +200,10 @@ if CLUSTER_BACKEND not in {"simulated", "kubernetes"}:
     raise ImproperlyConfigured(f"CLUSTER_BACKEND={CLUSTER_BACKEND!r}: use 'simulated' or 'kubernetes'")
 SCHEDULER_NAME = env_str("SCHEDULER_NAME", "kai-scheduler")
 CYCLE_SECONDS = env_int("CYCLE_SECONDS", 5, minimum=1)
+# Queue positions and estimated starts are computed by the scheduling worker after each
+# cycle (never in a web request); the estimate's simulation gets this much wall time.
+FORECAST_AFTER_CYCLE = env_bool("FORECAST_AFTER_CYCLE", True)
+FORECAST_BUDGET_SECONDS = env_int("FORECAST_BUDGET_SECONDS", 2, minimum=0)
 REASON_RETENTION_DAYS = env_int("REASON_RETENTION_DAYS", 14, minimum=1)
 USAGE_RETENTION_DAYS = env_int("USAGE_RETENTION_DAYS", 90, minimum=1)
 
@@ -195,13 +242,19 @@ REST_FRAMEWORK = {
         "django_filters.rest_framework.DjangoFilterBackend",
         "rest_framework.filters.OrderingFilter",
     ],
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    # JSON with the body limit (DATA_UPLOAD_MAX_MEMORY_SIZE) and deep nesting as a 400.
+    "DEFAULT_PARSER_CLASSES": ["kai_portal.core.api.BoundedJSONParser"],
     "DEFAULT_PAGINATION_CLASS": "kai_portal.core.api.StandardPagination",
     "DEFAULT_RENDERER_CLASSES": [
         "rest_framework.renderers.JSONRenderer",
         "rest_framework.renderers.BrowsableAPIRenderer",
     ],
     "EXCEPTION_HANDLER": "kai_portal.core.api.exception_handler",
+    # Failed token authentications per client address (accounts/tokens.py: FailedTokenThrottle).
+    "DEFAULT_THROTTLE_RATES": {"token_failure": env_str("TOKEN_FAILURE_RATE", "30/min")},
+    # Client address for throttling: REMOTE_ADDR, or the address NUM_PROXIES trusted proxies
+    # in front saw (X-Forwarded-For); DRF's default would trust a client's own X-Forwarded-For.
+    "NUM_PROXIES": env_int("NUM_PROXIES", 0, minimum=0),
     "COERCE_DECIMAL_TO_STRING": False,
     "DATETIME_FORMAT": "iso-8601",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
@@ -236,7 +289,8 @@ USE_TZ = True
 
 # --- Static files (whitenoise) -------------------------------------------------
 STATIC_URL = "static/"
-STATIC_ROOT = BASE_DIR / "staticfiles"
+# Where collectstatic writes; a deployment may put it on a volume.
+STATIC_ROOT = Path(env_str("STATIC_ROOT", str(BASE_DIR / "staticfiles")))
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
@@ -252,6 +306,8 @@ STORAGES = {
 # --- Security: everything check --deploy wants, on whenever DEBUG is off -------
 SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", not DEBUG)
 SECURE_REDIRECT_EXEMPT = [r"^healthz$"]  # plain-HTTP container health checks
+# /metrics is open to any scraper unless this is set (then: Authorization: Bearer <token>).
+METRICS_TOKEN = env_secret("METRICS_TOKEN")
 if env_bool("TRUST_X_FORWARDED_PROTO", False):
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 0 if DEBUG else 31_536_000, minimum=0)
@@ -263,6 +319,28 @@ SESSION_COOKIE_SECURE = not DEBUG
 CSRF_COOKIE_SECURE = not DEBUG
 SESSION_COOKIE_HTTPONLY = True
 X_FRAME_OPTIONS = "DENY"
+
+# Content-Security-Policy (django-csp): scripts only from this site's own files: no inline
+# scripts, handlers or eval (the templates' behaviour lives in static/js/; Swagger UI runs
+# as SpectacularSwaggerSplitView, its init script a separate file). Inline styles stay
+# allowed: the share bars and meters set widths in style attributes and ReDoc injects
+# <style> elements; CSS cannot run code. Images may be data: URIs (Swagger UI's icons);
+# ReDoc's search runs in a blob: worker.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": [csp.SELF],
+        "script-src": [csp.SELF],
+        "style-src": [csp.SELF, csp.UNSAFE_INLINE],
+        "img-src": [csp.SELF, "data:"],
+        "font-src": [csp.SELF],
+        "connect-src": [csp.SELF],
+        "worker-src": [csp.SELF, "blob:"],
+        "object-src": [csp.NONE],
+        "base-uri": [csp.SELF],
+        "form-action": [csp.SELF],
+        "frame-ancestors": [csp.NONE],
+    }
+}
 
 LOGGING = {
     "version": 1,
@@ -292,6 +370,7 @@ FAIRSHARE_USAGE_HALF_LIFE_HOURS = _env_float_or_none("FAIRSHARE_USAGE_HALF_LIFE_
 FAIRSHARE_USAGE_K = _env_float_or_none("FAIRSHARE_USAGE_K")
 # Seconds an evicted pod of the simulated cluster takes to release its node.
 SIMULATED_EVICTION_GRACE_SECONDS = env_int("SIMULATED_EVICTION_GRACE_SECONDS", 5, minimum=0)
-# A cycle lock whose holder died expires after this long.
-CYCLE_LOCK_TIMEOUT_SECONDS = env_int("CYCLE_LOCK_TIMEOUT_SECONDS", 120, minimum=1)
+# The cycle lock expires this long after its holder's last renewal (renewed every third of it
+# while a cycle runs), so a killed worker stalls scheduling for at most this long.
+CYCLE_LOCK_TIMEOUT_SECONDS = env_int("CYCLE_LOCK_TIMEOUT_SECONDS", 10, minimum=3)
 CELERY_TASK_ROUTES = {"kai_portal.scheduling.tasks.run_cycle": {"queue": "scheduling"}}

@@ -1,8 +1,12 @@
-"""Settings for the test suite: production settings plus real PostgreSQL and Redis.
+"""Settings for the test suite: production settings plus real databases and Redis.
 
 ``TEST_DATABASE_URL`` (default ``postgres://postgres@127.0.0.1:5432/kai_portal``)
-must point at PostgreSQL; anything else stops the run with an error, because
-the suite checks constraints and locking that SQLite does not have.
+points at PostgreSQL (the production database; the whole suite runs there) or at
+an SQLite file (``sqlite:////abs/path.sqlite3``: ``make run``'s database, with
+its options). ``make test`` runs the browser journeys, the page and the forecast
+tests a second time on SQLite with DEBUG on (``-o django_debug_mode=true``), as
+``make run`` serves; tests marked ``postgres_only`` (row and advisory locks,
+constraints SQLite does not enforce the same way) are skipped there.
 ``TEST_REDIS_URL`` (default ``redis://127.0.0.1:6379/15``) backs the cache.
 """
 
@@ -17,15 +21,23 @@ import dj_database_url  # noqa: E402, I001
 from django.core.exceptions import ImproperlyConfigured  # noqa: E402
 
 from kai_portal.settings import *  # noqa: E402, F403
-from kai_portal.settings import DATABASES, env_str  # noqa: E402
+from kai_portal.settings import DATABASES, SQLITE_OPTIONS, env_str  # noqa: E402
 
 _test_db = dj_database_url.parse(
     env_str("TEST_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/kai_portal"), conn_max_age=0
 )
-if _test_db["ENGINE"] != "django.db.backends.postgresql":
+if _test_db["ENGINE"] == "django.db.backends.sqlite3":
+    if not _test_db["NAME"] or _test_db["NAME"] == ":memory:":
+        raise ImproperlyConfigured(
+            "TEST_DATABASE_URL for SQLite must name a file (sqlite:////abs/path.sqlite3): the live "
+            "server and the scheduling loop run in other threads, which an in-memory database cannot share."
+        )
+    # A file, as under ``make run``; the test database is that file (created and destroyed by pytest).
+    _test_db["TEST"] = {"NAME": _test_db["NAME"]}
+    _test_db["OPTIONS"] = dict(SQLITE_OPTIONS)
+elif _test_db["ENGINE"] != "django.db.backends.postgresql":
     raise ImproperlyConfigured(
-        f"TEST_DATABASE_URL must be a PostgreSQL URL (got engine {_test_db['ENGINE']}); "
-        "the tests run against real PostgreSQL."
+        f"TEST_DATABASE_URL must be a PostgreSQL or SQLite URL (got engine {_test_db['ENGINE']})."
     )
 DATABASES["default"] = _test_db
 
@@ -34,8 +46,10 @@ REDIS_URL = TEST_REDIS_URL
 CELERY_BROKER_URL = TEST_REDIS_URL
 CACHES = {
     "default": {
-        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        # Redis down = cache misses, not errors (core/cache.py); connecting gives up fast.
+        "BACKEND": "kai_portal.core.cache.DegradingRedisCache",
         "LOCATION": TEST_REDIS_URL,
+        "OPTIONS": {"socket_connect_timeout": 0.5, "socket_timeout": 2},
         "KEY_PREFIX": "kai-test",
     }
 }

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.contrib import admin
 from django.urls import include, path
-from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
+from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerSplitView
 
 from kai_portal import views
 
@@ -14,11 +14,16 @@ admin.site.index_title = "Cluster, queues and teams"
 
 urlpatterns = [
     path("", views.home, name="home"),
-    path("healthz", views.healthz, name="healthz"),
+    # /healthz, /readyz and /metrics are answered by kai_portal.monitoring.middleware.ProbeMiddleware.
     path("admin/", admin.site.urls),
     path("api/v1/", include("kai_portal.api_urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
-    path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+    # The split view serves Swagger UI's init script as a file: the CSP allows no inline scripts.
+    path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="api-schema"), name="api-docs"),
     path("api/redoc/", SpectacularRedocView.as_view(url_name="api-schema"), name="api-redoc"),
     path("", include("kai_portal.page_urls")),
 ]
+
+handler400 = "kai_portal.views.bad_request"
+handler404 = "kai_portal.views.not_found"
+handler500 = "kai_portal.views.server_error"

@@ -1,10 +1,10 @@
-"""Project-level pages: the landing page and a health check."""
+"""Project-level pages: the landing page (probes are in kai_portal.monitoring)."""
 
 from __future__ import annotations
 
-from django.db import connection
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect
+from django.views import defaults
 
 
 def home(request: HttpRequest) -> HttpResponse:
@@ -12,8 +12,28 @@ def home(request: HttpRequest) -> HttpResponse:
     return redirect("cluster:overview" if request.user.is_authenticated else "accounts:login")
 
 
-def healthz(request: HttpRequest) -> JsonResponse:
-    """Liveness for containers: the process answers and the database is reachable."""
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT 1")
-    return JsonResponse({"status": "ok"})
+# --- Error pages: JSON under /api/, the usual templates elsewhere ---------------------------------
+# DRF renders its own errors as JSON, but a path no view matches, a body Django refuses before
+# any view runs (RequestDataTooBig) and an unhandled exception never reach DRF.
+
+
+def _is_api(request: HttpRequest) -> bool:
+    return request.path.startswith("/api/")
+
+
+def bad_request(request: HttpRequest, exception: Exception) -> HttpResponse:
+    if _is_api(request):
+        return JsonResponse({"detail": "Bad request."}, status=400)
+    return defaults.bad_request(request, exception)
+
+
+def not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
+    if _is_api(request):
+        return JsonResponse({"detail": f"No API endpoint or object at {request.path[:200]}."}, status=404)
+    return defaults.page_not_found(request, exception)
+
+
+def server_error(request: HttpRequest) -> HttpResponse:
+    if _is_api(request):
+        return JsonResponse({"detail": "Server error; it has been logged."}, status=500)
+    return defaults.server_error(request)

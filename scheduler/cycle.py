@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
-from scheduler import reasons
+from scheduler import pools, reasons
 from scheduler.actions import get_action
 from scheduler.fairshare import compute_fair_shares
 from scheduler.model import RESOURCES, Config, Job, Snapshot, TaskState, clean
@@ -17,14 +17,19 @@ def run_cycle(snapshot: Snapshot, config: Config | None = None) -> CycleResult:
     """Run ``config.actions`` in order on every node pool of the snapshot."""
     config = config or Config()
     actions = [get_action(name) for name in config.actions]  # unknown name -> ValueError first
-    pools = sorted({n.pool for n in snapshot.nodes} | {j.pool for j in snapshot.jobs})
+    queue_pools = pools.queue_pools(snapshot.queues)
+    jobs = pools.assign_pools(snapshot.jobs, snapshot.nodes, queue_pools)
+    snapshot = dataclasses.replace(snapshot, jobs=jobs)
+    shards = sorted(
+        {n.pool for n in snapshot.nodes} | {j.pool for j in snapshot.jobs} | {*queue_pools.values()}
+    )
     result = CycleResult()
-    for pool in pools:
-        session = open_session(snapshot, config, pool)
+    for pool in shards:
+        session = open_session(snapshot, config, pool, queue_pools)
         for action in actions:
             action(session)
         _collect(session, result)
-    _sum_queues(result, snapshot)
+    _queue_outcomes(result, queue_pools)
     result.counters = {
         "allocated": len(result.allocations),
         "pipelined": len(result.pipelined),
@@ -35,11 +40,20 @@ def run_cycle(snapshot: Snapshot, config: Config | None = None) -> CycleResult:
     return result
 
 
-def open_session(snapshot: Snapshot, config: Config, pool: str) -> Session:
-    """Build the virtual state of one pool and its fair shares (computed once per cycle)."""
+def open_session(
+    snapshot: Snapshot, config: Config, pool: str, queue_pools: dict[str, str] | None = None
+) -> Session:
+    """Build the virtual state of one pool and its fair shares (computed once per cycle).
+
+    ``queue_pools`` maps queues to their pools (``pools.queue_pools``); jobs must already be in
+    their pools (``pools.assign_pools``)."""
+    if queue_pools is None:
+        queue_pools = pools.queue_pools(snapshot.queues)
     nodes = [n for n in snapshot.nodes if n.pool == pool]
     jobs = [j for j in snapshot.jobs if j.pool == pool]
-    session = Session(pool, config, nodes, snapshot.queues, jobs)
+    queues = [q for q in snapshot.queues if queue_pools[q.name] == pool]
+    session = Session(pool, config, nodes, queues, jobs)
+    session.queue_pools = queue_pools
     # Tasks pinned to GPU devices first, so that a task without a device never takes one of them.
     for pinned in (True, False):
         for job in jobs:
@@ -68,20 +82,30 @@ def open_session(snapshot: Snapshot, config: Config, pool: str) -> Session:
     usage = None
     k = 0.0
     if config.usage_enabled:
-        usage = {q.name: q.historical_usage for q in snapshot.queues}
+        usage = {q.name: q.historical_usage for q in queues}
         k = config.usage_k if config.usage_k is not None else 1.0
-    shares = compute_fair_shares(snapshot.queues, session.capacity, requested, usage, k)
+    shares = compute_fair_shares(queues, session.capacity, requested, usage, k)
     for name, qs in session.queues.items():
         qs.fair_share = shares.fair_share.get(name, dict.fromkeys(RESOURCES, 0.0))
         qs.requested = shares.requested.get(name, dict.fromkeys(RESOURCES, 0.0))
     return session
 
 
+# Action notes that KAI itself puts among a job's fit errors; the others (why reclaim, preempt or
+# consolidation could not help) are the engine's own and go to ``CycleResult.job_notes``, so the
+# job message carries only KAI's decisive reasons, in its wording (kai-semantics.md §8).
+KAI_NOTES = frozenset({reasons.PREEMPTION_DELAY_NOT_ELAPSED})
+
+
 def _job_message(session: Session, job: Job) -> str | None:
-    errors = session.job_errors.get(job.name, []) + [
-        n for n in session.action_notes.get(job.name, []) if n not in session.job_errors.get(job.name, [])
-    ]
+    own = session.job_errors.get(job.name, [])
+    kai_notes = [n for n in session.action_notes.get(job.name, []) if n[0] in KAI_NOTES and n not in own]
+    errors = own + kai_notes
     return reasons.job_message(errors) if errors else None
+
+
+def _job_notes(session: Session, job: Job) -> list[str]:
+    return [f"{r}: {m}" for r, m in session.action_notes.get(job.name, []) if r not in KAI_NOTES]
 
 
 def _collect(session: Session, result: CycleResult) -> None:
@@ -115,6 +139,9 @@ def _collect(session: Session, result: CycleResult) -> None:
                 else "Unschedulable"
             )
             result.events.append(Event(job.name, kind, message))
+        notes = _job_notes(session, job) if pending else []
+        if notes:
+            result.job_notes[job.name] = notes
     result.events.extend(Event(o, k, m) for o, k, m in session.events)
     result.evictions.extend(session.evictions)
     pool_out: dict[str, QueueOutcome] = {}
@@ -130,16 +157,10 @@ def _collect(session: Session, result: CycleResult) -> None:
     result.pool_queues[session.pool] = pool_out
 
 
-def _sum_queues(result: CycleResult, snapshot: Snapshot) -> None:
-    for q in snapshot.queues:
-        per_pool = [p[q.name] for p in result.pool_queues.values() if q.name in p]
-        out = QueueOutcome(
-            deserved={r: q.res(r).quota for r in RESOURCES},
-            limit={r: q.res(r).limit for r in RESOURCES},
-        )
-        for field in ("fair_share", "allocated", "allocated_non_preemptible", "requested"):
-            setattr(out, field, {r: clean(sum(getattr(p, field)[r] for p in per_pool)) for r in RESOURCES})
-        result.queues[q.name] = out
+def _queue_outcomes(result: CycleResult, queue_pools: dict[str, str]) -> None:
+    """Each queue's outcome is the one of its own pool: a queue lives in exactly one shard."""
+    for name, pool in queue_pools.items():
+        result.queues[name] = result.pool_queues[pool][name]
 
 
 def advance(snapshot: Snapshot, result: CycleResult) -> Snapshot:

@@ -28,6 +28,50 @@ class TaskState(StrEnum):
     PIPELINED = "Pipelined"
 
 
+# Node label that names the node itself (Kubernetes sets it on every node).
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+TAINT_EFFECTS: tuple[str, ...] = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+MATCH_OPERATORS: tuple[str, ...] = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
+
+
+@dataclass(frozen=True)
+class Taint:
+    """A node taint; NoSchedule and NoExecute keep pods that do not tolerate it off the node,
+    PreferNoSchedule only scores the node lower."""
+
+    key: str
+    value: str = ""
+    effect: str = "NoSchedule"
+
+
+@dataclass(frozen=True)
+class Toleration:
+    """A pod toleration (Kubernetes semantics): ``Exists`` with an empty key tolerates every
+    taint; an empty ``effect`` matches every effect."""
+
+    key: str = ""
+    operator: str = "Equal"  # Equal | Exists
+    value: str = ""
+    effect: str = ""
+
+
+@dataclass(frozen=True)
+class MatchExpression:
+    """A node selector requirement: In, NotIn, Exists, DoesNotExist, Gt, Lt (one integer value)."""
+
+    key: str
+    operator: str
+    values: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class PreferredTerm:
+    """A preferred node affinity term: nodes matching every expression gain ``weight``."""
+
+    weight: int
+    expressions: tuple[MatchExpression, ...] = ()
+
+
 @dataclass
 class Node:
     name: str
@@ -39,6 +83,7 @@ class Node:
     labels: dict[str, str] = field(default_factory=dict)
     unschedulable: bool = False
     max_pods: int = 110
+    taints: list[Taint] = field(default_factory=list)
 
 
 @dataclass
@@ -61,6 +106,9 @@ class Queue:
     historical_usage: dict[str, float] = field(default_factory=dict)
     # Creation order (older first) breaks ties between queues.
     created_index: int = 0
+    # The node pool (KAI scheduling shard) the queue belongs to; None = its parent's, and for a
+    # top-level queue the default pool. Its quota and fair share apply in that pool only.
+    pool: str | None = None
 
     def res(self, r: str) -> QueueResource:
         return self.resources.get(r) or QueueResource()
@@ -78,6 +126,8 @@ class Task:
     node: str | None = None
     # Devices a Running/Releasing task sits on (optional for whole GPUs).
     gpu_devices: tuple[int, ...] = ()
+    # The job's sub-group this pod belongs to (Job.subgroups); None = none.
+    subgroup: str | None = None
 
     @property
     def is_fractional(self) -> bool:
@@ -93,12 +143,33 @@ class Task:
         return self.gpu > 0 or self.gpu_memory_mib > 0
 
 
+@dataclass(frozen=True)
+class SubGroup:
+    """A sub-group of a job's pods (KAI's hierarchical pod groups: leader + workers, prefill +
+    decode). A leaf sub-group holds pods and needs ``min_available`` of them active; a sub-group
+    that other sub-groups name as ``parent`` holds no pods and needs ``min_subgroups`` of its
+    direct children satisfied (default: all). The job runs only when every top-level sub-group
+    is satisfied."""
+
+    name: str
+    min_available: int = 0
+    parent: str | None = None
+    min_subgroups: int | None = None
+
+
 @dataclass
 class TopologyConstraint:
     """Node-label keys: all tasks in one value of ``required``; try one of ``preferred``."""
 
     required: str | None = None
     preferred: str | None = None
+    # Name of the topology (KAI's Topology object) for messages; None = the required key.
+    name: str | None = None
+    # The topology's levels, node-label keys from the broadest to the narrowest (e.g. zone,
+    # block, rack, kubernetes.io/hostname). With levels, a job falls back from the preferred
+    # level upward through every level up to the required one (or the whole cluster); without,
+    # only ``preferred`` then ``required`` are tried.
+    levels: tuple[str, ...] = ()
 
 
 @dataclass
@@ -123,9 +194,23 @@ class Job:
     preemption_delay_s: float | None = None
     # Seconds since this job last had pods evicted; None = never.
     last_eviction_s: float | None = None
+    # Placement rules of the job's pods (Kubernetes semantics, scheduler/rules.py).
+    tolerations: list[Toleration] = field(default_factory=list)
+    # Required node affinity: a node must match every expression of at least one term.
+    node_affinity: list[tuple[MatchExpression, ...]] = field(default_factory=list)
+    preferred_node_affinity: list[PreferredTerm] = field(default_factory=list)
+    # Required pod anti-affinity among the job's own pods: at most one per value of this node label.
+    anti_affinity_key: str | None = None
+    # Preferred affinity to the job's own pods: nodes whose value of this label already holds one
+    # of them gain ``affinity_weight``.
+    affinity_key: str | None = None
+    affinity_weight: int = 0
+    # Sub-groups with their own minimum; tasks name theirs in ``Task.subgroup``.
+    subgroups: list[SubGroup] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        # A node selector on the pool label places the job in that pool's shard.
+        # A node selector on the pool label names the shard the job asks for; the cycle checks it
+        # against the shard of the job's queue (``pools.assign_pools``).
         if self.pool == DEFAULT_POOL and POOL_LABEL in self.node_selector:
             self.pool = self.node_selector[POOL_LABEL]
 
@@ -135,8 +220,45 @@ class Job:
         return self.preemptible if self.preemptible is not None else self.priority < 100
 
     @property
+    def has_rules(self) -> bool:
+        """Whether the job has placement rules beyond an equality node selector."""
+        return bool(
+            self.tolerations
+            or self.node_affinity
+            or self.preferred_node_affinity
+            or self.anti_affinity_key
+            or self.affinity_key
+        )
+
+    @property
+    def has_preferences(self) -> bool:
+        """Whether node scores depend on the job's own rules (preferred affinities)."""
+        return bool(self.preferred_node_affinity or (self.affinity_key and self.affinity_weight))
+
+    @property
     def gang_min(self) -> int:
-        return len(self.tasks) if self.min_available is None else self.min_available
+        """The job's own minimum; with sub-groups and none set, the sum of their minimums plus
+        every pod outside a sub-group."""
+        if self.min_available is not None:
+            return self.min_available
+        if self.subgroups:
+            kids: dict[str | None, list[SubGroup]] = {}
+            for g in self.subgroups:
+                kids.setdefault(g.parent, []).append(g)
+
+            def least(g: SubGroup) -> int:
+                """Fewest pods that satisfy ``g``: a leaf's minimum, or a set's cheapest children."""
+                children = kids.get(g.name)
+                if not children:
+                    return g.min_available
+                need = len(children) if g.min_subgroups is None else min(g.min_subgroups, len(children))
+                return sum(sorted(least(c) for c in children)[:need])
+
+            named = {g.name for g in self.subgroups}
+            return sum(least(g) for g in kids.get(None, [])) + sum(
+                1 for t in self.tasks if t.subgroup not in named
+            )
+        return len(self.tasks)
 
 
 @dataclass
@@ -156,6 +278,24 @@ class Config:
     action_time_budget_s: float = 60.0
     # Reclaim ordering check multiplier (>= 1; larger = more conservative).
     reclaimer_saturation_multiplier: float = 1.0
+    # Per node pool overrides of ``reclaimer_saturation_multiplier`` (KAI sets it per shard).
+    pool_saturation_multiplier: dict[str, float] = field(default_factory=dict)
+    # Placement strategy of GPU tasks and of CPU-only tasks (KAI's placementStrategy.gpu / .cpu);
+    # None = ``placement``.
+    gpu_placement: str | None = None
+    cpu_placement: str | None = None
+
+    def strategy(self, needs_gpu: bool) -> str:
+        """binpack or spread for a task that needs a GPU (whole, fraction, memory) or not."""
+        chosen = self.gpu_placement if needs_gpu else self.cpu_placement
+        return chosen or self.placement
+
+    @property
+    def any_spread(self) -> bool:
+        return "spread" in (self.strategy(True), self.strategy(False))
+
+    def saturation_multiplier(self, pool: str) -> float:
+        return self.pool_saturation_multiplier.get(pool, self.reclaimer_saturation_multiplier)
 
     @property
     def usage_enabled(self) -> bool:

@@ -6,9 +6,13 @@ import bisect
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from scheduler import reasons
-from scheduler.model import POOL_LABEL, Task
+from scheduler import reasons, rules
+from scheduler.model import Job, Task
 from scheduler.session import EPS, NodeState, Session
+
+# What constrains where a task may go: its job (every placement rule), or only an equality node
+# selector (callers that have no job, e.g. tests of the node search).
+Rules = Job | Mapping[str, str]
 
 # CPU (millicores) and memory (MiB) sums are rounded to 6 decimals at every step (``clean``), so
 # a node filled exactly to its allocatable can show a few 1e-6 of drift; compare with this slack.
@@ -26,16 +30,10 @@ class Fit:
     shares_group: bool = False  # lands on a device other fractional tasks already use
 
 
-def _selector_matches(ns: NodeState, selector: Mapping[str, str]) -> bool:
-    labels = ns.node.labels
-    # The pool key is enforced by sharding already (a session holds one pool's nodes).
-    return all(labels.get(k) == v for k, v in selector.items() if k != POOL_LABEL)
-
-
 def _fraction_devices(session: Session, ns: NodeState, task: Task) -> tuple[int | None, bool, bool]:
     """Pick the device for a fractional task: (index, fits now, is an existing group)."""
     need = session.device_need(task, ns.node.gpu_memory_mib)
-    spread = session.config.placement == "spread"
+    spread = session.config.strategy(True) == "spread"
     best: tuple[float, int] | None = None
     best_group = False
     for d in ns.devices:
@@ -62,11 +60,15 @@ def _fraction_devices(session: Session, ns: NodeState, task: Task) -> tuple[int 
     return best[1], now, best_group
 
 
-def node_fit(session: Session, ns: NodeState, task: Task, selector: Mapping[str, str]) -> Fit:
+def node_fit(session: Session, ns: NodeState, task: Task, selector: Rules) -> Fit:
     """Whether the task fits the node (into idle + releasing), and how."""
     if ns.node.unschedulable:
         return Fit(False, reason=reasons.NODE_UNSCHEDULABLE)
-    if selector and not _selector_matches(ns, selector):
+    if isinstance(selector, Job):
+        why = rules.static_reason(ns.node, selector) or rules.anti_affinity_reason(session, ns.node, selector)
+        if why is not None:
+            return Fit(False, reason=why)
+    elif selector and not rules.selector_matches(ns.node, selector):
         return Fit(False, reason=reasons.NODE_SELECTOR)
     if ns.pods_idle + ns.pods_rel < 1:
         return Fit(False, reason=reasons.PODS_EXCEEDED)
@@ -143,21 +145,31 @@ def score_nodes(
     session: Session,
     task: Task,
     fits: Sequence[tuple[NodeState, Fit]],
+    selector: Rules | None = None,
     extra: Mapping[str, float] | None = None,
 ) -> list[tuple[NodeState, Fit]]:
-    """Sort fitting nodes best first: score descending, then node name (§4.5).
+    """Sort fitting nodes best first: score descending, then node name (§4.5); a job's
+    preferences (preferred node affinity, affinity to its own pods, PreferNoSchedule taints)
+    weigh above every resource-based part of the score.
 
     This is the reference rule; :func:`best_fit` finds its first element without scanning every
     node where it can (tests/engine/test_node_search.py checks they agree)."""
     gpu = task.needs_gpu
-    spread = session.config.placement == "spread"
+    spread = session.config.strategy(gpu) == "spread"
     frees = {ns.name: _free_and_total(ns, gpu) for ns, _ in fits}
     having = [f for f, total in frees.values() if total > 0]
     mn, mx = (min(having), max(having)) if having else (0.0, 0.0)
+    job = selector if isinstance(selector, Job) else None
+    held: set[str] | None = None
+    if job is not None and job.affinity_key and job.affinity_weight:
+        held = rules.job_domains(session, job, job.affinity_key)
+    soft = job is not None and (job.has_preferences or session.soft_taints)
 
     def score(item: tuple[NodeState, Fit]) -> float:
         ns, fit = item
-        base = extra.get(ns.name, 0.0) if extra else 0.0
+        base = rules.preference(session, ns.node, job, held) if soft and job is not None else 0.0
+        if extra:
+            base += extra.get(ns.name, 0.0)
         free, total = frees[ns.name]
         return node_score(fit, gpu, spread, not ns.devices, free, total, mn, mx, base)
 
@@ -165,7 +177,7 @@ def score_nodes(
 
 
 def scan_fits(
-    session: Session, task: Task, selector: Mapping[str, str], nodes: Sequence[NodeState]
+    session: Session, task: Task, selector: Rules, nodes: Sequence[NodeState]
 ) -> tuple[list[tuple[NodeState, Fit]], dict[str, int]]:
     """Every node's fit (the reference scan): the fitting nodes and counts of the other reasons."""
     fits = []
@@ -180,11 +192,15 @@ def scan_fits(
 
 
 def best_fit_reference(
-    session: Session, task: Task, selector: Mapping[str, str], nodes: Sequence[NodeState]
+    session: Session,
+    task: Task,
+    selector: Rules,
+    nodes: Sequence[NodeState],
+    extra: Mapping[str, float] | None = None,
 ) -> tuple[NodeState, Fit] | None:
     """The best fitting node by the plain rule: check every node, sort, take the first."""
     fits, _ = scan_fits(session, task, selector, nodes)
-    return score_nodes(session, task, fits)[0] if fits else None
+    return score_nodes(session, task, fits, selector, extra)[0] if fits else None
 
 
 class NodeIndex:
@@ -235,7 +251,7 @@ class NodeIndex:
             self.where[name] = k
         dirty.clear()
 
-    def best_whole(self, task: Task, selector: Mapping[str, str]) -> tuple[NodeState, Fit] | None:
+    def best_whole(self, task: Task, selector: Rules) -> tuple[NodeState, Fit] | None:
         """First node in (score desc, name asc) order for a whole-GPU task under binpack."""
         self.refresh()
         session = self.session
@@ -293,10 +309,22 @@ def index_of(session: Session) -> NodeIndex:
 
 
 def best_fit(
-    session: Session, task: Task, selector: Mapping[str, str], nodes: Sequence[NodeState]
+    session: Session,
+    task: Task,
+    selector: Rules,
+    nodes: Sequence[NodeState],
+    extra: Mapping[str, float] | None = None,
 ) -> tuple[NodeState, Fit] | None:
     """Same answer as :func:`best_fit_reference`, fast for whole-GPU tasks under binpack on the
-    whole pool; other cases (fractional, CPU-only, spread, a topology subset) scan every node."""
-    if task.whole_gpus and session.config.placement != "spread" and len(nodes) == len(session.nodes):
+    whole pool; other cases (fractional, CPU-only, spread, a topology subset, a job whose node
+    scores depend on preferences) scan every node. Required rules (taints, affinity,
+    anti-affinity) are filters, which the index checks node by node like the reference."""
+    scored = bool(extra) or (isinstance(selector, Job) and (selector.has_preferences or session.soft_taints))
+    if (
+        task.whole_gpus
+        and not scored
+        and session.config.strategy(True) != "spread"
+        and len(nodes) == len(session.nodes)
+    ):
         return index_of(session).best_whole(task, selector)
-    return best_fit_reference(session, task, selector, nodes)
+    return best_fit_reference(session, task, selector, nodes, extra)

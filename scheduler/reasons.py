@@ -58,6 +58,14 @@ def gang_partial(found: int, minimum: int, error: str) -> str:
     )
 
 
+def subgroup_partial(found: int, subgroup: str, minimum: int, error: str) -> str:
+    return (
+        f"Resources were found for {found} pods from all sub-groups while sub-group {subgroup} "
+        f"requires {minimum} pods for gang scheduling. Additional pods cannot be scheduled in this "
+        f"sub-group due to: {error}"
+    )
+
+
 def over_limit(queue: str, r: str, limit: float, allocated: float, requested: float) -> str:
     if r == "gpu":
         what, unit = "GPUs", "GPUs"
@@ -139,8 +147,14 @@ def not_ready(minimum: int, alive: int, gated: int = 0) -> str:
     )
 
 
-def queue_missing(queue: str) -> str:
-    return f"Queue '{queue}' does not exist"
+def queue_missing(queue: str, pool: str | None = None, elsewhere: str | None = None) -> str:
+    """No such queue in this shard; ``elsewhere`` names the node pool the queue belongs to."""
+    if elsewhere is None or pool is None:
+        return f"Queue '{queue}' does not exist"
+    return (
+        f"Queue '{queue}' does not exist in node-pool '{pool}': it belongs to node-pool '{elsewhere}'. "
+        f"Submit the job to a queue of node-pool '{pool}', or drop the node-pool selector."
+    )
 
 
 def scheduled(namespace: str, pod: str, node: str, pool: str) -> str:
@@ -151,11 +165,24 @@ def pipelined(namespace: str, pod: str, node: str) -> str:
     return f"Pod {namespace}/{pod} was pipelined to node {node}"
 
 
-def topology_unsatisfied(topology: str, level: str, job: str, where: str) -> str:
-    return (
-        f"topology {topology}, requirement {level} couldn't be satisfied for job {job}: "
-        f"not enough resources in {where} to allocate the job"
-    )
+def node_over_capacity(reason: str, details: str) -> str:
+    """Per-node fit error when the queue check on that node fails (KAI's predicates plugin)."""
+    return f"node does not have enough capacity. Reason: {reason}, Details: {details}"
+
+
+def topology_no_match(topology: str, level: str, namespace: str, job: str) -> str:
+    """KAI's job fit error when no domain of the required level can hold the job."""
+    return f"topology {topology}, requirement {level} couldn't be satisfied for job <{namespace}/{job}>"
+
+
+def domain_pods(domain: str, can: int, required: int) -> str:
+    """A domain that could hold only some of the job's (identical) pods."""
+    return f"node-group {domain} can allocate only {can} of {required} required pods"
+
+
+def domain_short(resource: str) -> str:
+    """A domain short of one resource (pods of different shapes): GPUs, CPU cores or memory."""
+    return f"node-group(s) didn't have enough resources: {resource}"
 
 
 # ---- eviction messages (§8) ---------------------------------------------------------------
@@ -208,6 +235,13 @@ def evicted_stale_gang(minimum: int, namespace: str, pod: str) -> str:
     )
 
 
+def evicted_stale_subgroup(minimum: int, subgroup: str, namespace: str, pod: str) -> str:
+    return (
+        f"Workload doesn't meet the minimum required number of pods ({minimum}) in sub-group "
+        f"{subgroup}, evicting remaining pod: {namespace}/{pod}"
+    )
+
+
 def stale_job(active: int, minimum: int) -> str:
     return f"Job is stale. {active} pods are active, minMember is {minimum}"
 
@@ -237,7 +271,8 @@ def preemption_delay(delay_s: float, until: str) -> str:
 
 
 # ---- why an eviction action could not help a pending job ------------------------------------
-# Reasons (message prefixes) of these notes; they join allocate's fit errors in the job message.
+# KAI emits none of these but PreemptionDelayNotElapsed: the others are the engine's own notes,
+# kept apart from the KAI-worded job message (``CycleResult.job_notes``).
 RECLAIM_NOT_POSSIBLE = "ReclaimNotPossible"
 PREEMPT_NOT_POSSIBLE = "PreemptNotPossible"
 CONSOLIDATION_NOT_POSSIBLE = "ConsolidationNotPossible"

@@ -95,10 +95,13 @@ class Eviction:
 @dataclass
 class CycleResult:
     tasks: dict[str, TaskOutcome] = field(default_factory=dict)
-    # Summed over node pools (deserved is the configured quota); per pool in pool_queues.
+    # Each queue's outcome in its own node pool (a queue lives in one shard); by pool in pool_queues.
     queues: dict[str, QueueOutcome] = field(default_factory=dict)
     pool_queues: dict[str, dict[str, QueueOutcome]] = field(default_factory=dict)
     job_messages: dict[str, str] = field(default_factory=dict)  # PodGroup message of jobs left pending
+    # Why reclaim, preempt or consolidation could not help a pending job ("<Reason>: <text>"); the
+    # engine's own explanations, which KAI does not emit, so they are kept out of job_messages.
+    job_notes: dict[str, list[str]] = field(default_factory=dict)
     events: list[Event] = field(default_factory=list)
     counters: dict[str, int] = field(default_factory=dict)
     # Every task evicted this cycle (those re-placed elsewhere carry ``moved_to``).
@@ -129,6 +132,7 @@ class CycleResult:
             "tasks": {n: t.to_json() for n, t in self.tasks.items()},
             "queues": {n: q.to_json() for n, q in self.queues.items()},
             "jobs": self.job_messages,
+            "job_notes": self.job_notes,
             "events": [e.to_json() for e in self.events],
             "counters": self.counters,
             "evictions": [e.to_json() for e in self.evictions],

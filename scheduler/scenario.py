@@ -21,16 +21,23 @@ from scheduler.cycle import run_rounds
 from scheduler.model import (
     DEFAULT_ACTIONS,
     DEFAULT_POOL,
+    MATCH_OPERATORS,
     POOL_LABEL,
     RESOURCES,
+    TAINT_EFFECTS,
     Config,
     Job,
+    MatchExpression,
     Node,
+    PreferredTerm,
     Queue,
     QueueResource,
     Snapshot,
+    SubGroup,
+    Taint,
     Task,
     TaskState,
+    Toleration,
     TopologyConstraint,
 )
 from scheduler.result import CycleResult
@@ -44,6 +51,11 @@ CONFIG_KEYS = {
     "usage_window_hours",
     "usage_half_life_hours",
     "usage_k",
+    # docs/scenario-extensions.md
+    "gpu_placement",
+    "cpu_placement",
+    "reclaimer_saturation_multiplier",
+    "pool_saturation_multiplier",
 }
 NODE_KEYS = {
     "name",
@@ -55,6 +67,7 @@ NODE_KEYS = {
     "labels",
     "unschedulable",
     "max_pods",
+    "taints",  # docs/scenario-extensions.md
 }
 QUEUE_KEYS = {
     "name",
@@ -64,6 +77,9 @@ QUEUE_KEYS = {
     "reclaim_min_runtime_s",
     "preempt_min_runtime_s",
     "historical_usage",
+    # Our extension of the shared format: the queue's node pool (KAI shard); unset = the parent's,
+    # and for a top-level queue the default pool.
+    "pool",
 }
 QRES_KEYS = {"quota", "limit", "over_quota_weight"}
 JOB_KEYS = {
@@ -89,11 +105,19 @@ JOB_KEYS = {
     "staleness_grace_period_s",
     "preemption_delay_s",
     "last_eviction_s",
+    # Placement rules (docs/scenario-extensions.md)
+    "tolerations",
+    "node_affinity",
+    "pod_anti_affinity",
+    "pod_affinity",
+    "subgroups",
 }
 REQUEST_KEYS = {"gpu", "gpu_memory_mib", "cpu_millis", "memory_mib"}
-TASK_KEYS = {"name", "state", "node", "gpu_device"} | REQUEST_KEYS
-EXPECTED_KEYS = {"tasks", "queues"}
-EXPECTED_TASK_KEYS = {"status", "node", "gpu_group"}
+TASK_KEYS = {"name", "state", "node", "gpu_device", "subgroup"} | REQUEST_KEYS
+# Beyond scenario-format.md v1 (docs/scenario-extensions.md): expected.messages (job -> exact
+# PodGroup message) and a task's expected reason (exact pod event text).
+EXPECTED_KEYS = {"tasks", "queues", "messages"}
+EXPECTED_TASK_KEYS = {"status", "node", "gpu_group", "reason"}
 EXPECTED_QUEUE_KEYS = {"deserved", "fair_share", "allocated", "requested"}
 
 
@@ -139,9 +163,118 @@ def _config(data: Mapping[str, Any], path: str) -> Config:
     )
     if "now" in c:
         cfg.now = _parse_now(c["now"])
-    if cfg.placement not in ("binpack", "spread"):
-        raise ScenarioError(f"{path}: config.placement must be binpack or spread, not {cfg.placement!r}")
+    for key in ("placement", "gpu_placement", "cpu_placement"):
+        value = c.get(key)
+        if value is not None and value not in ("binpack", "spread"):
+            raise ScenarioError(f"{path}: config.{key} must be binpack or spread, not {value!r}")
+    cfg.gpu_placement = c.get("gpu_placement")
+    cfg.cpu_placement = c.get("cpu_placement")
+    mult = c.get("reclaimer_saturation_multiplier", 1.0)
+    pools = c.get("pool_saturation_multiplier") or {}
+    if not isinstance(pools, dict):
+        raise ScenarioError(f"{path}: config.pool_saturation_multiplier must map pool names to numbers")
+    for v in [mult, *pools.values()]:
+        if isinstance(v, bool) or not isinstance(v, int | float) or v < 1:
+            raise ScenarioError(f"{path}: a reclaimer saturation multiplier must be a number >= 1")
+    cfg.reclaimer_saturation_multiplier = float(mult)
+    cfg.pool_saturation_multiplier = {str(k): float(v) for k, v in pools.items()}
     return cfg
+
+
+def _list(data: Any, where: str, path: str) -> list[Any]:
+    if data is None:
+        return []
+    if not isinstance(data, list):
+        raise ScenarioError(f"{path}: {where} must be a list")
+    return data
+
+
+def _taint(data: Any, where: str, path: str) -> Taint:
+    d = _check_keys(data, {"key", "value", "effect"}, where, path)
+    if not d.get("key"):
+        raise ScenarioError(f"{path}: {where} without key")
+    effect = str(d.get("effect", "NoSchedule"))
+    if effect not in TAINT_EFFECTS:
+        raise ScenarioError(f"{path}: {where}: effect must be one of {', '.join(TAINT_EFFECTS)}")
+    return Taint(str(d["key"]), str(d.get("value", "")), effect)
+
+
+def _toleration(data: Any, where: str, path: str) -> Toleration:
+    d = _check_keys(data, {"key", "operator", "value", "effect"}, where, path)
+    op = str(d.get("operator", "Equal"))
+    if op not in ("Equal", "Exists"):
+        raise ScenarioError(f"{path}: {where}: operator must be Equal or Exists")
+    if op == "Equal" and not d.get("key"):
+        raise ScenarioError(f"{path}: {where}: an Equal toleration needs a key")
+    if op == "Exists" and d.get("value"):
+        raise ScenarioError(f"{path}: {where}: an Exists toleration takes no value")
+    effect = str(d.get("effect", ""))
+    if effect and effect not in TAINT_EFFECTS:
+        raise ScenarioError(f"{path}: {where}: effect must be one of {', '.join(TAINT_EFFECTS)}")
+    return Toleration(str(d.get("key", "")), op, str(d.get("value", "")), effect)
+
+
+def _expressions(data: Any, where: str, path: str) -> tuple[MatchExpression, ...]:
+    out = []
+    for i, e in enumerate(_list(data, where, path)):
+        d = _check_keys(e, {"key", "operator", "values"}, f"{where}[{i}]", path)
+        op = str(d.get("operator", ""))
+        if not d.get("key") or op not in MATCH_OPERATORS:
+            raise ScenarioError(
+                f"{path}: {where}[{i}] needs a key and an operator in {', '.join(MATCH_OPERATORS)}"
+            )
+        values = tuple(str(v) for v in _list(d.get("values"), f"{where}[{i}].values", path))
+        if op in ("In", "NotIn") and not values:
+            raise ScenarioError(f"{path}: {where}[{i}]: {op} needs values")
+        if op in ("Exists", "DoesNotExist") and values:
+            raise ScenarioError(f"{path}: {where}[{i}]: {op} takes no values")
+        if op in ("Gt", "Lt") and (len(values) != 1 or not values[0].lstrip("-").isdigit()):
+            raise ScenarioError(f"{path}: {where}[{i}]: {op} needs one integer value")
+        out.append(MatchExpression(str(d["key"]), op, values))
+    return tuple(out)
+
+
+def _rules(d: Mapping[str, Any], name: str, path: str) -> dict[str, Any]:
+    """Placement rule keys of a job (docs/scenario-extensions.md) as Job fields."""
+    where = f"job {name}"
+    out: dict[str, Any] = {
+        "tolerations": [
+            _toleration(t, f"{where}.tolerations[{i}]", path)
+            for i, t in enumerate(_list(d.get("tolerations"), f"{where}.tolerations", path))
+        ]
+    }
+    aff = _check_keys(d.get("node_affinity"), {"required", "preferred"}, f"{where}.node_affinity", path)
+    required = []
+    for i, term in enumerate(_list(aff.get("required"), f"{where}.node_affinity.required", path)):
+        t = _check_keys(term, {"match_expressions"}, f"{where}.node_affinity.required[{i}]", path)
+        required.append(
+            _expressions(t.get("match_expressions"), f"{where}.node_affinity.required[{i}]", path)
+        )
+    out["node_affinity"] = required
+    preferred = []
+    for i, term in enumerate(_list(aff.get("preferred"), f"{where}.node_affinity.preferred", path)):
+        w = f"{where}.node_affinity.preferred[{i}]"
+        t = _check_keys(term, {"weight", "match_expressions"}, w, path)
+        weight = t.get("weight")
+        if isinstance(weight, bool) or not isinstance(weight, int) or not 1 <= weight <= 100:
+            raise ScenarioError(f"{path}: {w}: weight must be an integer from 1 to 100")
+        preferred.append(PreferredTerm(weight, _expressions(t.get("match_expressions"), w, path)))
+    out["preferred_node_affinity"] = preferred
+    anti = _check_keys(d.get("pod_anti_affinity"), {"topology_key"}, f"{where}.pod_anti_affinity", path)
+    if anti:
+        if not anti.get("topology_key"):
+            raise ScenarioError(f"{path}: {where}.pod_anti_affinity needs a topology_key")
+        out["anti_affinity_key"] = str(anti["topology_key"])
+    pa = _check_keys(d.get("pod_affinity"), {"topology_key", "weight"}, f"{where}.pod_affinity", path)
+    if pa:
+        weight = pa.get("weight", 1)
+        if not pa.get("topology_key") or isinstance(weight, bool) or not isinstance(weight, int):
+            raise ScenarioError(f"{path}: {where}.pod_affinity needs a topology_key and an integer weight")
+        if not 1 <= weight <= 100:
+            raise ScenarioError(f"{path}: {where}.pod_affinity: weight must be from 1 to 100")
+        out["affinity_key"] = str(pa["topology_key"])
+        out["affinity_weight"] = weight
+    return out
 
 
 def _node(data: Mapping[str, Any], path: str) -> Node:
@@ -158,6 +291,10 @@ def _node(data: Mapping[str, Any], path: str) -> Node:
         labels={str(k): str(v) for k, v in (d.get("labels") or {}).items()},
         unschedulable=bool(d.get("unschedulable", False)),
         max_pods=int(d.get("max_pods", 110)),
+        taints=[
+            _taint(t, f"node {d['name']}.taints[{i}]", path)
+            for i, t in enumerate(_list(d.get("taints"), f"node {d['name']}.taints", path))
+        ],
     )
 
 
@@ -185,6 +322,7 @@ def _queue(data: Mapping[str, Any], index: int, path: str) -> Queue:
         preempt_min_runtime_s=d.get("preempt_min_runtime_s"),
         historical_usage={k: float(v) for k, v in usage.items()},
         created_index=index,
+        pool=str(d["pool"]) if d.get("pool") is not None else None,
     )
 
 
@@ -231,11 +369,31 @@ def _job(data: Mapping[str, Any], path: str) -> Job:
                 state=state,
                 node=str(td["node"]) if td.get("node") and state != TaskState.PENDING else None,
                 gpu_devices=(int(device),) if device is not None else (),
+                subgroup=str(td["subgroup"]) if td.get("subgroup") is not None else None,
             )
         )
+    subgroups = _subgroups(d.get("subgroups"), tasks, name, path)
     selector = {str(k): str(v) for k, v in (d.get("node_selector") or {}).items()}
-    topo_d = _check_keys(d.get("topology"), {"required", "preferred"}, f"job {name}.topology", path)
-    topology = TopologyConstraint(topo_d.get("required"), topo_d.get("preferred")) if topo_d else None
+    topo_d = _check_keys(
+        d.get("topology"), {"required", "preferred", "name", "levels"}, f"job {name}.topology", path
+    )
+    topology = None
+    if topo_d:
+        levels = tuple(str(k) for k in _list(topo_d.get("levels"), f"job {name}.topology.levels", path))
+        required, preferred = topo_d.get("required"), topo_d.get("preferred")
+        if levels:
+            for level in (required, preferred):
+                if level is not None and level not in levels:
+                    raise ScenarioError(f"{path}: job {name}: topology level {level!r} is not in levels")
+            if (
+                required is not None
+                and preferred is not None
+                and levels.index(preferred) < levels.index(required)
+            ):
+                raise ScenarioError(
+                    f"{path}: job {name}: the preferred level must be narrower than the required one"
+                )
+        topology = TopologyConstraint(required, preferred, topo_d.get("name"), levels)
     return Job(
         name=name,
         queue=str(d["queue"]),
@@ -252,7 +410,57 @@ def _job(data: Mapping[str, Any], path: str) -> Job:
         staleness_grace_period_s=_opt_seconds(d, "staleness_grace_period_s", name, path),
         preemption_delay_s=_opt_seconds(d, "preemption_delay_s", name, path),
         last_eviction_s=_opt_seconds(d, "last_eviction_s", name, path),
+        subgroups=subgroups,
+        **_rules(d, name, path),
     )
+
+
+def _subgroups(data: Any, tasks: list[Task], name: str, path: str) -> list[SubGroup]:
+    """A job's sub-group tree: leaves hold pods (``min_available``), sets hold sub-groups
+    (``min_subgroups``, default all); docs/scenario-extensions.md."""
+    where = f"job {name}.subgroups"
+    out: list[SubGroup] = []
+    for i, g in enumerate(_list(data, where, path)):
+        gd = _check_keys(g, {"name", "min_available", "parent", "min_subgroups"}, f"{where}[{i}]", path)
+        m = gd.get("min_available", 0)
+        ms = gd.get("min_subgroups")
+        if not gd.get("name") or isinstance(m, bool) or not isinstance(m, int) or m < 0:
+            raise ScenarioError(f"{path}: {where}[{i}] needs a name and min_available >= 0")
+        if ms is not None and (isinstance(ms, bool) or not isinstance(ms, int) or ms < 0):
+            raise ScenarioError(f"{path}: {where}[{i}]: min_subgroups must be an integer >= 0")
+        parent = str(gd["parent"]) if gd.get("parent") is not None else None
+        out.append(SubGroup(str(gd["name"]), m, parent, ms))
+    names = [g.name for g in out]
+    if len(set(names)) != len(names):
+        raise ScenarioError(f"{path}: job {name}: sub-group names must be unique")
+    by_name = {g.name: g for g in out}
+    parents = {g.parent for g in out if g.parent is not None}
+    for g in out:
+        seen = {g.name}
+        p = g.parent
+        while p is not None:
+            if p not in by_name:
+                raise ScenarioError(f"{path}: job {name}: sub-group {g.name} names unknown parent {p!r}")
+            if p in seen:
+                raise ScenarioError(f"{path}: job {name}: sub-groups form a cycle at {p!r}")
+            seen.add(p)
+            p = by_name[p].parent
+        kids = sum(1 for c in out if c.parent == g.name)
+        if g.name in parents:
+            if g.min_subgroups is not None and g.min_subgroups > kids:
+                raise ScenarioError(
+                    f"{path}: job {name}: sub-group {g.name} has fewer children than min_subgroups"
+                )
+        elif g.min_available > sum(1 for t in tasks if t.subgroup == g.name):
+            raise ScenarioError(f"{path}: job {name}: sub-group {g.name} has fewer pods than its minimum")
+    for t in tasks:
+        if t.subgroup is not None and t.subgroup not in by_name:
+            raise ScenarioError(f"{path}: job {name}: task {t.name} names unknown sub-group {t.subgroup!r}")
+        if t.subgroup in parents:
+            raise ScenarioError(
+                f"{path}: job {name}: task {t.name} is in sub-group {t.subgroup}, which has sub-groups"
+            )
+    return out
 
 
 def _opt_seconds(d: Mapping[str, Any], key: str, job: str, path: str) -> float | None:
@@ -313,6 +521,8 @@ def compare(scenario: Scenario, result: CycleResult) -> list[str]:
                 problems.append(f"{name}: status {out.status.value}, expected {spec['status']}")
             if "node" in spec and out.node != spec["node"]:
                 problems.append(f"{name}: node {out.node}, expected {spec['node']}")
+            if "reason" in spec and out.reason != spec["reason"]:
+                problems.append(f"{name}: reason {out.reason!r}, expected {spec['reason']!r}")
             if "gpu_group" in spec:
                 label = str(spec["gpu_group"])
                 where = (out.node, out.gpu_devices)
@@ -329,6 +539,10 @@ def compare(scenario: Scenario, result: CycleResult) -> list[str]:
                     )
                 groups.setdefault(label, where)
                 group_of.setdefault(where, label)
+    for jname, text in (scenario.expected.get("messages") or {}).items():
+        actual = result.job_messages.get(jname)
+        if actual != text:
+            problems.append(f"job {jname}: message {actual!r}, expected {text!r}")
     for qname, spec in (scenario.expected.get("queues") or {}).items():
         q = result.queues.get(qname)
         if q is None:

@@ -129,10 +129,14 @@ class Session:
             if q.parent in self.queues:
                 self.queues[q.parent].children.append(q.name)
         self.jobs: dict[str, Job] = {j.name: j for j in jobs}
+        # Every queue's node pool, this shard's and the others' (to explain a job in the wrong one).
+        self.queue_pools: dict[str, str] = {}
         self.task_job: dict[str, Job] = {t.name: j for j in jobs for t in j.tasks}
         self.placements: dict[str, Placement] = {}
         # Fair-share capacity of the pool (schedulable nodes only); set when the cycle opens.
         self.capacity: dict[str, float] = dict.fromkeys(RESOURCES, 0.0)
+        # Whether any node has a PreferNoSchedule taint (node scores then depend on tolerations).
+        self.soft_taints = any(t.effect == "PreferNoSchedule" for n in nodes for t in n.taints)
         self.min_device_memory = min((n.gpu_memory_mib for n in nodes if n.gpus > 0), default=0.0)
         self.max_device_memory = max((n.gpu_memory_mib for n in nodes if n.gpus > 0), default=0.0)
         # Fit errors and messages gathered by actions, keyed by task / job name.
@@ -457,12 +461,39 @@ class Statement:
 
         self._undo.append(undo)
 
-    def unevict(self, task: Task, status: TaskState = TaskState.RUNNING) -> None:
-        """Put a task evicted in this cycle back where it was (the victim fits back in place)."""
+    def room_left(self, task: Task) -> bool:
+        """Whether a task evicted in this cycle still has its own room (devices, CPU, memory, pod
+        slot) as releasing resources on its node: nothing placed since took any of it."""
         s = self.session
         p = s.placements[task.name]
         if p.status != TaskState.RELEASING or p.node is None:
-            return
+            return False
+        ns = s.nodes[p.node]
+        # CPU, memory and pod slots are not per device: what counts is that the node, idle and
+        # releasing together, still has them (a pipelined task may draw releasing below zero
+        # while it really uses idle room, as in KAI's node accounting).
+        if not ns.schedulable or ns.pods_idle + ns.pods_rel < 1:
+            return False
+        if (
+            ns.cpu_idle + ns.cpu_rel + 1e-4 < task.cpu_millis
+            or ns.mem_idle + ns.mem_rel + 1e-4 < task.memory_mib
+        ):
+            return False
+        for i in p.devices:
+            d = ns.devices[i]
+            amount = p.gpu_memory if task.is_fractional else d.memory
+            if d.releasing + EPS < amount or (not task.is_fractional and d.active > EPS):
+                return False
+        return True
+
+    def unevict(self, task: Task, status: TaskState = TaskState.RUNNING) -> bool:
+        """Put a task evicted in this cycle back where it was, on its own devices; refused (False)
+        when any of its room was taken since (e.g. a preemptor pipelined onto its GPU)."""
+        s = self.session
+        p = s.placements[task.name]
+        if not self.room_left(task):
+            return False
+        assert p.node is not None
         ns = s.nodes[p.node]
         job = s.task_job[task.name]
         restore_node = self._snapshot_node(ns)
@@ -483,3 +514,4 @@ class Statement:
             s.placements[task.name] = p
 
         self._undo.append(undo)
+        return True

@@ -3,6 +3,26 @@
 Portal tests run with ``DJANGO_SETTINGS_MODULE=kai_portal.settings_test``
 (real PostgreSQL from TEST_DATABASE_URL, real Redis from TEST_REDIS_URL).
 Engine tests in tests/engine/ need no database and ignore all of this.
+With an SQLite TEST_DATABASE_URL, tests marked ``postgres_only`` are skipped.
 """
 
 from __future__ import annotations
+
+import pytest
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """On SQLite (``make run``'s database) skip the tests that need PostgreSQL's locks or checks."""
+    try:
+        from django.conf import settings
+
+        engine = settings.DATABASES["default"]["ENGINE"]
+    except Exception:  # Django not configured (engine-only runs)
+        return
+    if engine != "django.db.backends.sqlite3":
+        return
+    for item in items:
+        marker = item.get_closest_marker("postgres_only")
+        if marker is not None:
+            reason = marker.args[0] if marker.args else "needs PostgreSQL"
+            item.add_marker(pytest.mark.skip(reason=f"SQLite run: {reason}"))

@@ -19,6 +19,7 @@ from django.utils import timezone
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, exceptions, permissions
 from rest_framework.request import Request
+from rest_framework.throttling import SimpleRateThrottle
 
 from kai_portal.accounts.models import ApiToken
 
@@ -58,8 +59,44 @@ def tokens_of(user: Any) -> Any:
     return ApiToken.objects.filter(user=user)
 
 
+class FailedTokenThrottle(SimpleRateThrottle):
+    """Failed token authentications per client address (rate ``token_failure``, e.g. 30/min).
+
+    DRF runs throttles after authentication, so a failed authentication never reaches
+    them; ``ApiTokenAuthentication`` consults this one itself: it records only failures,
+    and while a client is over the rate every token it sends is answered 429."""
+
+    scope = "token_failure"
+
+    def get_cache_key(self, request: Any, view: Any) -> str:
+        return self.cache_format % {"scope": self.scope, "ident": self.get_ident(request)}
+
+    def over_limit(self, request: Any) -> bool:
+        """Whether the client is over the rate now, without counting this request."""
+        self.key = self.get_cache_key(request, None)
+        self.history = self.cache.get(self.key, [])
+        self.now = self.timer()
+        # Set by SimpleRateThrottle.__init__ from the rate (the stubs do not declare them).
+        count, duration = self.num_requests, self.duration  # type: ignore[attr-defined]
+        self.history = [t for t in self.history if t > self.now - duration]
+        return len(self.history) >= count
+
+    def record_failure(self, request: Any) -> bool:
+        """Count one failure; False when it takes the client over the rate."""
+        return bool(self.allow_request(request, None))  # type: ignore[arg-type]  # no view involved
+
+
+def _refuse(request: Any, throttle: FailedTokenThrottle, message: str) -> Exception:
+    if not throttle.record_failure(request):
+        return exceptions.Throttled(throttle.wait())
+    return exceptions.AuthenticationFailed(message)
+
+
 class ApiTokenAuthentication(authentication.BaseAuthentication):
-    """DRF authentication from ``Authorization: Bearer <secret>`` or ``Token <secret>``."""
+    """DRF authentication from ``Authorization: Bearer <secret>`` or ``Token <secret>``.
+
+    Guessing is throttled: past the ``token_failure`` rate of failures from one client
+    address, every token it sends is a 429 (``FailedTokenThrottle``)."""
 
     keyword = "Bearer"
 
@@ -67,19 +104,22 @@ class ApiTokenAuthentication(authentication.BaseAuthentication):
         header = authentication.get_authorization_header(request).split()
         if not header or header[0].decode("latin-1").lower() not in _KEYWORDS:
             return None
+        throttle = FailedTokenThrottle()
+        if throttle.over_limit(request):
+            raise exceptions.Throttled(throttle.wait())
         if len(header) != 2:
-            raise exceptions.AuthenticationFailed("Invalid Authorization header: expected 'Bearer <token>'.")
+            raise _refuse(request, throttle, "Invalid Authorization header: expected 'Bearer <token>'.")
         try:
             secret = header[1].decode("ascii")
         except UnicodeDecodeError:
-            raise exceptions.AuthenticationFailed("Invalid token.") from None
+            raise _refuse(request, throttle, "Invalid token.") from None
         token = (
             ApiToken.objects.select_related("user")
             .filter(key_hash=hash_secret(secret), revoked_at__isnull=True)
             .first()
         )
         if token is None or not token.user.is_active:
-            raise exceptions.AuthenticationFailed("Invalid or revoked token.")
+            raise _refuse(request, throttle, "Invalid or revoked token.")
         now = timezone.now()
         if token.last_used_at is None or now - token.last_used_at > _TOUCH_EVERY:
             ApiToken.objects.filter(pk=token.pk).filter(

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -36,7 +38,7 @@ class Client:
 
     def request(
         self, method: str, path: str, *, params: dict[str, Any] | None = None, body: bytes | None = None,
-        content_type: str = "application/json",
+        content_type: str = "application/json", headers: dict[str, str] | None = None,
     ) -> Any:  # fmt: skip
         url = urllib.parse.urljoin(self.base, path.lstrip("/"))
         if params:
@@ -48,6 +50,8 @@ class Client:
         request.add_header("Accept", "application/json")
         if body is not None:
             request.add_header("Content-Type", content_type)
+        for name, value in (headers or {}).items():
+            request.add_header(name, value)
         try:
             with urllib.request.urlopen(request, timeout=self.timeout) as response:
                 raw = response.read()
@@ -67,6 +71,21 @@ class Client:
 
     def post(self, path: str, body: bytes | None = None, content_type: str = "application/json") -> Any:
         return self.request("POST", path, body=body, content_type=content_type)
+
+    def submit(self, path: str, body: bytes, content_type: str, attempts: int = 3, wait: float = 1.0) -> Any:
+        """POST a submission with an Idempotency-Key, retrying when the answer is lost.
+
+        A connection error or a 5xx may come after the server saved the job; the retry
+        carries the same key, so the server returns that job instead of a second one."""
+        headers = {"Idempotency-Key": str(uuid.uuid4())}
+        for attempt in range(1, attempts + 1):
+            try:
+                return self.request("POST", path, body=body, content_type=content_type, headers=headers)
+            except ApiError as exc:
+                if attempt == attempts or not (exc.status == 0 or exc.status >= 500):
+                    raise
+                time.sleep(wait * attempt)
+        raise AssertionError("unreachable")
 
     def pages(self, path: str, **params: Any) -> Iterator[dict[str, Any]]:
         """Every row of a paginated list."""

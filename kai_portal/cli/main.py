@@ -42,9 +42,7 @@ def _num(value: Any) -> str:
 def _age(stamp: str | None) -> str:
     if not stamp:
         return "-"
-    seconds = (
-        datetime.now(UTC) - datetime.fromisoformat(stamp.replace("Z", "+00:00"))
-    ).total_seconds()
+    seconds = (datetime.now(UTC) - datetime.fromisoformat(stamp.replace("Z", "+00:00"))).total_seconds()
     for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
         if seconds >= size:
             return f"{int(seconds // size)}{unit}"
@@ -61,7 +59,7 @@ def _gpus(job: dict[str, Any]) -> str:
 
 def cmd_submit(client: Client, args: argparse.Namespace, out: TextIO) -> int:
     text = sys.stdin.read() if args.file == "-" else open(args.file, encoding="utf-8").read()  # noqa: SIM115
-    job = client.post("jobs/manifest/", text.encode("utf-8"), content_type="application/yaml")
+    job = client.submit("jobs/manifest/", text.encode("utf-8"), content_type="application/yaml")
     out.write(f"job {job['name']} submitted to queue {job['queue']}: {job['uid']} ({job['state']})\n")
     return 0
 

@@ -6,10 +6,14 @@ from django.db import models
 from kai_portal.core.fields import WholeNumberField
 from kai_portal.core.validation import ValidatedModel
 
+# The pool of nodes and queues that carry no ``kai.scheduler/node-pool`` label (KAI's default shard).
+DEFAULT_POOL_NAME = "default"
+
 
 class NodePool(ValidatedModel):
     """A partition of the cluster (KAI scheduling shard, label ``kai.scheduler/node-pool``).
 
+    Each pool is scheduled on its own: its nodes, the queues that belong to it and their jobs.
     Quotas, fair shares, reclaim and preemption never cross pools.
     """
 
@@ -24,6 +28,12 @@ class NodePool(ValidatedModel):
 
     def __str__(self) -> str:
         return self.name
+
+    @classmethod
+    def default_pool(cls) -> NodePool:
+        """The default pool (created on first use): where unlabelled nodes and queues belong."""
+        pool, _ = cls.objects.get_or_create(name=DEFAULT_POOL_NAME)
+        return pool
 
 
 class Node(ValidatedModel):
@@ -63,3 +73,24 @@ class GpuDevice(ValidatedModel):
 
     def __str__(self) -> str:
         return f"{self.node.name}/gpu{self.index}"
+
+
+class PoolUsageSample(models.Model):
+    """One node pool's GPUs after one scheduling cycle: the history behind the per-pool chart.
+
+    Written by the scheduling loop (``scheduling/pool_usage.py``); pruned with the usage
+    samples (``USAGE_RETENTION_DAYS``).
+    """
+
+    pool = models.ForeignKey(NodePool, on_delete=models.CASCADE, related_name="usage_samples")
+    sampled_at = models.DateTimeField()
+    gpus_total = models.DecimalField(max_digits=12, decimal_places=2, help_text="GPUs of schedulable nodes.")
+    gpus_allocated = models.DecimalField(max_digits=12, decimal_places=2)
+    gpus_requested = models.DecimalField(max_digits=12, decimal_places=2)
+
+    class Meta:
+        ordering = ["pool", "sampled_at"]
+        indexes = [models.Index(fields=["pool", "sampled_at"], name="pool_usage_pool_time")]
+
+    def __str__(self) -> str:
+        return f"{self.pool.name} @ {self.sampled_at:%Y-%m-%d %H:%M:%S}"

@@ -3,16 +3,19 @@ optimistic concurrency. Nothing here knows about a particular model."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from django.conf import settings
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db.models import Model, ProtectedError, RestrictedError
 from django.http import Http404
 from rest_framework import exceptions, status
 from rest_framework.pagination import PageNumberPagination
 from rest_framework.parsers import BaseParser
+from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
@@ -107,6 +110,65 @@ def check_not_stale(request: Request, current: Model) -> None:
             )
 
 
+class PayloadTooLarge(exceptions.APIException):
+    status_code = status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
+    default_detail = "The request body is too large."
+    default_code = "payload_too_large"
+
+
+def max_body_bytes() -> int:
+    """The largest API request body: Django's ``DATA_UPLOAD_MAX_MEMORY_SIZE`` (2.5 MB by default).
+
+    DRF's parsers read ``request.stream`` directly, which skips Django's own check, so
+    every parser here applies it itself."""
+    limit = getattr(settings, "DATA_UPLOAD_MAX_MEMORY_SIZE", None)
+    return int(limit) if limit is not None else 2_621_440
+
+
+def read_body(stream: Any, parser_context: Any) -> bytes:
+    """The body, reading at most the limit (+1 byte to know it is over): 413 past it.
+
+    A declared Content-Length over the limit is refused before reading anything."""
+    if stream is None:
+        return b""
+    limit = max_body_bytes()
+    request = (parser_context or {}).get("request")
+    declared = request.META.get("CONTENT_LENGTH") if request is not None else None
+    too_large = PayloadTooLarge(f"The request body is larger than the limit of {limit} bytes.")
+    try:
+        if declared and int(declared) > limit:
+            raise too_large
+    except ValueError:
+        pass  # a malformed Content-Length: the bounded read below still applies
+    data: bytes = stream.read(limit + 1)
+    if len(data) > limit:
+        raise too_large
+    return data
+
+
+class BoundedJSONParser(BaseParser):
+    """JSON with the body limit as a 413 and nesting too deep for Python's decoder as a 400.
+
+    Not a subclass of DRF's ``JSONParser``: DRF hands that one ``request.body``, read whole
+    (Django's own limit then answers a bare 400)."""
+
+    media_type = "application/json"
+    renderer_class = JSONRenderer
+
+    def parse(self, stream: Any, media_type: str | None = None, parser_context: Any = None) -> Any:
+        data = read_body(stream, parser_context)
+        try:
+            return json.loads(data.decode("utf-8"), parse_constant=_refuse_constant)
+        except RecursionError:
+            raise exceptions.ParseError("JSON parse error - the document is nested too deeply.") from None
+        except ValueError as exc:
+            raise exceptions.ParseError(f"JSON parse error - {exc}") from None
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
 class _TextParser(BaseParser):
     """Hands the request body to the view as text (YAML documents, manifests)."""
 
@@ -115,7 +177,7 @@ class _TextParser(BaseParser):
         self, stream: Any, media_type: str | None = None, parser_context: Any = None
     ) -> str:
         try:
-            return stream.read().decode("utf-8") if stream is not None else ""
+            return read_body(stream, parser_context).decode("utf-8")
         except UnicodeDecodeError:
             raise exceptions.ParseError("The body must be UTF-8 text.") from None
 

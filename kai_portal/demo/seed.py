@@ -71,25 +71,42 @@ def _queue(
     }
 
 
+# A department tree per node pool (KAI: each pool is a scheduling shard with its own queues);
+# teams that use several pools have a queue in each. Departments' quotas fit their pool:
+# default 48 GPUs (6 nodes), h100 32 (4 nodes), inference 32 (4 nodes).
 QUEUES: list[QueueRow] = [
     _queue(
-        "research", None, None, ("64", "-1", "1"), cpu_quota=600_000, memory_quota=4096 * GIB,
-        preempt_min_runtime=timedelta(minutes=10), reclaim_min_runtime=timedelta(minutes=30),
+        "research", None, None, ("40", "-1", "1"), pool="default", cpu_quota=600_000,
+        memory_quota=4096 * GIB, preempt_min_runtime=timedelta(minutes=10),
+        reclaim_min_runtime=timedelta(minutes=30),
     ),
-    _queue("nlp", "research", "nlp", ("36", "48", "2"), cpu_quota=300_000, memory_quota=2048 * GIB),
-    _queue("vision", "research", "vision", ("24", "-1", "1"), cpu_quota=200_000, memory_quota=1024 * GIB),
+    _queue("nlp", "research", "nlp", ("20", "32", "2"), cpu_quota=300_000, memory_quota=2048 * GIB),
+    _queue("vision", "research", "vision", ("16", "-1", "1"), cpu_quota=200_000, memory_quota=1024 * GIB),
+    _queue("recsys", "research", "recsys", ("4", "-1", "1"), cpu_quota=100_000, memory_quota=512 * GIB),
     _queue(
-        "production", None, None, ("40", "-1", "1"), priority=120, cpu_quota=600_000,
-        memory_quota=4096 * GIB, reclaim_min_runtime=timedelta(hours=1),
+        "research-h100", None, None, ("32", "-1", "1"), pool="h100", cpu_quota=600_000,
+        memory_quota=4096 * GIB, reclaim_min_runtime=timedelta(minutes=30),
     ),
+    _queue("nlp-h100", "research-h100", "nlp", ("24", "-1", "2"), cpu_quota=400_000, memory_quota=2048 * GIB),
     _queue(
-        "serving", "production", "serving", ("16", "24", "1"), priority=120, cpu_quota=200_000,
+        "vision-h100", "research-h100", "vision", ("8", "16", "1"), cpu_quota=100_000,
         memory_quota=1024 * GIB,
     ),
-    _queue("recsys", "production", "recsys", ("16", "-1", "1"), cpu_quota=200_000, memory_quota=1024 * GIB),
     _queue(
-        "sandbox", None, None, ("0", "16", "0.5"), priority=50, cpu_quota=0, cpu_limit=64_000,
-        memory_quota=0, memory_limit=512 * GIB,
+        "production", None, None, ("28", "-1", "1"), pool="inference", priority=120, cpu_quota=200_000,
+        memory_quota=1024 * GIB, reclaim_min_runtime=timedelta(hours=1),
+    ),
+    _queue(
+        "serving", "production", "serving", ("16", "24", "1"), priority=120, cpu_quota=100_000,
+        memory_quota=512 * GIB,
+    ),
+    _queue(
+        "recsys-inference", "production", "recsys", ("12", "-1", "1"), cpu_quota=50_000,
+        memory_quota=256 * GIB,
+    ),
+    _queue(
+        "sandbox", None, None, ("0", "16", "0.5"), pool="inference", priority=50, cpu_quota=0,
+        cpu_limit=64_000, memory_quota=0, memory_limit=512 * GIB,
     ),
     _queue(
         "interns", "sandbox", "interns", ("0", "8", "1"), cpu_quota=0, cpu_limit=32_000,
@@ -108,39 +125,37 @@ TEAMS = {
 MINUTE, HOUR = timedelta(minutes=1), timedelta(hours=1)
 
 
-def _job(queue: str, name: str, pool: str, cpu: int, memory_gib: int, run: timedelta, **more: Any) -> dict:
+def _job(queue: str, name: str, cpu: int, memory_gib: int, run: timedelta, **more: Any) -> dict:
     """A demo job: per-task CPU (millicores), memory (GiB) and simulated run time, plus Job fields."""
     return {
-        "queue": queue, "name": name, "pool": pool, "cpu_millicores": cpu,
+        "queue": queue, "name": name, "cpu_millicores": cpu,
         "memory_mib": memory_gib * GIB, "duration": run, **more,
     }  # fmt: skip
 
 
 # Whole-GPU, gang, elastic, fractional, GPU-memory and CPU-only jobs, all pending at first.
+# Whole-GPU, gang, elastic, fractional, GPU-memory and CPU-only jobs, all pending at first;
+# each in its queue's node pool.
 JOBS: list[dict[str, Any]] = [
-    _job("nlp", "llm-pretrain", "h100", 96_000, 1024, 2 * HOUR, task_count=4, min_member=4, gpu_count=8),
-    _job("nlp", "bert-finetune", "default", 16_000, 64, 30 * MINUTE, gpu_count=2),
-    _job("nlp", "tokenizer-build", "default", 8_000, 32, 10 * MINUTE, priority_class="build"),
-    _job("vision", "resnet-sweep", "default", 8_000, 32, 20 * MINUTE,
-         task_count=8, min_member=0, gpu_count=1),
-    _job("vision", "segmentation-train", "default", 32_000, 256, HOUR,
-         task_count=2, min_member=2, gpu_count=4),
+    _job("nlp-h100", "llm-pretrain", 96_000, 1024, 2 * HOUR, task_count=4, min_member=4, gpu_count=8),
+    _job("nlp", "bert-finetune", 16_000, 64, 30 * MINUTE, gpu_count=2),
+    _job("nlp", "tokenizer-build", 8_000, 32, 10 * MINUTE, priority_class="build"),
+    _job("vision", "resnet-sweep", 8_000, 32, 20 * MINUTE, task_count=8, min_member=0, gpu_count=1),
+    _job("vision", "segmentation-train", 32_000, 256, HOUR, task_count=2, min_member=2, gpu_count=4),
     _job(
-        "serving", "chat-inference", "inference", 4_000, 16, 8 * HOUR, task_count=4,
+        "serving", "chat-inference", 4_000, 16, 8 * HOUR, task_count=4,
         gpu_fraction=Decimal("0.5"), priority_class="inference", preemptibility="non-preemptible",
     ),
     _job(
-        "serving", "embedding-server", "inference", 2_000, 8, 8 * HOUR, task_count=2,
+        "serving", "embedding-server", 2_000, 8, 8 * HOUR, task_count=2,
         gpu_memory_mib=8 * GIB, priority_class="inference",
     ),
-    _job("recsys", "ranker-train", "default", 32_000, 128, 45 * MINUTE,
-         task_count=2, min_member=2, gpu_count=4),
-    _job("recsys", "feature-etl", "default", 16_000, 64, 15 * MINUTE, task_count=4),
+    _job("recsys", "ranker-train", 32_000, 128, 45 * MINUTE, task_count=2, min_member=2, gpu_count=4),
+    _job("recsys", "feature-etl", 16_000, 64, 15 * MINUTE, task_count=4),
     _job(
-        "interns", "notebook-alice", "inference", 2_000, 8, 3 * HOUR,
-        gpu_fraction=Decimal("0.25"), priority_class="build",
+        "interns", "notebook-alice", 2_000, 8, 3 * HOUR, gpu_fraction=Decimal("0.25"), priority_class="build",
     ),
-    _job("interns", "mnist", "default", 4_000, 16, 5 * MINUTE, gpu_count=1),
+    _job("interns", "mnist", 4_000, 16, 5 * MINUTE, gpu_count=1),
 ]  # fmt: skip
 
 
@@ -209,28 +224,29 @@ def _seed_people() -> dict[str, Any]:
 
 def _seed_queues() -> None:
     teams = {t.slug: t for t in Team.objects.all()}
+    pools = {p.name: p for p in NodePool.objects.all()}
     for row in QUEUES:
         values = dict(row)
         name, parent, team = values.pop("name"), values.pop("parent"), values.pop("team")
         values["parent"] = Queue.objects.get(name=parent) if parent else None
         values["team"] = teams[team] if team else None
+        values["node_pool"] = values["parent"].node_pool if parent else pools[values.pop("pool")]
+        if Queue.objects.filter(name=name).exclude(node_pool=values["node_pool"]).exists():
+            continue  # a queue of an older demo in another pool: leave it as it is
         Queue.objects.update_or_create(name=name, defaults=values)
 
 
 def _seed_jobs(users: dict[str, Any]) -> None:
-    pools = {p.name: p for p in NodePool.objects.all()}
     for row in JOBS:
         values = dict(row)
-        queue = Queue.objects.select_related("team").get(name=values.pop("queue"))
-        pool = pools[values.pop("pool")]
-        if Job.objects.filter(queue=queue, name=values["name"]).exists():
+        queue = Queue.objects.select_related("team", "node_pool").get(name=values.pop("queue"))
+        if Job.objects.filter(name=values["name"]).exists():
             continue  # never touch a submitted job: the scheduler owns its state now
         submitter = users[f"{queue.team.slug}-dev1"] if queue.team else users["admin"]
         module = values["name"].replace("-", "_")
         submission.submit(
             Job(
                 queue=queue,
-                node_pool=pool,
                 submitter=submitter,
                 image="nvcr.io/nvidia/pytorch:24.08-py3",
                 command=f"python -m {module}",

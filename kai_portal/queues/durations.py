@@ -28,15 +28,22 @@ def parse_go_duration(text: str) -> timedelta:
     if value.startswith("+"):
         value = value[1:]
     if value.startswith("-"):
-        raise ValueError(f"negative duration {text!r}")
+        raise ValueError(f"negative duration {_cut(text)}")
     pos, seconds = 0, Decimal(0)
     while pos < len(value):
         match = _PART.match(value, pos)
         if match is None:
-            raise ValueError(f"invalid Go duration {text!r}; use forms like 90s, 10m or 1h30m")
+            raise ValueError(f"invalid Go duration {_cut(text)}; use forms like 90s, 10m or 1h30m")
         seconds += Decimal(match.group(1)) * _UNITS[match.group(2)]
         pos = match.end()
-    return timedelta(seconds=float(seconds))
+    try:
+        return timedelta(seconds=float(seconds))
+    except OverflowError:
+        raise ValueError(f"duration {_cut(text)} is too long") from None
+
+
+def _cut(text: str, limit: int = 40) -> str:
+    return repr(text) if len(text) <= limit else repr(text[:limit] + "…")
 
 
 def format_go_duration(delta: timedelta) -> str:

@@ -27,6 +27,7 @@ class QueueForm(forms.ModelForm):
             "name",
             "display_name",
             "parent",
+            "node_pool",
             "team",
             "priority",
             *RESOURCE_FIELDS["gpu"],
@@ -61,6 +62,8 @@ class QueueForm(forms.ModelForm):
         parent_field.queryset = parents
         parent_field.empty_label = "(top level: a department)"
         cast("forms.ModelChoiceField[Any]", self.fields["team"]).empty_label = "(none: run by portal admins)"
+        pool_field = cast("forms.ModelChoiceField[Any]", self.fields["node_pool"])
+        pool_field.empty_label = "(the parent's pool; the default pool for a department)"
 
     def resource_rows(self) -> list[tuple[str, list[forms.BoundField]]]:
         """The quota grid: one row per resource with its quota, limit and weight fields."""

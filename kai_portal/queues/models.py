@@ -3,10 +3,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 from datetime import timedelta
 from decimal import Decimal
+from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.core.validators import MinValueValidator, RegexValidator
-from django.db import models
+from django.db import IntegrityError, models, transaction
 from django.db.models import Q
 
 from kai_portal.core.units import RESOURCES, UNLIMITED
@@ -104,6 +105,14 @@ class Queue(ValidatedModel):
     priority = models.IntegerField(
         default=100, help_text="Over-quota precedence among siblings; higher first."
     )
+    node_pool = models.ForeignKey(
+        "cluster.NodePool",
+        on_delete=models.PROTECT,
+        related_name="queues",
+        blank=True,
+        help_text="The node pool whose nodes this queue's quota applies to (a KAI scheduling shard); "
+        "its jobs run there. Empty: the parent's pool, or the default pool for a department.",
+    )
 
     gpu_quota = _gpu_amount(0)
     gpu_limit = _gpu_amount(UNLIMITED)
@@ -161,4 +170,42 @@ class Queue(ValidatedModel):
         return getattr(self, f"{resource}_limit")  # type: ignore[no-any-return]
 
     def clean(self) -> None:
+        if self.node_pool_id is None:
+            # Unset: the parent's pool, else the default shard (KAI: an unlabelled queue).
+            from kai_portal.cluster.models import NodePool
+
+            self.node_pool = self.parent.node_pool if self.parent is not None else NodePool.default_pool()
         tree_rules.validate_queue(self)
+
+    def save(self, *args: Any, validate: bool = True, **kwargs: Any) -> None:
+        """Validate and save with the tree locked, so concurrent writes cannot break its rules.
+
+        The quota split (children within the parent) is checked against rows other
+        requests may be writing at the same moment: two sibling creates could each see the
+        other's quota missing and both pass. Locking the parent row (then this row) before
+        validating serialises every write below one parent; under READ COMMITTED the
+        checks after the lock see what the previous writer committed. Locks go top-down
+        (parent, then child) everywhere, so they cannot deadlock with each other.
+
+        A name taken by a concurrent create (the unique index, past ``validate_unique``)
+        is reported as a validation error on ``name``, not a database error.
+        """
+        try:
+            with transaction.atomic():
+                self._lock_tree()
+                super().save(*args, validate=validate, **kwargs)
+        except IntegrityError:
+            if Queue.objects.filter(name=self.name).exclude(pk=self.pk).exists():
+                raise ValidationError(
+                    {"name": [f"Queue with this name '{self.name}' already exists."]}
+                ) from None
+            raise
+
+    def _lock_tree(self) -> None:
+        if self.parent_id is not None:
+            # Re-read the parent under the lock: the rules use its current quota.
+            parent = Queue.objects.select_for_update().filter(pk=self.parent_id).first()
+            if parent is not None:
+                self.parent = parent
+        if self.pk is not None:
+            list(Queue.objects.select_for_update().filter(pk=self.pk).values_list("pk"))

@@ -9,6 +9,9 @@ Rules (each error is attached to the field it is about):
 * Parent: not the queue itself, not one of its descendants (no cycles), and
   not a queue that holds active (pending or running) jobs: only leaf queues
   hold jobs (kai-semantics §1.1).
+* Node pool: a queue is in its parent's pool (a pool is a separate tree of queues, as each
+  KAI shard schedules its own queues); a queue with child queues keeps its pool, and so does one
+  with pending or running jobs (their pods sit on that pool's nodes).
 * Quota split: when a parent's quota for a resource is finite, every child's
   quota for it is finite too and the children's quotas add up to at most the
   parent's (Run:ai's "department quota supersedes the sum of its projects",
@@ -34,6 +37,7 @@ Errors = dict[str, list[str]]
 def validate_queue(queue: Queue) -> None:
     errors: Errors = {}
     _check_parent(queue, errors)
+    _check_pool(queue, errors)
     for resource in RESOURCES:
         _check_limit(queue, resource, errors)
         _check_quota_within_parent(queue, resource, errors)
@@ -88,6 +92,31 @@ def _check_parent(queue: Queue, errors: Errors) -> None:
         errors.setdefault("parent", []).append(
             f"Queue '{parent}' has pending or running jobs; only leaf queues hold jobs, "
             "so it cannot get child queues."
+        )
+
+
+def _check_pool(queue: Queue, errors: Errors) -> None:
+    parent = queue.parent if queue.parent_id is not None and queue.parent_id != queue.pk else None
+    if parent is not None and parent.node_pool_id != queue.node_pool_id:
+        errors.setdefault("node_pool", []).append(
+            f"A child queue is in its parent's node pool: '{parent}' is in '{parent.node_pool}'."
+        )
+    if queue.pk is None:
+        return
+    before = type(queue).objects.filter(pk=queue.pk).values_list("node_pool_id", flat=True).first()
+    if before is None or before == queue.node_pool_id:
+        return
+    from kai_portal.workloads.choices import JobState
+
+    if queue.children.exists():
+        errors.setdefault("node_pool", []).append(
+            f"Queue '{queue.name}' has child queues, which are in its node pool; a queue with "
+            "children keeps its pool (create the tree anew in the other pool)."
+        )
+    elif queue.jobs.filter(state__in=JobState.active()).exists():
+        errors.setdefault("node_pool", []).append(
+            f"Queue '{queue.name}' has pending or running jobs in its current node pool; "
+            "change the pool once they have finished or been cancelled."
         )
 
 

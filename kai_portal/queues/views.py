@@ -12,7 +12,7 @@ from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
-from django.db.models import Avg, Count, DateTimeField, DurationField, F, Func, Value
+from django.db.models import Avg, Count, DateTimeField, DurationField, F, Func, Sum, Value
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -32,14 +32,29 @@ from kai_portal.workloads.choices import JobState
 
 
 class DateBin(Func):
-    """PostgreSQL ``date_bin(stride, source, origin)``: the start of the bucket a timestamp falls in."""
+    """The start of the ``stride``-long bucket (counted from ``origin``) a timestamp falls in.
+
+    PostgreSQL has ``date_bin``; SQLite (``make run``) has no such function, so there the
+    bucket is computed on Unix seconds and turned back into SQLite's datetime text.
+    """
 
     function = "date_bin"
     output_field = DateTimeField()
 
     def __init__(self, stride: timedelta, source: str, origin: datetime) -> None:
+        self.stride, self.origin = stride, origin
         super().__init__(Value(stride, output_field=DurationField()), F(source), Value(origin))
 
+    def as_sqlite(self, compiler: Any, connection: Any, **extra: Any) -> Any:
+        source_sql, params = compiler.compile(self.get_source_expressions()[1])
+        stride_us = max(1, int(self.stride / timedelta(microseconds=1)))
+        origin_us = int(self.origin.timestamp() * 1_000_000)
+        # julianday() keeps the microseconds that strftime('%s') drops.
+        micros = f"CAST(ROUND((julianday({source_sql}) - 2440587.5) * 86400000000) AS INTEGER)"
+        bucket = f"(({micros} - {origin_us}) / {stride_us}) * {stride_us} + {origin_us}"
+        # %% because Django formats SQL with % (the debug cursor of `make run`'s DEBUG=1 does it literally).
+        sql = f"strftime('%%Y-%%m-%%d %%H:%%M:%%f', ({bucket}) / 1000000.0, 'unixepoch')"
+        return sql, params
 
 RESOURCE_LABELS = {"gpu": "GPU", "cpu": "CPU", "memory": "Memory"}
 WINDOWS = {"hour": timedelta(hours=1), "day": timedelta(days=1), "week": timedelta(weeks=1)}
@@ -168,6 +183,35 @@ def tree_rows(queues: list[Queue], status: dict[int, dict[str, ResourceStatus]])
     return rows
 
 
+@dataclass
+class PoolGroup:
+    """One node pool's queue tree, with the pool's capacity and its departments' totals.
+
+    A pool is a separate KAI shard: its departments' fair shares add up to at most its capacity."""
+
+    name: str
+    capacity: str
+    rows: list[QueueRow]
+    totals: dict[str, str]
+
+
+def pool_groups(rows: list[QueueRow], resource: str) -> list[PoolGroup]:
+    """``rows`` (the tree, depth-first) split by node pool, in pool name order."""
+    capacity = _capacity_by_pool(resource)
+    by_pool: dict[str, list[QueueRow]] = {}
+    for row in rows:
+        by_pool.setdefault(row.queue.node_pool.name, []).append(row)
+    groups = []
+    for name in sorted(by_pool):
+        tops = [row.current for row in by_pool[name] if row.depth == 0 and row.current is not None]
+        totals = {
+            key: display_amount(resource, sum((getattr(bar, key) or Decimal(0) for bar in tops), Decimal(0)))
+            for key in ("deserved", "fair_share", "allocated", "requested")
+        }
+        groups.append(PoolGroup(name, display_amount(resource, capacity.get(name, 0)), by_pool[name], totals))
+    return groups
+
+
 # --- Pages -----------------------------------------------------------------------------------------
 
 
@@ -177,7 +221,7 @@ def queue_list(request: HttpRequest) -> HttpResponse:
     resource = request.GET.get("resource", "gpu")
     if resource not in RESOURCES:
         resource = "gpu"
-    queues = list(Queue.objects.visible_to(request.user).select_related("team"))
+    queues = list(Queue.objects.visible_to(request.user).select_related("team", "node_pool"))
     status = latest_status(queues)
     rows = tree_rows(queues, status)
     for row in rows:
@@ -185,6 +229,7 @@ def queue_list(request: HttpRequest) -> HttpResponse:
     sampled = [s["sampled_at"] for per in status.values() for s in per.values() if s["sampled_at"]]
     context = {
         "rows": rows,
+        "pools": pool_groups(rows, resource),
         "resource": resource,
         "resource_label": RESOURCE_LABELS[resource],
         "unit": UNIT_SUFFIX[resource],
@@ -200,7 +245,7 @@ def queue_list(request: HttpRequest) -> HttpResponse:
 def queue_detail(request: HtmxHttpRequest, name: str) -> HttpResponse:
     """One queue: its settings, current standing per resource, children and usage history."""
     queue = get_visible_or_404(
-        Queue.objects.visible_to(request.user).select_related("parent", "team"), name=name
+        Queue.objects.visible_to(request.user).select_related("parent", "team", "node_pool"), name=name
     )
     window = request.GET.get("window", "day")
     if window not in WINDOWS:
@@ -214,7 +259,10 @@ def queue_detail(request: HtmxHttpRequest, name: str) -> HttpResponse:
     if request.htmx and not request.htmx.boosted:
         return render(request, "partials/queues/_history.html", context)
     children = list(
-        Queue.objects.visible_to(request.user).filter(parent=queue).select_related("team").order_by("name")
+        Queue.objects.visible_to(request.user)
+        .filter(parent=queue)
+        .select_related("team", "node_pool")
+        .order_by("name")
     )
     status = latest_status([queue, *children])
     samples = status.get(queue.pk, {})
@@ -246,7 +294,7 @@ def usage_history(queue: Queue, resource: str, window: str) -> dict[str, Any]:
     span = WINDOWS[window]
     start = now - span
     bucket = span / CHART_POINTS
-    # Averaged per bucket in PostgreSQL (date_bin), so a week of 5-second cycles stays one small result.
+    # Averaged per bucket in the database (DateBin), so a week of 5-second cycles stays one small result.
     rows = list(
         UsageSample.objects.filter(queue=queue, resource=resource, sampled_at__gte=start)
         .annotate(bucket=DateBin(bucket, "sampled_at", start))
@@ -293,6 +341,17 @@ def _capacity(resource: str) -> float:
     return float(sum(nodes.values_list(field_name, flat=True)))
 
 
+def _capacity_by_pool(resource: str) -> dict[str, float]:
+    """Schedulable capacity of a resource per node pool (one query)."""
+    nodes = Node.objects.filter(schedulable=True, ready=True)
+    if resource == "gpu":
+        rows = GpuDevice.objects.filter(node__in=nodes).values("node__pool__name").annotate(total=Count("pk"))
+        return {row["node__pool__name"]: float(row["total"]) for row in rows}
+    field_name = "cpu_millicores" if resource == "cpu" else "memory_mib"
+    totals = nodes.values("pool__name").annotate(total=Sum(field_name))
+    return {row["pool__name"]: float(row["total"] or 0) for row in totals}
+
+
 def _decayed(points: list[tuple[datetime, float]], capacity: float) -> tuple[list[float], float | None]:
     """Running decayed average allocation at each point, and U' at the last point."""
     life = half_life()
@@ -333,7 +392,10 @@ def queue_edit(request: HttpRequest, name: str) -> HttpResponse:
     queue = get_writable_or_403(
         Queue.objects.visible_to(request.user), Queue.objects.manageable_by(request.user), name=name
     )
-    form = QueueForm(request.POST or None, instance=queue)
+    # The form writes the posted values onto its instance even when they are invalid; give it a copy
+    # so the page (links, title) keeps the stored name: a posted name such as "a/b" cannot be reversed
+    # into a URL and used to answer 500.
+    form = QueueForm(request.POST or None, instance=Queue.objects.get(pk=queue.pk))
     if request.method == "POST" and form.is_valid():
         queue = form.save()
         messages.success(

@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import time
 import traceback
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.db import transaction
 from django.utils import timezone
@@ -23,10 +23,14 @@ from django.utils import timezone
 import scheduler
 from kai_portal.cluster.backends import ClusterBackend, get_backend
 from kai_portal.cluster.sync import sync_cluster_state
+from kai_portal.monitoring.recording import record_cycle
+from kai_portal.scheduling import forecast_store
 from kai_portal.scheduling.lock import cycle_lock
 from kai_portal.scheduling.models import SchedulingCycle
 from kai_portal.scheduling.results import cluster_operations, persist_result
 from kai_portal.scheduling.snapshot import build_snapshot
+from kai_portal.workloads import lifecycle
+from kai_portal.workloads.models import Job
 
 logger = logging.getLogger(__name__)
 
@@ -42,14 +46,20 @@ def run_scheduling_cycle(
     with cycle_lock() as held:
         if not held:
             logger.info("scheduling cycle skipped: another cycle holds the lock")
-            return SchedulingCycle.objects.create(
+            skipped = SchedulingCycle.objects.create(
                 started_at=now, finished_at=now, duration_ms=0, status=SchedulingCycle.Status.SKIPPED
             )
-        return _run_locked(now, backend or get_backend(clock=lambda: now))
+            record_cycle(skipped)
+            return skipped
+        cycle = _run_locked(now, backend or get_backend(clock=lambda: now))
+        # Post-cycle hook, still under the lock so two refreshes never overlap.
+        forecast_store.after_cycle(cycle, now)
+        return cycle
 
 
 def _run_locked(now: datetime, backend: ClusterBackend) -> SchedulingCycle:
     started = time.monotonic()
+    reap_abandoned_cycles(now)
     cycle = SchedulingCycle.objects.create(started_at=now, status=SchedulingCycle.Status.RUNNING)
     try:
         state = backend.observe()
@@ -58,23 +68,55 @@ def _run_locked(now: datetime, backend: ClusterBackend) -> SchedulingCycle:
             with transaction.atomic():
                 unsynced_events = sync_cluster_state(state, now)
         inp = build_snapshot(now)
+        _fail_unhandled_jobs(inp.index.unhandled, now)
         result = scheduler.run_cycle(inp.snapshot, inp.config)
         ops = cluster_operations(inp, result)
         with transaction.atomic():
+            lifecycle.lock_jobs(ref.job_id for ref in inp.index.jobs.values())  # jobs before pods
             report = backend.apply(ops.binds, ops.evictions, ops.events + unsynced_events)
-            cycle.finished_at = now
             cycle.duration_ms = int((time.monotonic() - started) * 1000)
+            cycle.finished_at = _finished(now, cycle.duration_ms)
             persist_result(cycle, inp, result, report, now)
+            record_cycle(cycle)  # the /metrics totals commit with the decisions
     except Exception:
+        cycle.status = SchedulingCycle.Status.FAILED
+        cycle.duration_ms = int((time.monotonic() - started) * 1000)
         SchedulingCycle.objects.filter(pk=cycle.pk).update(
-            status=SchedulingCycle.Status.FAILED,
-            finished_at=now,
-            duration_ms=int((time.monotonic() - started) * 1000),
+            status=cycle.status,
+            finished_at=_finished(now, cycle.duration_ms),
+            duration_ms=cycle.duration_ms,
             error=traceback.format_exc()[-8000:],
         )
+        record_cycle(cycle)
         logger.exception("scheduling cycle %s failed", cycle.pk)
         raise
     for failure in report.failures:
         logger.warning("cluster %s of %s/%s failed: %s", failure.operation, failure.namespace, failure.name,
                        failure.error)  # fmt: skip
     return cycle
+
+
+def _finished(now: datetime, elapsed_ms: int) -> datetime:
+    """The cycle's end on the cycle's clock (``now`` may be simulated time in tests)."""
+    return now + timedelta(milliseconds=elapsed_ms)
+
+
+ABANDONED = "Abandoned: the worker running this cycle stopped (killed or crashed) before it finished."
+
+
+def reap_abandoned_cycles(now: datetime) -> int:
+    """Mark cycle rows still ``running`` as failed. Called with the cycle lock held, so no
+    cycle is running: such a row was left by a worker that died mid-cycle."""
+    reaped = SchedulingCycle.objects.filter(status=SchedulingCycle.Status.RUNNING).update(
+        status=SchedulingCycle.Status.FAILED, finished_at=now, error=ABANDONED
+    )
+    if reaped:
+        logger.warning("marked %d abandoned scheduling cycle(s) as failed", reaped)
+    return reaped
+
+
+def _fail_unhandled_jobs(unhandled: dict[int, str], now: datetime) -> None:
+    """Fail each job the snapshot could not convert, with the reason on the job (its owner sees it)."""
+    for job in Job.objects.filter(pk__in=list(unhandled)):
+        logger.warning("failing job %s (%s): %s", job.pk, job.name, unhandled[job.pk])
+        lifecycle.fail_job(job, lifecycle.unhandled_message(unhandled[job.pk]), now)

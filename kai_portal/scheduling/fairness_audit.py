@@ -4,7 +4,9 @@ Findings come from the GPU usage history (``UsageSample``, one row per queue
 per cycle) and, for head-of-line blocking, from the engine:
 
 * **starved**: allocated < fair share - ``starved_margin`` while requested >
-  allocated, continuously for at least ``starved_minutes``;
+  allocated, continuously for at least ``starved_minutes``; not when every
+  pending job of the queue could never start (too big for any node, above a
+  limit): that demand is no fair-share problem;
 * **borrowing**: allocated > deserved quota for at least ``borrowing_minutes``;
 * **idle quota**: deserved quota > 0 with allocated and requested both about 0
   for at least ``idle_hours``;
@@ -33,6 +35,7 @@ import scheduler
 from kai_portal.queues.models import Queue
 from kai_portal.scheduling.forecast import pool_orders
 from kai_portal.scheduling.models import UsageSample
+from kai_portal.scheduling.never_fits import queues_whose_demand_never_fits
 from kai_portal.scheduling.snapshot import build_snapshot
 from kai_portal.workloads.choices import JobState
 from kai_portal.workloads.models import Job
@@ -152,8 +155,17 @@ def audit(now: datetime | None = None) -> list[Finding]:
     starved = Q(allocated__lt=F("fair_share") - Decimal(str(t["starved_margin"]))) & Q(
         requested__gt=F("allocated")
     )
-    for qid, (since, _last) in _runs(starved, timedelta(minutes=t["starved_minutes"]), now).items():
-        if qid not in leaves:
+    starved_runs = {
+        qid: run
+        for qid, run in _runs(starved, timedelta(minutes=t["starved_minutes"]), now).items()
+        if qid in leaves
+    }
+    # Demand that can never be placed (bigger than every node, above a limit) is not starvation.
+    hopeless = (
+        queues_whose_demand_never_fits(build_snapshot(now), set(starved_runs)) if starved_runs else set()
+    )
+    for qid, (since, _last) in starved_runs.items():
+        if qid in hopeless:
             continue
         s = _window_stats(qid, since)
         gap = round(s["fair_share_avg"] - s["allocated_avg"], 2)

@@ -214,7 +214,7 @@ def _node_size_note(inp: CycleInput, job: scheduler.Job) -> str:
 
 
 def _never_summary(out: FitVerdict, job: Job) -> str:
-    pool = job.node_pool.name if job.node_pool else "default"
+    pool = job.queue.node_pool.name
     if out.reason_code == "OverLimit":
         return f"Can never fit: it asks for more than the limit of queue {job.queue.name} (or a parent)."
     if out.reason_code == "NonPreemptibleOverQuota":

@@ -19,29 +19,28 @@
 empty cluster; it waits behind jobs without a declared duration (they never
 end in the simulation); or it does not start within the horizon.
 
-``cached_forecast()`` is what pages and the API use: one forecast per
-scheduling cycle, kept in Django's cache under the latest cycle's id, so a
-page costs one query when it is warm. Jobs submitted after that cycle have no
-forecast until the next one.
+Nothing here runs in a web request: the scheduling worker refreshes the stored
+forecast after every cycle (``forecast_store.refresh``: positions exact, the
+estimate within a time budget), and pages and the API read what it stored.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.core.cache import cache
 from django.db.models import Min
 from django.utils import timezone
 
 import scheduler
-from kai_portal.scheduling.models import SchedulingCycle
-from kai_portal.scheduling.snapshot import CycleInput, alone_on_cluster, build_snapshot
+from kai_portal.scheduling.never_fits import never_fits_reason
+from kai_portal.scheduling.snapshot import CycleInput, build_snapshot
 from kai_portal.workloads.choices import JobState, PodState
 from kai_portal.workloads.models import Job, Pod
 from scheduler import gang
@@ -52,12 +51,15 @@ from scheduler.simulate import simulate
 HORIZON = timedelta(days=7)
 # Cycles the simulator may run when the outcome depends on time alone (no fast-forward).
 MAX_STEPPED_CYCLES = 3000
-CACHE_SECONDS = 600
 
 UNKNOWN_NEVER_FITS = "never_fits"
 UNKNOWN_NO_DURATION = "no_duration"
 UNKNOWN_HORIZON = "beyond_horizon"
 UNKNOWN_NOT_YET = "not_yet_considered"
+UNKNOWN_NOT_BEFORE = "not_before"  # the budgeted simulation stopped before it started the job
+# Of a budgeted estimate, the share of the remaining time the simulation may use; the rest is for
+# the per-job "does it fit at all" checks, so never-fitting jobs are told apart even on a busy cluster.
+SIMULATION_SHARE = 0.75
 
 
 @dataclass
@@ -70,15 +72,29 @@ class Forecast:
     queue_pending: int = 0
     cluster_position: int | None = None  # 1 = next in its node pool
     cluster_pending: int = 0
-    ahead: list[int] = field(default_factory=list)  # job ids ahead in the pool's order, nearest last
+    jobs_ahead: int = 0
+    # Job ids ahead in the pool's order, nearest last (filled by ``forecast()`` and for the job page).
+    ahead: list[int] = field(default_factory=list)
     estimated_start: datetime | None = None
     unknown: str = ""  # one of the UNKNOWN_* codes when estimated_start is None
     reason: str = ""  # human text for unknown
-    computed_at: datetime | None = None
+    computed_at: datetime | None = None  # the cycle the positions are from
+    estimated_at: datetime | None = None  # when the estimate was made; None = not estimated yet
+    not_before: datetime | None = None  # UNKNOWN_NOT_BEFORE: how far the simulation got without starting it
 
     @property
-    def jobs_ahead(self) -> int:
-        return len(self.ahead)
+    def estimate_age(self) -> str:
+        """How old the estimate is, for people: "just now", "3 min ago", "2 h ago"; "" if none."""
+        if self.estimated_at is None:
+            return ""
+        seconds = (timezone.now() - self.estimated_at).total_seconds()
+        if seconds < 60:
+            return "just now"
+        if seconds < 3600:
+            return f"{int(seconds // 60)} min ago"
+        if seconds < 86400:
+            return f"{int(seconds // 3600)} h ago"
+        return f"{int(seconds // 86400)} d ago"
 
 
 # ---- ordering --------------------------------------------------------------
@@ -100,8 +116,8 @@ def pool_orders(inp: CycleInput) -> dict[str, list[str]]:
         while (popped := queue.pop()) is not None:
             order.append(popped.name)
             # Charge the job's step to its queues, as a successful allocation would.
-            charge = job_request(session, job)
-            for qs in session.ancestors(job.queue):
+            charge = job_request(session, popped)
+            for qs in session.ancestors(popped.queue):
                 for r, v in charge.items():
                     qs.allocated[r] = scheduler.model.clean(qs.allocated[r] + v)
         orders[pool] = order
@@ -129,39 +145,86 @@ def _prepared(inp: CycleInput, terminal: set[int]) -> scheduler.Snapshot:
     return scheduler.Snapshot(nodes=inp.snapshot.nodes, queues=inp.snapshot.queues, jobs=jobs)
 
 
-def _fits_alone(inp: CycleInput, snap: scheduler.Snapshot, name: str) -> bool:
-    """Whether the engine places the job on an empty cluster (no other job at all)."""
-    job = next(j for j in snap.jobs if j.name == name)
-    placed = alone_on_cluster(inp, job).placed(t.name for t in job.tasks)
-    return len(placed) >= max(1, min(job.gang_min, len(job.tasks)))
+@dataclass
+class ForecastInputs:
+    """What the forecast reads besides the snapshot: job states, declared durations, start times."""
+
+    rows: dict[int, Mapping[str, Any]]
+    started: dict[int, datetime]
+
+    @classmethod
+    def load(cls, inp: CycleInput) -> ForecastInputs:
+        ids = {ref.job_id for ref in inp.index.jobs.values()}
+        rows: dict[int, Mapping[str, Any]] = {
+            j["pk"]: j for j in Job.objects.filter(pk__in=ids).values("pk", "state", "duration")
+        }
+        started = dict(
+            Pod.objects.filter(job_id__in=ids, state=PodState.RUNNING)
+            .values("job_id")
+            .annotate(first=Min("started_at"))
+            .values_list("job_id", "first")
+        )
+        return cls(rows, started)
 
 
-def forecast(now: datetime | None = None) -> dict[int, Forecast]:
-    """Position and estimated start of every pending job, by job id (see the module docstring)."""
-    now = now or timezone.now()
-    inp = build_snapshot(now)
+def positions(inp: CycleInput, data: ForecastInputs, now: datetime) -> dict[int, Forecast]:
+    """Every pending job's place in its leaf queue and its pool (cheap: one ordering per pool)."""
     index = inp.index
-    ids = {ref.job_id for ref in index.jobs.values()}
-    rows: dict[int, Mapping[str, Any]] = {
-        j["pk"]: j for j in Job.objects.filter(pk__in=ids).values("pk", "state", "duration")
-    }
-    terminal = {pk for pk, r in rows.items() if r["state"] not in JobState.active()}
-    started = dict(
-        Pod.objects.filter(job_id__in=ids, state=PodState.RUNNING)
-        .values("job_id")
-        .annotate(first=Min("started_at"))
-        .values_list("job_id", "first")
-    )
+    out: dict[int, Forecast] = {}
+    for pool, order in pool_orders(inp).items():
+        pending = [
+            n for n in order if data.rows.get(index.jobs[n].job_id, {}).get("state") == JobState.PENDING
+        ]
+        by_queue: dict[int, list[str]] = {}
+        for name in pending:
+            by_queue.setdefault(index.jobs[name].queue_id, []).append(name)
+        queue_rank = {name: i for names in by_queue.values() for i, name in enumerate(names, start=1)}
+        for position, name in enumerate(pending, start=1):
+            ref = index.jobs[name]
+            out[ref.job_id] = Forecast(
+                job_id=ref.job_id,
+                pool=pool,
+                queue_position=queue_rank[name],
+                queue_pending=len(by_queue[ref.queue_id]),
+                cluster_position=position,
+                cluster_pending=len(pending),
+                jobs_ahead=position - 1,
+                computed_at=now,
+            )
+    return out
+
+
+def estimate(
+    inp: CycleInput,
+    data: ForecastInputs,
+    now: datetime,
+    forecasts: Mapping[int, Forecast],
+    *,
+    deadline: float | None = None,
+    stalest_first: Iterable[int] = (),
+) -> set[int]:
+    """Fill in the estimated start (or why it is unknown) of the pending jobs in ``forecasts``.
+
+    One simulation of the whole cluster decides every job it starts. With a ``deadline``
+    (``time.monotonic()`` value) the simulation may use SIMULATION_SHARE of the time left
+    and stops there: jobs it started by then are exact; a job it did not reach gets a lower
+    bound (``UNKNOWN_NOT_BEFORE``, ``not_before``: it starts later than that, if at all).
+    Jobs the simulation did not start need one engine run each to tell "never fits" apart;
+    those go in ``stalest_first`` order (then the rest) until the deadline; the ones not
+    checked in time are left alone (the caller keeps their older estimate).
+    Returns the ids of the jobs whose estimate (or lower bound) was made now."""
+    index = inp.index
+    terminal = {pk for pk, r in data.rows.items() if r["state"] not in JobState.active()}
     snap = _prepared(inp, terminal)
 
     durations: dict[str, float] = {}
     for job in snap.jobs:
         ref = index.jobs[job.name]
-        declared = rows.get(ref.job_id, {}).get("duration")
+        declared = data.rows.get(ref.job_id, {}).get("duration")
         if declared is None:
             continue  # unknown duration: never ends in the simulation
         running = any(t.state == scheduler.TaskState.RUNNING for t in job.tasks)
-        since = started.get(ref.job_id) if running else None
+        since = data.started.get(ref.job_id) if running else None
         elapsed = (now - since).total_seconds() if since else 0.0
         durations[job.name] = max(0.0, declared.total_seconds() - elapsed)
     no_duration = [j.name for j in snap.jobs if j.name not in durations]
@@ -174,7 +237,22 @@ def forecast(now: datetime | None = None) -> dict[int, Forecast]:
     if time_dependent:  # no fast-forward: step coarser and stop earlier
         step = max(step, 60.0)
         horizon_s = min(horizon_s, step * MAX_STEPPED_CYCLES)
-    result = simulate(snap, (), step, config=inp.config, durations=durations, until_s=horizon_s)
+
+    def out_of_time() -> bool:
+        return deadline is not None and time.monotonic() >= deadline
+
+    simulation_deadline = None
+    if deadline is not None:
+        begin = time.monotonic()
+        simulation_deadline = begin + max(0.0, deadline - begin) * SIMULATION_SHARE
+
+    def simulation_out_of_time() -> bool:
+        return simulation_deadline is not None and time.monotonic() >= simulation_deadline
+
+    result = simulate(
+        snap, (), step, config=inp.config, durations=durations, until_s=horizon_s,
+        should_stop=simulation_out_of_time,
+    )  # fmt: skip
     ends = sorted(r.end_s for r in result.jobs.values() if r.end_s is not None)
     cycle_times = [s.t for s in result.samples]
 
@@ -186,43 +264,71 @@ def forecast(now: datetime | None = None) -> dict[int, Forecast]:
         freed = [e for e in ends if previous < e <= first_start]
         return freed[-1] if freed else first_start
 
-    orders = pool_orders(inp)
-    out: dict[int, Forecast] = {}
-    for pool, order in orders.items():
-        pending = [n for n in order if rows.get(index.jobs[n].job_id, {}).get("state") == JobState.PENDING]
-        by_queue: dict[int, list[str]] = {}
-        for name in pending:
-            by_queue.setdefault(index.jobs[name].queue_id, []).append(name)
-        for position, name in enumerate(pending, start=1):
-            ref = index.jobs[name]
-            siblings = by_queue[ref.queue_id]
-            fc = Forecast(
-                job_id=ref.job_id,
-                pool=pool,
-                queue_position=siblings.index(name) + 1,
-                queue_pending=len(siblings),
-                cluster_position=position,
-                cluster_pending=len(pending),
-                ahead=[index.jobs[n].job_id for n in pending[: position - 1]],
-                computed_at=now,
+    names = {ref.job_id: name for name, ref in index.jobs.items()}
+    decided: set[int] = set()
+    not_started: list[int] = []
+    for job_id, fc in forecasts.items():
+        rec = result.jobs.get(names[job_id])
+        if rec is not None and rec.first_start_s is not None:
+            fc.estimated_start = now + timedelta(seconds=start_time(rec.first_start_s))
+            fc.unknown = fc.reason = ""
+            fc.estimated_at = now
+            decided.add(job_id)
+        else:
+            not_started.append(job_id)
+    # Jobs the simulation did not start: does each fit at all? One engine run each, stalest first.
+    rank = {job_id: i for i, job_id in enumerate(stalest_first)}
+    not_started.sort(key=lambda job_id: rank.get(job_id, len(rank)))
+    for job_id in not_started:
+        if out_of_time():
+            break
+        fc = forecasts[job_id]
+        fc.estimated_start = None
+        fc.estimated_at = now
+        why = never_fits_reason(inp, next(j for j in snap.jobs if j.name == names[job_id]))
+        if why is not None:
+            fc.unknown = UNKNOWN_NEVER_FITS
+            fc.reason = why  # a queue limit, non-preemptible over quota, or no node big enough
+        elif result.stopped:
+            # Starts are reported at the end that freed the room (start_time), which is after the last
+            # simulated cycle: that cycle is the bound, not the next one the simulation jumped to.
+            reached = cycle_times[-1] if cycle_times else 0.0
+            fc.unknown = UNKNOWN_NOT_BEFORE
+            fc.not_before = now + timedelta(seconds=reached)
+            fc.reason = (
+                f"within its time budget the simulation got {_span(reached / 86400)} ahead "
+                "and had not started it by then"
             )
-            rec = result.jobs.get(name)
-            if rec is not None and rec.first_start_s is not None:
-                fc.estimated_start = now + timedelta(seconds=start_time(rec.first_start_s))
-            elif not _fits_alone(inp, snap, name):
-                fc.unknown = UNKNOWN_NEVER_FITS
-                fc.reason = "it does not fit anywhere, even on an empty cluster"
-            elif no_duration:
-                fc.unknown = UNKNOWN_NO_DURATION
-                fc.reason = (
-                    f"it waits on {len(no_duration)} job{'s' if len(no_duration) != 1 else ''} "
-                    "without a declared duration"
-                )
-            else:
-                fc.unknown = UNKNOWN_HORIZON
-                days = horizon_s / 86400
-                fc.reason = f"it does not start within the next {_span(days)} of simulated time"
-            out[ref.job_id] = fc
+        elif no_duration:
+            fc.unknown = UNKNOWN_NO_DURATION
+            fc.reason = (
+                f"it waits on {len(no_duration)} job{'s' if len(no_duration) != 1 else ''} "
+                "without a declared duration"
+            )
+        else:
+            fc.unknown = UNKNOWN_HORIZON
+            fc.reason = f"it does not start within the next {_span(horizon_s / 86400)} of simulated time"
+        decided.add(job_id)
+    return decided
+
+
+def forecast(now: datetime | None = None) -> dict[int, Forecast]:
+    """Position and estimated start of every pending job, by job id, with no time budget.
+
+    The scheduling worker uses ``forecast_store.refresh`` (budgeted, stored); this whole
+    computation is for tests and tools."""
+    now = now or timezone.now()
+    inp = build_snapshot(now)
+    data = ForecastInputs.load(inp)
+    out = positions(inp, data, now)
+    estimate(inp, data, now, out)
+    by_pool: dict[str, list[Forecast]] = {}
+    for fc in out.values():
+        by_pool.setdefault(fc.pool, []).append(fc)
+    for pool_forecasts in by_pool.values():
+        pool_forecasts.sort(key=lambda f: f.cluster_position or 0)
+        for i, fc in enumerate(pool_forecasts):
+            fc.ahead = [f.job_id for f in pool_forecasts[:i]]
     return out
 
 
@@ -230,83 +336,10 @@ def _span(days: float) -> str:
     if days >= 1:
         n = math.floor(days)
         return f"{n} day{'s' if n != 1 else ''}"
-    hours = max(1, math.floor(days * 24))
-    return f"{hours} hour{'s' if hours != 1 else ''}"
-
-
-# ---- cached access ----------------------------------------------------------
-
-
-def _cache_key() -> str | None:
-    latest = (
-        SchedulingCycle.objects.filter(status=SchedulingCycle.Status.SUCCEEDED)
-        .order_by("-started_at", "-pk")
-        .values_list("pk", "started_at")
-        .first()
-    )
-    if latest is None:
-        return None
-    return f"forecast:v1:{latest[0]}:{latest[1].isoformat()}"
-
-
-def cached_forecast(job_ids: Iterable[int] | None = None) -> dict[int, Forecast]:
-    """The forecast of the latest scheduling cycle (computed once per cycle; {} before the first).
-
-    ``job_ids`` limits the answer (the whole forecast is still computed on a miss). With
-    ``job_ids`` only those jobs' entries are read from the cache (one ``get_many``): the whole
-    forecast holds every pending job's ``ahead`` list (quadratic in the pending jobs; tens of
-    milliseconds to unpickle with a thousand of them), a page needs 50 entries of it."""
-    key = _cache_key()
-    if key is None:
-        return {}
-    if job_ids is not None:
-        ids = list(job_ids)
-        index_key = f"{key}:ids"
-        got = cache.get_many([index_key, *(f"{key}:{pk}" for pk in ids)])
-        known: set[int] | None = got.get(index_key)
-        if known is not None:
-            wanted = [pk for pk in ids if pk in known]
-            if all(f"{key}:{pk}" in got for pk in wanted):
-                return {pk: got[f"{key}:{pk}"] for pk in wanted}
-    data: dict[int, Forecast] | None = cache.get(key)
-    if data is None:
-        data = forecast(timezone.now())
-        cache.set(key, data, CACHE_SECONDS)
-    if job_ids is None:
-        return data
-    _cache_per_job(key, data)
-    return {pk: data[pk] for pk in ids if pk in data}
-
-
-def _cache_per_job(key: str, data: dict[int, Forecast]) -> None:
-    """Each job's forecast under its own key, and the set of job ids, for ``cached_forecast(ids)``."""
-    entries: dict[str, Any] = {f"{key}:{pk}": fc for pk, fc in data.items()}
-    entries[f"{key}:ids"] = set(data)  # last: readers trust the entries only once it is there
-    cache.set_many(entries, CACHE_SECONDS)
-
-
-def not_yet(job: Job) -> Forecast:
-    """The forecast of a pending job that no cycle has looked at yet."""
-    return Forecast(
-        job_id=job.pk,
-        pool=job.node_pool.name if job.node_pool is not None else "default",
-        unknown=UNKNOWN_NOT_YET,
-        reason="the next scheduling cycle has not looked at it yet",
-    )
-
-
-def describe(fc: Forecast, user: Any) -> dict[str, Any]:
-    """A forecast for one user: the jobs ahead they may see by name, the others only counted."""
-    visible = {
-        j.pk: j
-        for j in Job.objects.visible_to(user)
-        .filter(pk__in=fc.ahead)
-        .select_related("queue")
-        .only("pk", "uid", "name", "queue__name")
-    }
-    ahead = [visible[pk] for pk in fc.ahead if pk in visible]
-    return {
-        "forecast": fc,
-        "ahead_visible": ahead,
-        "ahead_hidden": len(fc.ahead) - len(ahead),
-    }
+    if days * 24 >= 1:
+        hours = math.floor(days * 24)
+        return f"{hours} hour{'s' if hours != 1 else ''}"
+    minutes = math.floor(days * 24 * 60)
+    if minutes < 1:
+        return "less than a minute"
+    return f"{minutes} minute{'s' if minutes != 1 else ''}"

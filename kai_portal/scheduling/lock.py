@@ -1,8 +1,11 @@
 """The cycle lock: at most one scheduling cycle runs at a time, across all workers.
 
-The lock is a redis-py ``Lock`` with an expiry (a crashed worker cannot hold it
-forever) taken without blocking: a cycle that finds it taken is skipped, not
-queued, because the next beat tick comes a few seconds later anyway.
+The lock is a redis-py ``Lock`` with a short expiry (``CYCLE_LOCK_TIMEOUT_SECONDS``,
+10 s) that a heartbeat thread renews every third of it while the cycle runs: a
+cycle may take as long as it needs, and a worker killed mid-cycle (SIGKILL, OOM,
+a lost node) stops renewing, so the next cycle runs at most one expiry later. It
+is taken without blocking: a cycle that finds it taken is skipped, not queued,
+because the next beat tick comes a few seconds later anyway.
 
 When Redis cannot be reached (a laptop running ``manage.py run_scheduler``
 without Redis) the lock degrades to a PostgreSQL session advisory lock, which
@@ -21,6 +24,7 @@ from contextlib import contextmanager
 import redis
 from django.conf import settings
 from django.db import connection
+from redis.lock import Lock
 
 logger = logging.getLogger(__name__)
 
@@ -30,9 +34,31 @@ ADVISORY_LOCK_KEY = 0x4B41495F4359434C  # "KAI_CYCL"
 _process_lock = threading.Lock()
 
 
-def lock_timeout_seconds() -> int:
-    """How long a held lock lives if its holder dies without releasing it."""
-    return int(getattr(settings, "CYCLE_LOCK_TIMEOUT_SECONDS", 120))
+def lock_timeout_seconds() -> float:
+    """How long a held lock lives after its holder's last renewal (if it dies, say)."""
+    return float(getattr(settings, "CYCLE_LOCK_TIMEOUT_SECONDS", 10))
+
+
+class _Heartbeat(threading.Thread):
+    """Extends the lock's expiry every third of it until stopped (or the lock is lost)."""
+
+    def __init__(self, lock: Lock, timeout: float) -> None:
+        super().__init__(name="cycle-lock-heartbeat", daemon=True)
+        self.lock, self.timeout, self.stopped = lock, timeout, threading.Event()
+
+    def run(self) -> None:
+        while not self.stopped.wait(self.timeout / 3):
+            try:
+                self.lock.extend(self.timeout, replace_ttl=True)
+            except redis.exceptions.LockError:
+                logger.error("cycle lock lost while the cycle runs (it expired); another cycle may start")
+                return
+            except redis.exceptions.RedisError as error:
+                logger.warning("cannot renew the cycle lock (%s); retrying", error)
+
+    def stop(self) -> None:
+        self.stopped.set()
+        self.join(5)
 
 
 @contextmanager
@@ -42,7 +68,9 @@ def cycle_lock(redis_url: str | None = None) -> Iterator[bool]:
     Never blocks: callers skip their cycle on False.
     """
     client = redis.Redis.from_url(redis_url or settings.REDIS_URL, socket_connect_timeout=1, socket_timeout=5)
-    lock = client.lock(LOCK_NAME, timeout=lock_timeout_seconds(), blocking=False)
+    timeout = lock_timeout_seconds()
+    # Not thread-local: the heartbeat thread renews the lock with the token this thread took.
+    lock = client.lock(LOCK_NAME, timeout=timeout, blocking=False, thread_local=False)
     try:
         acquired = lock.acquire(blocking=False)
     except redis.exceptions.ConnectionError as error:
@@ -51,9 +79,14 @@ def cycle_lock(redis_url: str | None = None) -> Iterator[bool]:
         with database_lock() as held:
             yield held
         return
+    heartbeat = _Heartbeat(lock, timeout) if acquired else None
+    if heartbeat is not None:
+        heartbeat.start()
     try:
         yield bool(acquired)
     finally:
+        if heartbeat is not None:
+            heartbeat.stop()
         if acquired:
             try:
                 lock.release()

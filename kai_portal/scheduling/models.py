@@ -174,3 +174,37 @@ class QueueStatus(models.Model):
 
     def __str__(self) -> str:
         return f"{self.queue} {self.resource}: fair share {self.fair_share}, allocated {self.allocated}"
+
+
+class JobForecast(models.Model):
+    """A pending job's queue position and estimated start, as the scheduling worker last computed them.
+
+    Written after every cycle by ``forecast_store.refresh`` (all rows replaced in one
+    transaction); pages and the API only read it. Positions are from the cycle at
+    ``computed_at`` (exact every cycle); the estimate is from ``estimated_at``, which may be
+    older (the simulation runs within a time budget), and null when none was made yet.
+    """
+
+    job = models.OneToOneField(
+        "workloads.Job", on_delete=models.CASCADE, primary_key=True, related_name="stored_forecast"
+    )
+    pool = models.CharField(max_length=253)
+    queue_position = models.PositiveIntegerField()
+    queue_pending = models.PositiveIntegerField()
+    cluster_position = models.PositiveIntegerField()
+    cluster_pending = models.PositiveIntegerField()
+    computed_at = models.DateTimeField(help_text="The cycle the positions are from.")
+    estimated_start = models.DateTimeField(null=True, blank=True)
+    unknown = models.CharField(max_length=32, blank=True, help_text="Why there is no estimated start.")
+    reason = models.CharField(max_length=300, blank=True)
+    estimated_at = models.DateTimeField(null=True, blank=True, help_text="Null: not estimated yet.")
+    not_before = models.DateTimeField(
+        null=True, blank=True, help_text="How far the simulation got without starting it."
+    )
+
+    class Meta:
+        ordering = ["pool", "cluster_position"]
+        indexes = [models.Index(fields=["pool", "cluster_position"], name="forecast_pool_position")]
+
+    def __str__(self) -> str:
+        return f"job {self.job_id}: {self.cluster_position} of {self.cluster_pending} in {self.pool}"

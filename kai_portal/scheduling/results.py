@@ -26,8 +26,10 @@ from datetime import datetime
 from kai_portal.cluster.backends import ApplyReport, Bind, EventType, Evict, PodEvent
 from kai_portal.scheduling import usage
 from kai_portal.scheduling.models import Decision, JobMessage, SchedulingCycle
+from kai_portal.scheduling.pool_usage import record_pool_usage
 from kai_portal.scheduling.snapshot import CycleInput, PodRef
 from kai_portal.workloads import lifecycle
+from kai_portal.workloads.choices import JobState
 from kai_portal.workloads.models import Job, Pod
 from scheduler import CycleResult, TaskState
 
@@ -214,6 +216,7 @@ def persist_result(
     _persist_job_messages(cycle, inp, result)
     lifecycle.refresh_job_states(touched_jobs, now)
     usage.record_usage(cycle, index.queues, result.queues, now)
+    record_pool_usage(inp, result, now)
 
     cycle.allocated_count = counts["allocated"]
     cycle.pipelined_count = counts["pipelined"]
@@ -254,7 +257,9 @@ def _persist_job_messages(cycle: SchedulingCycle, inp: CycleInput, result: Cycle
         message = result.job_messages.get(engine_name, "")
         if message == ref.message:
             continue
-        Job.objects.filter(pk=ref.job_id).update(message=message)
+        # An ended job (its pods still releasing) keeps the message that says why it ended.
+        if not Job.objects.filter(pk=ref.job_id, state__in=JobState.active()).update(message=message):
+            continue
         if message:
             rows.append(
                 JobMessage(cycle=cycle, job_id=ref.job_id, reason=reason_code(message), message=message)

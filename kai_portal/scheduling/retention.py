@@ -16,6 +16,7 @@ from django.conf import settings
 from django.db import models, transaction
 from django.utils import timezone
 
+from kai_portal.cluster.models import PoolUsageSample
 from kai_portal.scheduling.models import Decision, JobMessage, SchedulingCycle, UsageSample
 
 BATCH = 5000
@@ -60,5 +61,6 @@ def prune_history(now: datetime | None = None) -> PruneReport:
     decisions = _delete_in_batches(Decision.objects.filter(cycle__started_at__lt=reason_cutoff))
     messages = _delete_in_batches(JobMessage.objects.filter(cycle__started_at__lt=reason_cutoff))
     samples = _delete_in_batches(UsageSample.objects.filter(sampled_at__lt=usage_cutoff))
+    samples += _delete_in_batches(PoolUsageSample.objects.filter(sampled_at__lt=usage_cutoff))
     cycles = _delete_in_batches(SchedulingCycle.objects.filter(started_at__lt=reason_cutoff))
     return PruneReport(reason_cutoff, usage_cutoff, decisions, messages, samples, cycles)

@@ -75,6 +75,9 @@ class SnapshotIndex:
     # (node id, device index) -> GpuDevice id
     devices: dict[tuple[int, int], int] = field(default_factory=dict)
     capacity: dict[str, float] = field(default_factory=dict)
+    # Jobs left out because their rows could not be converted (job id -> what was wrong):
+    # the cycle fails them, so one bad row never stops scheduling for everyone.
+    unhandled: dict[int, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -142,7 +145,7 @@ def _seconds(value: object) -> float | None:
 
 
 def _queues(index: SnapshotIndex) -> list[scheduler.Queue]:
-    rows = list(Queue.objects.select_related("parent").order_by("created_at", "pk"))
+    rows = list(Queue.objects.select_related("parent", "node_pool").order_by("created_at", "pk"))
     out = []
     for position, row in enumerate(rows):
         index.queues[row.name] = row.pk
@@ -166,6 +169,7 @@ def _engine_queue(row: Queue, position: int) -> scheduler.Queue:
         reclaim_min_runtime_s=_seconds(row.reclaim_min_runtime),
         preempt_min_runtime_s=_seconds(row.preempt_min_runtime),
         created_index=position,
+        pool=row.node_pool.name,
     )
 
 
@@ -193,19 +197,30 @@ def _jobs(now: datetime, index: SnapshotIndex) -> list[scheduler.Job]:
     for job, job_pods in by_job.values():
         engine_name = job.name if taken[job.name] == 1 else f"{job.name}-{job.pk}"
         namespace = job.namespace or job.queue.name
+        try:
+            tasks, refs = _job_tasks(job, job_pods, engine_name, namespace, used_tasks)
+            engine_job = _engine_job(job, engine_name, namespace, tasks, now)
+        except (ArithmeticError, ValueError, TypeError, KeyError) as error:
+            index.unhandled[job.pk] = f"{type(error).__name__}: {str(error)[:200]}"
+            continue
         index.jobs[engine_name] = JobRef(job.pk, job.name, namespace, job.queue_id, job.message)
-        tasks = []
-        for pod in job_pods:
-            task_name = pod.name if engine_name == job.name else f"{engine_name}-{pod.index}"
-            if task_name in used_tasks:
-                task_name = f"{task_name}-p{pod.pk}"
-            used_tasks.add(task_name)
-            tasks.append(_task(pod, job, task_name, engine_name))
-            index.tasks[task_name] = PodRef(
-                pod.pk, job.pk, pod.name, namespace, pod.state, pod.node_id, pod.reason
-            )
-        out.append(_engine_job(job, engine_name, namespace, tasks, now))
+        index.tasks.update(refs)
+        used_tasks.update(refs)
+        out.append(engine_job)
     return out
+
+
+def _job_tasks(
+    job: Job, job_pods: list[Pod], engine_name: str, namespace: str, used_tasks: set[str]
+) -> tuple[list[scheduler.Task], dict[str, PodRef]]:
+    tasks, refs = [], {}
+    for pod in job_pods:
+        task_name = pod.name if engine_name == job.name else f"{engine_name}-{pod.index}"
+        if task_name in used_tasks or task_name in refs:
+            task_name = f"{task_name}-p{pod.pk}"
+        tasks.append(_task(pod, job, task_name, engine_name))
+        refs[task_name] = PodRef(pod.pk, job.pk, pod.name, namespace, pod.state, pod.node_id, pod.reason)
+    return tasks, refs
 
 
 def _engine_job(

@@ -11,10 +11,12 @@ from decimal import Decimal
 from typing import Any, cast
 
 from django import forms
+from django.core.exceptions import ValidationError
 
-from kai_portal.cluster.models import NodePool
 from kai_portal.queues.durations import parse_go_duration
 from kai_portal.queues.models import Queue
+from kai_portal.workloads import limits
+from kai_portal.workloads.capacity import oversized_task_errors
 from kai_portal.workloads.models import Job
 
 
@@ -35,7 +37,8 @@ class JobSubmitForm(forms.ModelForm):
         label="GPU per task", choices=GpuMode.CHOICES, initial=GpuMode.WHOLE, widget=forms.RadioSelect
     )
     cpu_cores = forms.DecimalField(
-        label="CPU per task (cores)", min_value=0, max_digits=8, decimal_places=3, initial=1,
+        label="CPU per task (cores)", min_value=0, max_value=limits.MAX_CPU_MILLICORES // 1000,
+        max_digits=8, decimal_places=3, initial=1,
         help_text="0.5 = 500 millicores.",
     )  # fmt: skip
     run_time = forms.CharField(
@@ -56,7 +59,6 @@ class JobSubmitForm(forms.ModelForm):
             "gpu_fraction_devices",
             "memory_mib",
             "priority_class",
-            "node_pool",
             "image",
             "command",
         ]
@@ -68,7 +70,6 @@ class JobSubmitForm(forms.ModelForm):
             "gpu_memory_mib": "GPU memory per task (MiB)",
             "gpu_fraction_devices": "Devices per task (fraction / memory)",
             "memory_mib": "Memory per task (MiB)",
-            "node_pool": "Node pool",
         }
         help_texts = {
             "min_member": "Pods that must start together; 0 = elastic.",
@@ -76,19 +77,23 @@ class JobSubmitForm(forms.ModelForm):
         }
         widgets = {"command": forms.Textarea(attrs={"rows": 2})}
 
-    def __init__(self, *args: Any, user: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, user: Any, refuse_oversized: bool = True, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.user = user
+        self.refuse_oversized = refuse_oversized
         queue_field = cast("forms.ModelChoiceField[Queue]", self.fields["queue"])
-        queue_field.queryset = Queue.objects.submittable_by(user).select_related("team").order_by("name")
-        # A per-instance override of the method: the stubs only allow subclassing.
+        queue_field.queryset = (
+            Queue.objects.submittable_by(user).select_related("team", "node_pool").order_by("name")
+        )
+        # A per-instance override of the method: the stubs only allow subclassing. The job runs
+        # in its queue's node pool, so the choice names it.
         queue_field.label_from_instance = (  # type: ignore[method-assign]
-            lambda obj: f"{obj.name} ({obj.team.name})" if obj.team else obj.name
+            lambda obj: f"{obj.name} ({obj.team.name}) · pool {obj.node_pool.name}"
+            if obj.team
+            else f"{obj.name} · pool {obj.node_pool.name}"
         )
         queue_field.empty_label = "Choose a queue"
-        pool_field = cast("forms.ModelChoiceField[NodePool]", self.fields["node_pool"])
-        pool_field.queryset = NodePool.objects.order_by("name")
-        pool_field.empty_label = "Any pool"
+        queue_field.help_text = "The job runs in its queue's node pool."
         for name in ("gpu_count", "gpu_fraction", "gpu_memory_mib", "gpu_fraction_devices", "memory_mib"):
             self.fields[name].required = False
 
@@ -101,9 +106,13 @@ class JobSubmitForm(forms.ModelForm):
         if not text:
             return None
         try:
-            return parse_go_duration(text)
+            duration = parse_go_duration(text)
         except ValueError as exc:
             raise forms.ValidationError(f"{exc}.") from None
+        problem = limits.duration_error(duration)
+        if problem:
+            raise forms.ValidationError(problem)
+        return duration
 
     def clean(self) -> dict[str, Any]:
         data = super().clean()
@@ -129,11 +138,22 @@ class JobSubmitForm(forms.ModelForm):
             data["memory_mib"] = 0
         return data
 
+    def _update_errors(self, errors: Any) -> None:
+        # The model names CPU in millicores; this form asks for cores.
+        if hasattr(errors, "error_dict") and "cpu_millicores" in errors.error_dict:
+            errors.error_dict["cpu_cores"] = errors.error_dict.pop("cpu_millicores")
+        super()._update_errors(errors)  # type: ignore[misc]  # stubs omit BaseModelForm._update_errors
+
     def _post_clean(self) -> None:
         self.instance.cpu_millicores = self.cleaned_data.get("cpu_cores", 0) or 0
         self.instance.duration = self.cleaned_data.get("run_time")
         self.instance.submitter = self.user
         super()._post_clean()  # type: ignore[misc]  # stubs omit BaseModelForm._post_clean
+        if self.refuse_oversized and not self.errors:
+            # The same refusal as ``submission.submit``, shown on the fields it names.
+            oversized = oversized_task_errors(self.instance)
+            if oversized:
+                self._update_errors(ValidationError({f: [m] for f, m in oversized.items()}))
 
 
 class ManifestSubmitForm(forms.Form):

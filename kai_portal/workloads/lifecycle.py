@@ -56,6 +56,20 @@ def cancel_job(job: Job, actor: Any = None) -> Job:
 
 # ----- transitions the scheduling loop and the cluster make -------------------
 
+
+def lock_jobs(job_ids: Iterable[int]) -> None:
+    """Lock these job rows, in id order, for the rest of the transaction.
+
+    Lock order is job before its pods, everywhere: ``cancel_job`` and ``fail_job`` update
+    the job first, and the scheduling loop calls this before it touches any pod. Without
+    it a cycle (pods, then jobs) and a cancel (job, then pods) could each hold what the
+    other waits for: a deadlock that PostgreSQL breaks by failing one of them.
+    """
+    ids = sorted(set(job_ids))
+    if ids:
+        list(Job.objects.select_for_update().filter(pk__in=ids).order_by("pk").values_list("pk", flat=True))
+
+
 HOLDING = [PodState.BOUND, PodState.RUNNING]
 
 
@@ -145,6 +159,14 @@ def fail_job(job: Job, message: str, now: datetime) -> bool:
     )
     job.state = JobState.FAILED
     return True
+
+
+def unhandled_message(problem: str) -> str:
+    """The job message of a job the scheduling loop could not handle and therefore failed."""
+    return (
+        f"The scheduler could not handle this job and failed it so that scheduling goes on for "
+        f"everyone else: {problem}. Submit it again with valid values."
+    )
 
 
 def refresh_job_states(job_ids: Iterable[int], now: datetime) -> None:

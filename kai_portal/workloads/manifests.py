@@ -16,7 +16,8 @@ What is read (kai-semantics §1.7):
   built-in classes); ``kai.scheduler/preemptibility`` label.
 * gang: a Pod is one task. A Job runs ``parallelism`` tasks (default 1, at
   most ``completions``); the gang minimum is annotation
-  ``kai.scheduler/batch-min-member`` and defaults to every task.
+  ``kai.scheduler/batch-min-member`` and defaults to 1, as KAI's pod grouper
+  does for standard Jobs (each pod may start on its own).
 * node pool: label ``kai.scheduler/node-pool``.
 * ``restartPolicy`` (OnFailure or Never; Always counts as the default) and
   ``metadata.namespace`` are kept on the job.
@@ -43,8 +44,10 @@ from django.db import transaction
 from kubernetes.utils import parse_quantity
 
 from kai_portal.cluster.models import NodePool
+from kai_portal.core import safe_yaml
 from kai_portal.queues.durations import parse_go_duration
 from kai_portal.queues.models import Queue
+from kai_portal.workloads import limits as bounds
 from kai_portal.workloads import submission
 from kai_portal.workloads.choices import Preemptibility, PriorityClass, RestartPolicy
 from kai_portal.workloads.models import Job
@@ -60,14 +63,17 @@ GPU_DEVICES = "gpu-fraction-num-devices"
 MIN_MEMBER = "kai.scheduler/batch-min-member"
 DURATION = "kai.portal/duration"
 GPU_RESOURCE = "nvidia.com/gpu"
-MAX_TASKS = 10_000
+MAX_TASKS = bounds.MAX_TASKS
+# Quantities beyond this are refused before any arithmetic (a 1e999999999 overflows Decimal).
+_MAX_QUANTITY = Decimal(2**63)
 
 
 class ManifestError(Exception):
     """A manifest that cannot become a job: ``path`` says where, ``message`` what is wrong."""
 
     def __init__(self, path: str, message: str) -> None:
-        self.path, self.message = path, message
+        # Both may quote the user's input: never echo it back unbounded.
+        self.path, self.message = safe_yaml.shorten(path, 200), safe_yaml.shorten(message)
         super().__init__(f"{path}: {message}")
 
 
@@ -96,9 +102,11 @@ def _load(text: str | bytes | dict[str, Any]) -> dict[str, Any]:
     if not text.strip():
         raise ManifestError("(body)", "is empty; send a Pod or batch/v1 Job manifest as YAML or JSON")
     try:
-        docs = [d for d in yaml.safe_load_all(text) if d is not None]
+        docs = [d for d in safe_yaml.load_all(text) if d is not None]
     except yaml.YAMLError as exc:
         raise ManifestError("(body)", f"is not valid YAML or JSON: {exc}") from None
+    except safe_yaml.UnsafeYamlError as exc:
+        raise ManifestError("(body)", str(exc)) from None
     if len(docs) != 1:
         raise ManifestError("(body)", f"must hold exactly one manifest (found {len(docs)})")
     if not isinstance(docs[0], dict):
@@ -129,13 +137,13 @@ def _whole(value: Any, path: str, minimum: int) -> int:
     try:
         number = Decimal(str(value).strip())
     except InvalidOperation:
-        raise ManifestError(path, f"must be a whole number (got {value!r})") from None
+        raise ManifestError(path, f"must be a whole number (got {_short(value)})") from None
     if not number.is_finite() or number != number.to_integral_value():
-        raise ManifestError(path, f"must be a whole number (got {value!r})")
+        raise ManifestError(path, f"must be a whole number (got {_short(value)})")
     if number < minimum:
-        raise ManifestError(path, f"must be at least {minimum} (got {value!r})")
+        raise ManifestError(path, f"must be at least {minimum} (got {_short(value)})")
     if number > MAX_TASKS * 1000:
-        raise ManifestError(path, f"is too large (got {value!r})")
+        raise ManifestError(path, f"is too large (got {_short(value)})")
     return int(number)
 
 
@@ -147,8 +155,16 @@ def _quantity(value: Any, path: str) -> Decimal:
     except (ValueError, TypeError, InvalidOperation):
         raise ManifestError(path, f"must be a quantity such as 500m or 8Gi (got {value!r})") from None
     if not number.is_finite() or number < 0:
-        raise ManifestError(path, f"must be a non-negative quantity (got {value!r})")
+        raise ManifestError(path, f"must be a non-negative quantity (got {_short(value)})")
+    if number > _MAX_QUANTITY:
+        raise ManifestError(path, f"is larger than any node (got {_short(value)})")
     return number
+
+
+def _short(value: Any, limit: int = 80) -> str:
+    """``repr`` of user input, cut short: an error never echoes a huge value back."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(text)} characters)"
 
 
 def parse_manifest(text: str | bytes | dict[str, Any], user: Any = None) -> Job:
@@ -161,12 +177,17 @@ def parse_manifest(text: str | bytes | dict[str, Any], user: Any = None) -> Job:
     return job
 
 
-def submit_manifest(text: str | bytes | dict[str, Any], user: Any) -> Job:
-    """Parse, validate and submit in one transaction; errors name the manifest path."""
+def submit_manifest(
+    text: str | bytes | dict[str, Any], user: Any, idempotency_key: str = ""
+) -> tuple[Job, bool]:
+    """Parse, validate and submit in one transaction; errors name the manifest path.
+
+    Returns the job and whether it was created (False: the user's earlier submission
+    with the same ``idempotency_key``)."""
     job, source = _parse(_load(text), user)
     try:
         with transaction.atomic():
-            return submission.submit(job)
+            return submission.submit_once(job, idempotency_key)
     except ValidationError as exc:
         field, messages = next(iter(exc.message_dict.items()))
         raise ManifestError(source.path(field), " ".join(messages)) from None
@@ -255,6 +276,13 @@ def _parse(doc: dict[str, Any], user: Any) -> tuple[Job, _Source]:
         pool = NodePool.objects.filter(name=pool_name).first()
         if pool is None:
             raise ManifestError(paths["node_pool"], f'node pool "{pool_name}" does not exist')
+        if pool.pk != job.queue.node_pool_id:
+            # KAI: the pool's shard would not see the queue, and the job would wait for ever.
+            raise ManifestError(
+                paths["node_pool"],
+                f'queue "{job.queue.name}" is in node pool "{job.queue.node_pool}", and a job runs in '
+                f"its queue's pool: use a queue of node pool \"{pool_name}\" or drop the label",
+            )
         job.node_pool = pool
 
     _priority(job, pod_spec, pod_path, label, paths)
@@ -283,6 +311,9 @@ def _parse(doc: dict[str, Any], user: Any) -> tuple[Job, _Source]:
             job.duration = parse_go_duration(value)
         except ValueError as exc:
             raise ManifestError(paths["duration"], str(exc)) from None
+        problem = bounds.duration_error(job.duration)
+        if problem:
+            raise ManifestError(paths["duration"], problem)
     return job, _Source(paths)
 
 
@@ -359,8 +390,16 @@ def _resources(job: Job, containers: list[Any], path: str, paths: dict[str, str]
     job.gpu_count = gpus
     job.cpu_millicores = math.ceil(cpu * 1000)
     job.memory_mib = math.ceil(memory / 2**20)
-    if job.cpu_millicores > 2**31 or job.memory_mib > 2**31:
-        raise ManifestError(path, "requests more CPU or memory than any node has")
+    # The model's bounds (limits.py) name the field; this names the manifest path first.
+    if job.cpu_millicores > bounds.MAX_CPU_MILLICORES:
+        raise ManifestError(
+            paths.get("cpu_millicores", path),
+            f"must be at most {bounds.MAX_CPU_MILLICORES // 1000} cores per task",
+        )
+    if job.memory_mib > bounds.MAX_MEMORY_MIB:
+        raise ManifestError(
+            paths.get("memory_mib", path), f"must be at most {bounds.MAX_MEMORY_MIB} MiB per task"
+        )
 
 
 def _gpu_sharing(job: Job, annotation: Any, paths: dict[str, str]) -> None:
@@ -421,7 +460,8 @@ def _gang(job: Job, kind: str, spec: dict[str, Any], annotation: Any, paths: dic
     job.task_count = tasks
     found = annotation(MIN_MEMBER)
     if found is None:
-        job.min_member = tasks
+        # KAI's pod grouper gives a standard batch Job minMember 1 unless the annotation says otherwise.
+        job.min_member = 1
         return
     path, value = found
     paths["min_member"] = path

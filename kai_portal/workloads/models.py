@@ -4,12 +4,14 @@ import uuid
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.core.validators import MinValueValidator
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import Q
 
 from kai_portal.core.fields import WholeNumberField
 from kai_portal.core.validation import ValidatedModel
+from kai_portal.queues.models import queue_name_validator
+from kai_portal.workloads import limits
 from kai_portal.workloads.choices import (
     PRIORITY_VALUES,
     JobState,
@@ -19,6 +21,23 @@ from kai_portal.workloads.choices import (
     RestartPolicy,
 )
 from kai_portal.workloads.querysets import JobQuerySet, PodQuerySet
+
+JOB_NAME_MAX = 63
+
+
+def job_name_problems(name: str) -> list[str]:
+    """Why ``name`` is not a Kubernetes name (DNS-1123 label, as queue names are), or nothing."""
+    problems: list[str] = []
+    if len(name) > JOB_NAME_MAX:
+        problems.append(f"Job names are at most {JOB_NAME_MAX} characters (got {len(name)}).")
+    try:
+        queue_name_validator(name)
+    except ValidationError:
+        problems.append(
+            "Job names are Kubernetes names: lowercase letters, digits and '-', "
+            "starting and ending with a letter or digit."
+        )
+    return problems
 
 
 class Job(ValidatedModel):
@@ -50,32 +69,72 @@ class Job(ValidatedModel):
     )
 
     task_count = WholeNumberField(
-        default=1, validators=[MinValueValidator(1, "A job needs at least 1 task (got %(show_value)s).")]
+        default=1,
+        validators=[
+            MinValueValidator(1, "A job needs at least 1 task (got %(show_value)s)."),
+            limits.at_most(limits.MAX_TASKS, "A job may have at most %(limit_value)s tasks"),
+        ],
     )
     min_member = WholeNumberField(
-        default=1, help_text="Gang minimum: pods that must start together; 0 = elastic."
+        default=1,
+        validators=[limits.at_most(limits.MAX_TASKS, "Gang minimum must be at most %(limit_value)s")],
+        help_text="Gang minimum: pods that must start together; 0 = elastic.",
     )
-    gpu_count = WholeNumberField(default=0, help_text="Whole GPUs per task.")
+    gpu_count = WholeNumberField(
+        default=0,
+        validators=[limits.at_most(limits.MAX_GPUS_PER_TASK, "At most %(limit_value)s whole GPUs per task")],
+        help_text="Whole GPUs per task.",
+    )
     gpu_fraction = models.DecimalField(
         max_digits=3, decimal_places=2, null=True, blank=True, help_text="Fraction of one GPU per task."
     )
     gpu_memory_mib = WholeNumberField(
         null=True,
         blank=True,
-        validators=[MinValueValidator(1, "GPU memory must be at least 1 MiB (got %(show_value)s).")],
+        validators=[
+            MinValueValidator(1, "GPU memory must be at least 1 MiB (got %(show_value)s)."),
+            limits.at_most(limits.MAX_GPU_MEMORY_MIB, "GPU memory must be at most %(limit_value)s MiB"),
+        ],
         help_text="MiB of one GPU's memory per task.",
     )
     gpu_fraction_devices = WholeNumberField(
         default=1,
-        validators=[MinValueValidator(1, "Fractional devices must be at least 1 (got %(show_value)s).")],
+        validators=[
+            MinValueValidator(1, "Fractional devices must be at least 1 (got %(show_value)s)."),
+            limits.at_most(limits.MAX_FRACTION_DEVICES, "Fractional devices must be at most %(limit_value)s"),
+        ],
         help_text="Devices that each receive the fraction or memory (gpu-fraction-num-devices).",
     )
-    cpu_millicores = WholeNumberField(default=0, help_text="CPU per task in millicores.")
-    memory_mib = WholeNumberField(default=0, help_text="Memory per task in MiB.")
+    cpu_millicores = WholeNumberField(
+        default=0,
+        validators=[
+            limits.at_most(
+                limits.MAX_CPU_MILLICORES, "CPU must be at most %(limit_value)s millicores per task"
+            )
+        ],
+        help_text="CPU per task in millicores.",
+    )
+    memory_mib = WholeNumberField(
+        default=0,
+        validators=[
+            limits.at_most(limits.MAX_MEMORY_MIB, "Memory must be at most %(limit_value)s MiB per task")
+        ],
+        help_text="Memory per task in MiB.",
+    )
 
     image = models.CharField(max_length=500, blank=True)
     command = models.TextField(blank=True)
-    duration = models.DurationField(null=True, blank=True, help_text="Run time on the simulated cluster.")
+    duration = models.DurationField(
+        null=True,
+        blank=True,
+        validators=[
+            MinValueValidator(limits.MIN_DURATION, "Duration must be at least 1 second."),
+            MaxValueValidator(
+                limits.MAX_DURATION, f"Duration must be at most {limits.MAX_DURATION.days} days"
+            ),
+        ],
+        help_text="Run time on the simulated cluster (1 second to 365 days).",
+    )
 
     state = models.CharField(max_length=16, choices=JobState.choices, default=JobState.PENDING)
     message = models.TextField(blank=True, help_text="Latest job-level scheduling message.")
@@ -102,6 +161,10 @@ class Job(ValidatedModel):
         help_text="namespace/kind/name of the pod group in the cluster.",
     )
 
+    # The client's Idempotency-Key of the submission: a retry with the same key (same
+    # submitter) gets this job back instead of a duplicate (``submission.submit_once``).
+    idempotency_key = models.CharField(max_length=255, blank=True, default="", editable=False)
+
     objects = JobQuerySet.as_manager()
 
     class Meta:
@@ -117,6 +180,11 @@ class Job(ValidatedModel):
                 name="job_gpu_fraction_open_unit_interval",
             ),
             models.CheckConstraint(condition=Q(min_member__lte=models.F("task_count")), name="job_gang_fits"),
+            models.UniqueConstraint(
+                fields=["submitter", "idempotency_key"],
+                condition=~Q(idempotency_key=""),
+                name="job_idempotency_key_per_submitter",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -136,7 +204,9 @@ class Job(ValidatedModel):
         if self.priority is None and self.priority_class in PRIORITY_VALUES:
             self.priority = PRIORITY_VALUES[PriorityClass(self.priority_class)]
         errors: dict[str, list[str]] = {}
+        self._check_name(errors)
         self._check_queue_is_leaf(errors)
+        self._take_queue_pool(errors)
         self._check_gpu_request(errors)
         if (
             isinstance(self.min_member, int)
@@ -150,6 +220,27 @@ class Job(ValidatedModel):
         if errors:
             raise ValidationError(errors)
 
+    def _check_name(self, errors: dict[str, list[str]]) -> None:
+        """Portal jobs become Kubernetes objects named after the job: a DNS-1123 label, unique among
+        the queue's live jobs. Jobs found in the cluster (``cluster_key``) keep the name they have there,
+        and a stored job is only re-checked when its name changes."""
+        if self.cluster_key or not isinstance(self.name, str) or not self.name:
+            return
+        renamed = self._state.adding or Job.objects.filter(pk=self.pk).exclude(name=self.name).exists()
+        if not renamed:
+            return
+        problems = job_name_problems(self.name)
+        if problems:
+            errors.setdefault("name", []).extend(problems)
+            return
+        if self.queue_id is not None and self.state in JobState.active():
+            clash = Job.objects.filter(queue_id=self.queue_id, name=self.name, state__in=JobState.active())
+            if clash.exclude(pk=self.pk).exists():
+                errors.setdefault("name", []).append(
+                    f"Queue '{self.queue}' already has a pending or running job named '{self.name}'; "
+                    "choose another name, or cancel that job first."
+                )
+
     def _check_queue_is_leaf(self, errors: dict[str, list[str]]) -> None:
         if self.queue_id is None:
             return
@@ -158,6 +249,21 @@ class Job(ValidatedModel):
             errors.setdefault("queue", []).append(
                 f"Queue '{self.queue}' has child queues; jobs may only be submitted to leaf queues."
             )
+
+    def _take_queue_pool(self, errors: dict[str, list[str]]) -> None:
+        """A job runs in its queue's node pool (KAI: the queue's scheduling shard).
+
+        Set on submission; a job already submitted keeps the pool it ran in."""
+        if self.queue_id is None or not self._state.adding:
+            return
+        pool = self.queue.node_pool
+        if self.node_pool_id is not None and self.node_pool_id != pool.pk:
+            errors.setdefault("node_pool", []).append(
+                f"Queue '{self.queue}' is in node pool '{pool}', and a job runs in its queue's pool; "
+                f"submit to a queue of node pool '{self.node_pool}', or leave the pool out."
+            )
+            return
+        self.node_pool = pool
 
     def _check_gpu_request(self, errors: dict[str, list[str]]) -> None:
         fraction, memory, whole = self.gpu_fraction, self.gpu_memory_mib, self.gpu_count

@@ -20,16 +20,18 @@ from django.views.decorators.http import require_http_methods, require_POST
 from kai_portal.core.access import get_visible_or_404
 from kai_portal.core.htmx import page_or_fragment
 from kai_portal.queues.models import Queue
-from kai_portal.scheduling import forecast
+from kai_portal.scheduling import forecast_store
 from kai_portal.scheduling.fitcheck import check_fit
 from kai_portal.scheduling.models import Decision, JobMessage
 from kai_portal.teams.models import Team
 from kai_portal.workloads import lifecycle, submission
 from kai_portal.workloads.choices import JobState, PodState
+from kai_portal.workloads.copying import copy_initial
 from kai_portal.workloads.filtersets import JobFilterSet
 from kai_portal.workloads.forms import JobSubmitForm, ManifestSubmitForm
 from kai_portal.workloads.manifests import EXAMPLE_MANIFEST, ManifestError, submit_manifest
 from kai_portal.workloads.models import Job, Pod
+from kai_portal.workloads.warnings import request_warnings, submit_warnings
 
 PAGE_SIZE = 50
 TIMELINE_DECISIONS = 400
@@ -51,7 +53,7 @@ def job_list(request: HttpRequest) -> HttpResponse:
     ):
         counts[job_id][state] = n
     pending = [job.pk for job in rows if job.state == JobState.PENDING]
-    forecasts = forecast.cached_forecast(pending) if pending else {}
+    forecasts = forecast_store.stored(pending)  # stored by the scheduling worker; never computed here
     for job in rows:
         job.forecast = forecasts.get(job.pk)
         job.pod_counts = counts[job.pk]
@@ -151,8 +153,7 @@ def _job_context(job: Job, user: Any) -> dict[str, Any]:
     latest_message = JobMessage.objects.filter(job=job).select_related("cycle").order_by("-cycle_id").first()
     job_forecast = None
     if job.state == JobState.PENDING:
-        fc = forecast.cached_forecast([job.pk]).get(job.pk) or forecast.not_yet(job)
-        job_forecast = forecast.describe(fc, user)
+        job_forecast = forecast_store.describe(forecast_store.stored_or_not_yet(job), user)
     return {
         "job": job,
         "pods": pods,
@@ -200,14 +201,20 @@ def job_submit(request: HttpRequest) -> HttpResponse:
     initial: dict[str, Any] | None = {"queue": request.GET.get("queue")} if request.GET.get("queue") else None
     if initial:
         initial["queue"] = Queue.objects.filter(name=initial["queue"]).values_list("pk", flat=True).first()
+    initial = copy_initial(request.user, request.GET.get("copy")) or initial  # "copy and edit" a job
     form = JobSubmitForm(request.POST or None, user=request.user, initial=initial)
+    warnings: list[str] = []
     if request.method == "POST" and form.is_valid():
-        job = submission.submit(form.instance)
-        messages.success(request, f"Job {job.name} submitted to {job.queue.name}.")
-        return redirect("workloads:job_detail", uid=job.uid)
+        # A job that can never fit, or an implausible request, is submitted only once confirmed.
+        warnings = [] if request.POST.get("confirmed") else submit_warnings(request.user, form.instance)
+        if not warnings:
+            job = submission.submit(form.instance)
+            messages.success(request, f"Job {job.name} submitted to {job.queue.name}.")
+            return redirect("workloads:job_detail", uid=job.uid)
     queue_choices = cast("ModelChoiceField[Queue]", form.fields["queue"]).queryset
     has_queue = queue_choices is not None and queue_choices.exists()
-    return render(request, "workloads/job_submit.html", {"form": form, "has_queue": has_queue})
+    return render(request, "workloads/job_submit.html", {"form": form, "has_queue": has_queue,
+                                                         "warnings": warnings})  # fmt: skip
 
 
 @login_required
@@ -217,7 +224,8 @@ def job_fit_check(request: HttpRequest) -> HttpResponse:
     data = request.POST.copy()
     if not data.get("name"):
         data["name"] = "new-job"  # the name does not change the verdict; let a draft without one be checked
-    form = JobSubmitForm(data, user=request.user)
+    # The engine's verdict explains a task larger than every node; submitting refuses it.
+    form = JobSubmitForm(data, user=request.user, refuse_oversized=False)
     context: dict[str, Any] = {"form": form, "verdict": None}
     if form.is_valid():
         context["verdict"] = check_fit(request.user, form.instance, timezone.now())
@@ -232,11 +240,13 @@ def job_submit_yaml(request: HttpRequest) -> HttpResponse:
     problems: list[str] = []
     if request.method == "POST" and form.is_valid():
         try:
-            job = submit_manifest(form.cleaned_data["manifest"], request.user)
+            job, _ = submit_manifest(form.cleaned_data["manifest"], request.user)
         except ManifestError as exc:
             problems = [str(exc)]
         else:
             messages.success(request, f"Job {job.name} submitted to {job.queue.name} from YAML.")
+            for warning in request_warnings(job):
+                messages.warning(request, warning)
             return redirect("workloads:job_detail", uid=job.uid)
     return render(request, "workloads/job_submit_yaml.html", {"form": form, "problems": problems,
                                                               "example": EXAMPLE_MANIFEST})  # fmt: skip

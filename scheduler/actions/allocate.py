@@ -3,14 +3,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from scheduler import gang, reasons
 from scheduler.model import RESOURCES, Job, Task, TaskState, clean
 from scheduler.ordering import JobQueue
 from scheduler.placement import Fit, best_fit, node_fit, scan_fits, score_nodes
 from scheduler.session import EPS, NodeState, Session, Statement
-from scheduler.topology import node_sets
+from scheduler.topology import domain_fits, node_sets, required_domain_errors
 
 
 def allocate(session: Session) -> None:
@@ -29,7 +29,8 @@ def eligible(session: Session, job: Job) -> bool:
         return False
     qs = session.queues.get(job.queue)
     if qs is None:
-        add_job_error(session, job, reasons.QUEUE_DOES_NOT_EXIST, reasons.queue_missing(job.queue))
+        message = reasons.queue_missing(job.queue, session.pool, session.queue_pools.get(job.queue))
+        add_job_error(session, job, reasons.QUEUE_DOES_NOT_EXIST, message)
         return False
     if not qs.is_leaf:
         return False
@@ -96,6 +97,7 @@ def place_task(
     task: Task,
     nodes: Sequence[NodeState],
     pipeline_only: bool = False,
+    extra: Mapping[str, float] | None = None,
 ) -> str | None:
     """Put one task on the best fitting node; return the pod fit error when none fits."""
     memory_request = task.gpu == 0 and task.gpu_memory_mib > 0
@@ -104,31 +106,32 @@ def place_task(
         fits = []
         counts: dict[str, int] = {}
         for ns in nodes:
-            fit = node_fit(session, ns, task, job.node_selector)
+            fit = node_fit(session, ns, task, job)
             if fit.ok:
                 gpu = session.gpu_fraction_on(task, ns.node.gpu_memory_mib)
                 charge = {"gpu": gpu, "cpu": 0.0, "memory": 0.0}
                 err = capacity_error(session, job, charge)
                 if err:
-                    fit = Fit(False, reason=err[1])
+                    fit = Fit(False, reason=reasons.node_over_capacity(*err))
             if fit.ok:
                 fits.append((ns, fit))
             elif fit.reason:
                 counts[fit.reason] = counts.get(fit.reason, 0) + 1
         if not fits:
             return reasons.fit_error(counts)
-        ns, fit = score_nodes(session, task, fits)[0]
+        ns, fit = score_nodes(session, task, fits, job, extra)[0]
     else:
-        # A task shape that fitted no node still fits none while no node has changed.
-        whole_pool = len(nodes) == len(session.nodes)
+        # A task shape that fitted no node still fits none while no node has changed (not kept
+        # for jobs with their own rules: tolerations, affinities, anti-affinity to own pods).
+        whole_pool = len(nodes) == len(session.nodes) and not job.has_rules
         shape = (task.gpu, task.gpu_memory_mib, task.cpu_millis, task.memory_mib)
         key = (*shape, *sorted(job.node_selector.items()))
         cached = session.fit_error_cache.get(key) if whole_pool else None
         if cached is not None and cached[0] == session.node_version:
             return cached[1]
-        found = best_fit(session, task, job.node_selector, nodes)
+        found = best_fit(session, task, job, nodes, extra)
         if found is None:
-            _, counts = scan_fits(session, task, job.node_selector, nodes)
+            _, counts = scan_fits(session, task, job, nodes)
             error = reasons.fit_error(counts)
             if whole_pool:
                 session.fit_error_cache[key] = (session.node_version, error)
@@ -155,13 +158,29 @@ def allocate_step(session: Session, job: Job) -> bool:
             return False
 
     before = gang.active_allocated(session, job)
-    is_gang = job.gang_min > 1 and before < job.gang_min
+    is_gang = (job.gang_min > 1 or bool(job.subgroups)) and not gang.gang_satisfied(session, job)
+    sg_mins = gang.subgroup_mins(job)
     sets = node_sets(session, job, tasks, list(session.nodes.values()))
     if not sets:
+        # KAI: one fit error per domain of the required level, then the unmatched requirement
         topo = job.topology
         level = topo.required if topo and topo.required else ""
-        msg = reasons.topology_unsatisfied(level, level, f"{job.namespace}/{job.name}", "the cluster")
-        add_job_error(session, job, reasons.NOT_ENOUGH_FOR_WORKLOAD, msg)
+        name = (topo.name if topo else None) or level
+        all_nodes = list(session.nodes.values())
+        if not domain_fits(session, all_nodes, tasks):
+            # KAI checks the whole cluster first and then names only it
+            where = "not enough resources in the cluster to allocate the job"
+            msg = reasons.topology_no_match(name, level, job.namespace, job.name) + f": {where}"
+            add_job_error(session, job, reasons.POD_SCHEDULING_ERRORS, msg)
+            return False
+        for msg in required_domain_errors(session, job, tasks, all_nodes):
+            add_job_error(session, job, reasons.NOT_ENOUGH_FOR_WORKLOAD, msg)
+        add_job_error(
+            session,
+            job,
+            reasons.POD_SCHEDULING_ERRORS,
+            reasons.topology_no_match(name, level, job.namespace, job.name),
+        )
         return False
 
     failure: tuple[Task, str] | None = None
@@ -169,9 +188,11 @@ def allocate_step(session: Session, job: Job) -> bool:
         stmt = session.statement()
         failure = None
         for i, task in enumerate(tasks):
-            error = place_task(session, stmt, job, task, node_set.nodes)
+            error = place_task(session, stmt, job, task, node_set.nodes, extra=node_set.scores)
             if error is not None:
-                if is_gang:
+                if is_gang and task.subgroup in sg_mins:
+                    text = reasons.subgroup_partial(before + i, task.subgroup, sg_mins[task.subgroup], error)
+                elif is_gang:
                     text = reasons.gang_partial(before + i, job.gang_min, error)
                 else:
                     text = reasons.pod_not_found(job.namespace, task.name, error)
@@ -196,8 +217,8 @@ def _pipeline_partial_gang(session: Session, stmt: Statement, job: Job, tasks: S
     placed = [session.placements[t.name] for t in tasks]
     if not any(p.status == TaskState.PIPELINED for p in placed):
         return
-    started = sum(1 for t in job.tasks if gang.status(session, t) in (TaskState.RUNNING, TaskState.ALLOCATED))
-    if started < job.gang_min:
+    started = [t for t in job.tasks if gang.status(session, t) in (TaskState.RUNNING, TaskState.ALLOCATED)]
+    if not gang.meets_minimum(job, started):
         for t in tasks:
             if session.placements[t.name].status == TaskState.ALLOCATED:
                 stmt.set_status(t, TaskState.PIPELINED)

@@ -69,7 +69,7 @@ def reclaim_min_runtime(session: Session, reclaimer_queue: str, victim_queue: st
 def _min_runtime_ok(session: Session, outcome: Outcome, core_protected: set[str]) -> bool:
     """A protected elastic job may lose only its surplus."""
     for c in outcome.contributions:
-        if c.job.name in core_protected and gang.active_allocated(session, c.job) < c.job.gang_min:
+        if c.job.name in core_protected and not gang.gang_satisfied(session, c.job):
             return False
     return True
 
@@ -177,7 +177,7 @@ def reclaim(session: Session) -> None:
         j = _request(session, tasks)
         base = {name: dict(qs.allocated) for name, qs in session.queues.items()}
         base_np = {name: dict(qs.allocated_np) for name, qs in session.queues.items()}
-        mult = max(1.0, session.config.reclaimer_saturation_multiplier)
+        mult = max(1.0, session.config.saturation_multiplier(session.pool))
         path = session.ancestors(job.queue)
 
         def validate(outcome: Outcome) -> bool:
@@ -313,6 +313,19 @@ def _chunks(session: Session, outcome: Outcome) -> list[tuple[Job, list[Task]]]:
     out: list[tuple[Job, list[Task]]] = []
     for job in order:
         tasks = per_job[job.name]
+        if job.subgroups:
+            # a task is surplus while the pods left keep the job and every sub-group satisfied
+            left = gang.active_tasks(session, job) + tasks
+            core: list[Task] = []
+            for t in tasks:
+                if not core and gang.surplus_task(job, left) is t:
+                    out.append((job, [t]))
+                    left = [x for x in left if x is not t]
+                else:
+                    core.append(t)
+            if core:
+                out.append((job, core))
+            continue
         before = gang.active_allocated(session, job) + len(tasks)
         surplus = max(0, before - job.gang_min)
         for t in tasks[:surplus]:
@@ -402,7 +415,8 @@ def _free_gpus_scan(session: Session) -> float:
 
 
 def consolidation(session: Session) -> None:
-    if session.config.placement == "spread" or session.config.max_consolidation_preemptees <= 0:
+    # KAI disables consolidation when the GPU or the CPU strategy is spread (§3.2)
+    if session.config.any_spread or session.config.max_consolidation_preemptees <= 0:
         return
 
     def explain(job: Job, kind: str) -> Note | None:
@@ -454,8 +468,10 @@ ACTIVE_USED = (TaskState.RUNNING, TaskState.ALLOCATED, TaskState.PIPELINED, Task
 def stale_gang_eviction(session: Session) -> None:
     """Evict, whole, every running gang that has been below its minimum past its grace period."""
     for job in session.jobs.values():
-        used = sum(1 for t in job.tasks if gang.status(session, t) in ACTIVE_USED)
-        if used == 0 or used >= job.gang_min:
+        used_tasks = [t for t in job.tasks if gang.status(session, t) in ACTIVE_USED]
+        used = len(used_tasks)
+        short = gang.short_subgroup(job, used_tasks)
+        if used == 0 or (used >= job.gang_min and short is None):
             continue
         session.events.append((job.name, "StaleJob", reasons.stale_job(used, job.gang_min)))
         grace = job.staleness_grace_period_s
@@ -471,7 +487,11 @@ def stale_gang_eviction(session: Session) -> None:
                 continue
             node = p.node
             stmt.evict(t)
-            msg = reasons.evicted_stale_gang(job.gang_min, job.namespace, t.name)
+            if used < job.gang_min or short is None:
+                msg = reasons.evicted_stale_gang(job.gang_min, job.namespace, t.name)
+            else:
+                sg_min = gang.subgroup_mins(job)[short]
+                msg = reasons.evicted_stale_subgroup(sg_min, short, job.namespace, t.name)
             session.evictions.append(
                 Eviction(
                     task=t.name,

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, timedelta
 
-from scheduler import gang, reasons
+from scheduler import gang, reasons, rules
 from scheduler.actions.allocate import capacity_error, eligible, place_task, step_request
 from scheduler.model import RESOURCES, Job, Task, TaskState, clean
 from scheduler.ordering import JobQueue, allocatable_share, job_key, job_request, queue_key
@@ -71,10 +71,7 @@ def _charge(session: Session, task: Task) -> dict[str, float]:
     return session.placements[task.name].charge
 
 
-def _alloc_order_key(qs: QueueState, alloc: dict[str, float], cap: dict[str, float]) -> tuple[object, ...]:
-    over = all(alloc[r] > qs.fair_share[r] + EPS for r in RESOURCES)
-    starved = all(qs.quota(r) < 0 or alloc[r] <= qs.quota(r) + EPS for r in RESOURCES)
-    zero = any(allocatable_share(qs, r) == 0 and alloc[r] > EPS for r in RESOURCES)
+def _drf(qs: QueueState, alloc: dict[str, float], cap: dict[str, float]) -> float:
     drf = 0.0
     for r in RESOURCES:
         a_s = allocatable_share(qs, r)
@@ -82,7 +79,30 @@ def _alloc_order_key(qs: QueueState, alloc: dict[str, float], cap: dict[str, flo
             a_s = cap.get(r, 0.0)
         share = alloc[r] * 1000 if a_s <= 0 else alloc[r] / a_s
         drf = max(drf, share)
-    return (over, not starved, -qs.queue.priority, zero, round(drf, 9), qs.queue.created_index, qs.name)
+    return round(drf, 9)
+
+
+def _alloc_order_key(qs: QueueState, after: dict[str, float], cap: dict[str, float]) -> tuple[object, ...]:
+    """Allocation-order key of a queue giving victims (the larger, the sooner it gives).
+
+    As KAI's queue order with victims (``queue_order.GetQueueOrderResult``, no pending job):
+    over fair share, within quota and the zero-share penalty are judged on the queue's *current*
+    allocation; only the dominant-resource share subtracts the victims taken and the next
+    candidate (``after``); the share without them breaks ties."""
+    now = qs.allocated
+    over = all(now[r] > qs.fair_share[r] + EPS for r in RESOURCES)
+    starved = all(qs.quota(r) < 0 or now[r] <= qs.quota(r) + EPS for r in RESOURCES)
+    zero = any(allocatable_share(qs, r) == 0 and now[r] > EPS for r in RESOURCES)
+    return (
+        over,
+        not starved,
+        -qs.queue.priority,
+        zero,
+        _drf(qs, after, cap),
+        _drf(qs, now, cap),
+        qs.queue.created_index,
+        qs.name,
+    )
 
 
 def victim_stream(
@@ -90,8 +110,9 @@ def victim_stream(
 ) -> list[Contribution]:
     """All contributions of the candidate jobs in victim order.
 
-    Top-down, the queue that would sort last for allocation gives first, its DRF share computed
-    after subtracting what it already gave and its next candidate. Inside a leaf queue: lowest
+    Top-down, the queue that would sort last for allocation gives first (``_alloc_order_key``:
+    its state as it is now, its DRF share after subtracting what it already gave and its next
+    candidate). Inside a leaf queue: lowest
     priority, jobs above their minimum, newest first. A job gives one elastic surplus task at a
     time, and its whole remaining gang when it has no surplus (never for ``core_protected``).
     """
@@ -101,9 +122,16 @@ def victim_stream(
     jobs = {j.name: j for j in candidates}
 
     def key(job: Job) -> tuple[float, ...]:
-        n = len(remaining[job.name])
-        m = job.gang_min
-        state = 0 if n < m else (1 if n == m else 2)
+        rem = remaining[job.name]
+        if job.subgroups:
+            if not gang.meets_minimum(job, rem):
+                state = 0
+            else:
+                state = 2 if gang.surplus_task(job, rem) is not None else 1
+        else:
+            n = len(rem)
+            m = job.gang_min
+            state = 0 if n < m else (1 if n == m else 2)
         return (job.priority, -state, job.created_s, names_desc[job.name])
 
     for job in candidates:
@@ -121,8 +149,9 @@ def victim_stream(
 
     def next_contribution(job: Job) -> list[Task]:
         rem = remaining[job.name]
-        if len(rem) > job.gang_min:
-            return rem[:1]
+        extra = gang.surplus_task(job, rem)
+        if extra is not None:
+            return [extra]
         if job.name in core_protected:
             return []
         return list(rem)
@@ -184,7 +213,8 @@ def victim_stream(
             for r in RESOURCES:
                 t[r] += charge[r]
         rem = remaining[job.name]
-        del rem[: len(tasks)]
+        gone = {t.name for t in tasks}
+        rem[:] = [t for t in rem if t.name not in gone]
         heap = heaps[leaf]
         heapq.heappop(heap)
         if rem:
@@ -274,11 +304,9 @@ class FreeTracker:
 
 
 def usable_nodes(session: Session, job: Job) -> list[NodeState]:
-    sel = {k: v for k, v in job.node_selector.items() if k != "kai.scheduler/node-pool"}
+    """Nodes the job's pods may ever use: schedulable, tolerated, matching selector and affinity."""
     return [
-        ns
-        for ns in session.nodes.values()
-        if ns.schedulable and all(ns.node.labels.get(k) == v for k, v in sel.items())
+        ns for ns in session.nodes.values() if ns.schedulable and rules.static_reason(ns.node, job) is None
     ]
 
 
@@ -516,10 +544,9 @@ def _replace_victims(
     cp = stmt.checkpoint()
     nodes = list(session.nodes.values())
     for t in tasks:
-        p = session.placements[t.name]
-        origin = p.node
-        if _fits_back(session, t):
-            stmt.unevict(t)  # §3.9: a task that fits back where it was is simply un-evicted
+        if capacity_error(session, job, step_request(session, [t])):
+            continue  # its queue's room went to the preemptor (a limit, non-preemptible quota)
+        if stmt.unevict(t):  # §3.9: a task whose own room is still free is simply un-evicted
             continue
         if (
             t.whole_gpus > bound[0]
@@ -534,43 +561,17 @@ def _replace_victims(
             and t.gpu > 0
         ):
             continue
-        if capacity_error(session, job, step_request(session, [t])):
-            continue
-        found = best_fit(session, t, job.node_selector, nodes)
+        found = best_fit(session, t, job, nodes)
         if found is None:
             bound[:] = list(_max_free(session))  # tighten the screen for the victims that follow
             continue
         ns, fit = found
-        if (
-            ns.name == origin
-            and p.status == TaskState.RELEASING
-            and (not t.is_fractional or fit.devices == p.devices)
-        ):
-            stmt.unevict(t)
-        else:
-            stmt.place(t, ns.name, fit.devices, pipelined=True)
-    if gang.active_allocated(session, job) < job.gang_min and stmt.checkpoint() > cp:
+        # Its own room is taken (``room_left`` was False above), even when the best node is the
+        # one it ran on: it is pipelined onto the devices found, never put back on its own.
+        stmt.place(t, ns.name, fit.devices, pipelined=True)
+    if not gang.gang_satisfied(session, job) and stmt.checkpoint() > cp:
         stmt.rollback(cp)
         bound[:] = list(_max_free(session))
-
-
-def _fits_back(session: Session, t: Task) -> bool:
-    """Whether an evicted task's own room (its devices, CPU, memory, pod slot) is still free on
-    the node it ran on: nothing placed since took it."""
-    p = session.placements[t.name]
-    if p.status != TaskState.RELEASING or p.node is None:
-        return False
-    ns = session.nodes[p.node]
-    if not ns.schedulable:
-        return False
-    if ns.cpu_rel + AMOUNT_EPS < t.cpu_millis or ns.mem_rel + AMOUNT_EPS < t.memory_mib or ns.pods_rel < 1:
-        return False
-    for i in p.devices:
-        d = ns.devices[i]
-        amount = p.gpu_memory if t.is_fractional else d.memory
-        if d.releasing + EPS < amount:
-            return False
-    return True
 
 
 def _place_preemptor(session: Session, stmt: Statement, job: Job, tasks: list[Task]) -> bool:
@@ -580,7 +581,10 @@ def _place_preemptor(session: Session, stmt: Statement, job: Job, tasks: list[Ta
         cp = stmt.checkpoint()
         ok = True
         for t in tasks:
-            if place_task(session, stmt, job, t, node_set.nodes, pipeline_only=True) is not None:
+            if (
+                place_task(session, stmt, job, t, node_set.nodes, pipeline_only=True, extra=node_set.scores)
+                is not None
+            ):
                 ok = False
                 break
         if ok:
@@ -630,7 +634,10 @@ def simulate(
     bound = list(_max_free(session))
     for j, ts in order:
         if j is job:
-            if not _place_preemptor(session, stmt, job, tasks):
+            # again here: victims of its own queues re-placed before it may have used the room
+            if capacity_error(session, job, step_request(session, tasks)) or not _place_preemptor(
+                session, stmt, job, tasks
+            ):
                 stmt.rollback(cp)
                 return None
             bound = list(_max_free(session))
@@ -689,7 +696,7 @@ def greedy_scenario(
         if k in cache:
             return cache[k]
         res: tuple[int, list[int]] | None = None
-        if node_fit(session, ns, t, job.node_selector).ok:
+        if node_fit(session, ns, t, job).ok:
             res = (0, [])
         else:
             sub = stmt.checkpoint()
@@ -702,7 +709,7 @@ def greedy_scenario(
                     stmt.evict(v)
                 n += len(stream[i].tasks)
                 picked.append(i)
-                if node_fit(session, ns, t, job.node_selector).ok:
+                if node_fit(session, ns, t, job).ok:
                     res = (n, picked)
                     break
             stmt.rollback(sub)
@@ -729,7 +736,7 @@ def greedy_scenario(
                     dirty.add(session.placements[v.name].node or "")
                     stmt.evict(v)
             ns = session.nodes[best[1]]
-            fit = node_fit(session, ns, t, job.node_selector)
+            fit = node_fit(session, ns, t, job)
             if not fit.ok:
                 return None
             stmt.place(t, ns.name, fit.devices, pipelined=True)

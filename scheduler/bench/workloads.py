@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from scheduler import overcommit
 from scheduler.model import Config, Job, Node, Queue, QueueResource, Snapshot, Task, TaskState
 from scheduler.result import CycleResult
 
@@ -121,23 +122,11 @@ def victims(result: CycleResult) -> list[Any]:
 
 
 def _overcommit(snapshot: Snapshot, result: CycleResult) -> str | None:
-    """A GPU device held by more than one whole task, or more than one GPU's worth of fractions."""
-    gpus_of = {t.name: t.gpu for j in snapshot.jobs for t in j.tasks}
-    cap = {n.name: n.gpus for n in snapshot.nodes}
-    used: dict[tuple[str, int], float] = {}
-    for t in result.tasks.values():
-        if t.status not in (TaskState.RUNNING, TaskState.ALLOCATED) or t.node is None:
-            continue
-        g = gpus_of.get(t.name, 0.0)
-        if not t.gpu_devices:
-            continue
-        share = 1.0 if g >= 1 else g
-        for d in t.gpu_devices:
-            if d >= cap.get(t.node, 0):
-                return f"{t.name} on device {d} of {t.node}, which has {cap.get(t.node, 0)} GPUs"
-            used[(t.node, d)] = used.get((t.node, d), 0.0) + share
-    bad = [k for k, v in used.items() if v > 1 + 1e-6]
-    return f"device {bad[0]} over-committed ({used[bad[0]]:g})" if bad else None
+    """The first over-commit of the cycle: a GPU device held twice (Running, Allocated, Pipelined
+    and Releasing tasks all counted, see ``scheduler.overcommit``), a node's CPU, memory or pod
+    slots, or a queue limit."""
+    found = overcommit.problems(snapshot, result)
+    return found[0] if found else None
 
 
 def all_allocated(

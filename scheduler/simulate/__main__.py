@@ -58,6 +58,7 @@ def print_report(res: SimResult, label: str = "", out: Any = None) -> None:
         f"evictions {s['evictions']} {s['evictions_by_reason'] or ''} (restarts {s['restarts']})",
         file=out,
     )
+    print(f"cycles with a double-booked GPU: {s['double_booked_gpu_cycles']}", file=out)
     print(
         f"GPU-seconds: run {s['gpu_seconds_run']:.0f}, allocation integral {s['gpu_seconds_allocated']:.0f}",
         file=out,

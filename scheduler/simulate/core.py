@@ -22,13 +22,14 @@ import dataclasses
 import math
 import time
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from scheduler.cycle import run_cycle
 from scheduler.model import Config, Job, Node, Queue, Snapshot, Task, TaskState
+from scheduler.overcommit import double_booked_gpus
 from scheduler.result import CycleResult
 
 INF = math.inf
@@ -132,6 +133,10 @@ class SimResult:
     engine_seconds: float
     capacity_gpu: float
     leaf_queues: list[str]
+    # Engine cycles whose result held a GPU device twice (Running/Allocated/Pipelined/Releasing).
+    double_booked_cycles: int = 0
+    # True when ``should_stop`` ended the run early: jobs not started by ``end_s`` are undecided.
+    stopped: bool = False
 
     # ---- bookkeeping -------------------------------------------------------
     def gpu_seconds_allocated(self) -> float:
@@ -240,6 +245,7 @@ class SimResult:
             "gpu_seconds_allocated": round(self.gpu_seconds_allocated(), 3),
             "gpu_seconds_run": round(self.gpu_seconds_run(), 3),
             "evictions": len(self.evictions),
+            "double_booked_gpu_cycles": self.double_booked_cycles,
             "evictions_by_reason": dict(sorted(Counter(e.reason for e in self.evictions).items())),
             "restarts": sum(j.restarts for j in self.jobs.values()),
             "wait": self.wait_stats(),
@@ -354,6 +360,7 @@ def simulate(
     until_s: float | None = None,
     max_cycles: int = 1_000_000,
     fast_forward: bool = True,
+    should_stop: Callable[[], bool] | None = None,
 ) -> SimResult:
     """Run cycles every ``step_s`` simulated seconds from t = 0.
 
@@ -367,7 +374,10 @@ def simulate(
     ``fast_forward`` a quiet cluster (the last cycle decided nothing) jumps to
     the next arrival or completion instead of stepping through idle cycles;
     it is not done when the outcome may depend on time alone (min-runtime
-    protection, time-based fair share)."""
+    protection, time-based fair share).
+
+    ``should_stop`` is asked before every cycle (e.g. a wall-clock budget); when it says
+    yes the run ends there with ``stopped`` set, and what it found so far is exact."""
     if step_s <= 0:
         raise ValueError("step_s must be positive")
     base = config or Config()
@@ -420,10 +430,11 @@ def simulate(
 
     samples: list[Sample] = []
     t = 0.0
-    cycles = engine_cycles = 0
+    cycles = engine_cycles = double_booked = 0
     engine_seconds = 0.0
     last_result: CycleResult | None = None
     dirty = True
+    stopped = False
 
     def stop_job(lv: _Live, at: float) -> None:
         for ts in lv.tasks:
@@ -437,6 +448,9 @@ def simulate(
 
     while cycles < max_cycles:
         if until_s is not None and t > until_s:
+            break
+        if should_stop is not None and cycles and should_stop():
+            stopped = True
             break
         # 1. completions up to now, at their exact time
         done = sorted((lv.end_at, name) for name, lv in live.items() if lv.end_at <= t)
@@ -464,6 +478,8 @@ def simulate(
             result = run_cycle(snap, cfg)
             engine_seconds += time.perf_counter() - t0
             engine_cycles += 1
+            if double_booked_gpus(snap, result):
+                double_booked += 1
             decisions = _apply(result, live, t, alloc, evictions)
             last_result = result
             dirty = decisions > 0
@@ -510,6 +526,8 @@ def simulate(
         engine_seconds=engine_seconds,
         capacity_gpu=capacity,
         leaf_queues=leaves,
+        double_booked_cycles=double_booked,
+        stopped=stopped,
     )
 
 

@@ -18,11 +18,31 @@
     }, extra || {});
   }
 
+  // Stacked bars, one colour per series (showback: GPU-hours per team and period).
+  var PALETTE = ["#2563eb", "#15803d", "#f59e0b", "#9333ea", "#c81e1e", "#0891b2", "#64748b", "#db2777"];
+  function stacked(canvas, d) {
+    var datasets = Object.keys(d.series).map(function (name, i) {
+      var c = PALETTE[i % PALETTE.length];
+      return { label: name, data: d.series[name], backgroundColor: c, borderColor: c, stack: "all" };
+    });
+    return new Chart(canvas, {
+      type: "bar",
+      data: { labels: d.labels, datasets: datasets },
+      options: {
+        animation: false, maintainAspectRatio: false, interaction: { mode: "index", intersect: false },
+        scales: { x: { stacked: true, ticks: { maxTicksLimit: 16 } },
+                  y: { stacked: true, beginAtZero: true, title: { display: !!canvas.dataset.unit, text: canvas.dataset.unit } } },
+        plugins: { legend: { position: "bottom", labels: { boxWidth: 12 } } }
+      }
+    });
+  }
+
   function draw(canvas) {
     if (canvas._chart) { canvas._chart.destroy(); }
     var source = document.getElementById(canvas.dataset.source);
     if (!source || typeof Chart === "undefined") { return; }
     var d = JSON.parse(source.textContent);
+    if (canvas.dataset.chart === "stacked") { canvas._chart = stacked(canvas, d); return; }
     var datasets;
     if (canvas.dataset.chart === "overview") {
       datasets = [

@@ -74,3 +74,74 @@ def run_cycle(now: Any = None) -> Any:
     from kai_portal.scheduling.cycle import run_scheduling_cycle
 
     return run_scheduling_cycle(now=now)
+
+
+class LiveLoop:
+    """``make run``'s scheduling loop (``manage.py run_scheduler``) in a background thread.
+
+    Cycles run on the wall clock against the simulated cluster, every ``interval`` seconds,
+    each followed by the forecast refresh, exactly as the command does; the test drives the
+    browser meanwhile. ``wait_cycles(n)`` blocks until n more cycles have finished.
+    """
+
+    def __init__(self, interval: float = 0.5) -> None:
+        import threading
+
+        self.interval = interval
+        self.finished = 0
+        self.errors: list[BaseException] = []
+        self._stop = threading.Event()
+        self._changed = threading.Condition()
+        self._thread = threading.Thread(target=self._run, name="live-scheduling-loop", daemon=True)
+
+    def _run(self) -> None:
+        from django.db import connection
+
+        try:
+            while not self._stop.is_set():
+                try:
+                    run_cycle()
+                except Exception as error:  # recorded; the test fails on it at the end
+                    self.errors.append(error)
+                with self._changed:
+                    self.finished += 1
+                    self._changed.notify_all()
+                self._stop.wait(self.interval)
+        finally:
+            connection.close()
+
+    def start(self) -> LiveLoop:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=60)
+
+    def wait_cycles(self, count: int = 1, timeout: float = 60) -> None:
+        with self._changed:
+            target = self.finished + count
+            if not self._changed.wait_for(lambda: self.finished >= target, timeout=timeout):
+                raise TimeoutError(f"the scheduling loop did not finish {count} cycles in {timeout} s")
+
+
+@pytest.fixture
+def live_loop(transactional_db: None) -> Iterator[LiveLoop]:
+    """A running scheduling loop; stopped before the database is flushed."""
+    loop = LiveLoop().start()
+    yield loop
+    loop.stop()
+    assert not loop.errors, f"scheduling cycles failed: {loop.errors!r}"
+def wait_until(page: Any, expression: str, timeout: float = 10.0) -> None:
+    """Poll a JavaScript expression until it is truthy.
+
+    ``page.wait_for_function`` evaluates a polled expression with ``eval`` inside the page,
+    which the portal's Content-Security-Policy refuses; ``page.evaluate`` is not subject to it.
+    """
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not page.evaluate(f"() => Boolean({expression})"):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"still false after {timeout} s: {expression}")
+        page.wait_for_timeout(100)

@@ -7,11 +7,12 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.conf import settings
 from django.utils import timezone
 
 from kai_portal.teams.models import Membership
 from kai_portal.workloads.models import Job
-from tests.browser.conftest import run_cycle, screenshot, sign_in
+from tests.browser.conftest import run_cycle, screenshot, sign_in, wait_until
 from tests.portal import factories
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -77,7 +78,7 @@ def test_member_submits_fractional_gpu_job_and_watches_it_run(page: Any, world: 
     assert "Alpha" in page.inner_text("[data-testid=whoami]")
     page.goto("/jobs/submit/")
     page.fill("#id_name", "notebook")
-    page.select_option("#id_queue", label="alpha-train (Alpha)")
+    page.select_option("#id_queue", label="alpha-train (Alpha) · pool default")
     page.check("input[name=gpu_mode][value=fraction]")
     page.fill("#id_gpu_fraction", "0.5")
     page.fill("#id_cpu_cores", "2")
@@ -96,9 +97,7 @@ def test_member_submits_fractional_gpu_job_and_watches_it_run(page: Any, world: 
         if job.state == "running":
             break
     # The page polls every 3 s; no reload.
-    page.wait_for_function(
-        "document.querySelector('[data-testid=job-state]').innerText === 'Running'", timeout=8_000
-    )
+    wait_until(page, "document.querySelector('[data-testid=job-state]').innerText === 'Running'", timeout=8)
     assert "gpu-node-1" in page.inner_text("[data-testid=pod-table]")
     assert "Allocated" in page.inner_text("[data-testid=timeline]")
     screenshot(page, "member-job-running")
@@ -110,7 +109,8 @@ def test_member_cannot_open_another_teams_job_or_edit_quotas(page: Any, world: d
 
     response = page.goto(f"/jobs/{other.uid}/")
     assert response.status == 404
-    assert page.locator("[data-testid=not-found]").is_visible()
+    if not settings.DEBUG:  # with DEBUG on (make run's SQLite run) Django shows its technical 404 page
+        assert page.locator("[data-testid=not-found]").is_visible()
 
     response = page.goto("/queues/alpha-train/edit/")
     assert response.status == 403
@@ -157,12 +157,12 @@ def test_overview_and_queue_history_draw_their_charts(page: Any, world: dict) ->
 
     sign_in(page, "root")
     assert page.locator("canvas[data-chart=overview]").is_visible()
-    page.wait_for_function("document.querySelector('canvas[data-chart=overview]')._chart !== undefined")
+    wait_until(page, "document.querySelector('canvas[data-chart=overview]')._chart !== undefined")
     assert "/ 8" in page.inner_text("[data-testid=tile-gpus]")
     screenshot(page, "cluster-overview")
 
     page.goto("/queues/alpha-train/")
     page.click("a[role=tab]:has-text('Hour')")
-    page.wait_for_function("document.querySelector('canvas[data-chart=history]')?._chart !== undefined")
+    wait_until(page, "document.querySelector('canvas[data-chart=history]')?._chart !== undefined")
     assert "samples" in page.inner_text("#queue-history")
     screenshot(page, "queue-history")

@@ -33,7 +33,7 @@ def _verdict(page: Any, expected: str) -> Any:
 def test_member_sees_the_fit_verdict_follow_the_gpu_count(page: Any, world: None) -> None:
     sign_in(page, "bob")
     page.goto("/jobs/submit/")
-    page.select_option("#id_queue", label="beta-train (Beta)")
+    page.select_option("#id_queue", label="beta-train (Beta) · pool default")
     page.fill("#id_gpu_count", "1")
     starts = _verdict(page, "starts_now")
     assert "Starts now: 1 task fit on gpu-node-1." in starts.inner_text()

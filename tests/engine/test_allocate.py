@@ -122,15 +122,42 @@ def test_fit_error_counts_nodes() -> None:
 
 
 def test_pools_are_isolated_shards() -> None:
+    """kai-semantics §1.6: each pool schedules its own nodes, queues and jobs; a queue's quota
+    and fair share apply in its own pool only."""
     nodes = [Node("a", gpus=1, pool="p1"), Node("b", gpus=4, pool="p2")]
-    j = job("x", n=2, min_available=2, node_selector={"kai.scheduler/node-pool": "p1"})
-    r = run(nodes, [j])
-    assert status(r, "x-0") == TaskState.PENDING
-    j2 = job("y", n=2, min_available=2, node_selector={"kai.scheduler/node-pool": "p2"})
-    r = run(nodes, [j2])
+    queues = [
+        Queue("q1", pool="p1", resources={"gpu": QueueResource(1, -1, 1)}),
+        Queue("q2", pool="p2", resources={"gpu": QueueResource(1, -1, 1)}),
+    ]
+    r = run(nodes, [job("x", n=2, min_available=2, q="q1"), job("y", n=2, min_available=2, q="q2")], queues)
+    assert status(r, "x-0") == TaskState.PENDING  # 2 GPUs asked in a 1-GPU pool
     assert {r.tasks["y-0"].node, r.tasks["y-1"].node} == {"b"}
-    assert r.pool_queues["p2"]["q"].fair_share["gpu"] == 2
-    assert r.pool_queues["p1"]["q"].fair_share["gpu"] == 0
+    assert r.queues["q2"].fair_share["gpu"] == 2 and r.queues["q1"].fair_share["gpu"] == 1
+    assert set(r.pool_queues["p1"]) == {"q1"} and set(r.pool_queues["p2"]) == {"q2"}
+
+
+def test_child_queue_inherits_its_parents_pool_and_a_top_level_queue_defaults() -> None:
+    queues = [
+        Queue("dept", pool="p2", resources={"gpu": QueueResource(4, -1, 1)}),
+        Queue("team", parent="dept", resources={"gpu": QueueResource(4, -1, 1)}),
+        Queue("other"),
+    ]
+    nodes = [Node("b", gpus=4, pool="p2"), Node("d", gpus=2)]
+    r = run(nodes, [job("t", n=3, q="team"), job("o", n=1, q="other")], queues)
+    assert {r.tasks[f"t-{i}"].node for i in range(3)} == {"b"}
+    assert r.tasks["o-0"].node == "d"
+    assert set(r.pool_queues["p2"]) == {"dept", "team"} and set(r.pool_queues["default"]) == {"other"}
+
+
+def test_a_job_asking_for_another_pool_than_its_queues_waits_with_queue_does_not_exist() -> None:
+    nodes = [Node("a", gpus=1, pool="p1"), Node("b", gpus=4, pool="p2")]
+    queues = [Queue("q1", pool="p1")]
+    r = run(nodes, [job("x", q="q1", node_selector={"kai.scheduler/node-pool": "p2"})], queues)
+    assert status(r, "x-0") == TaskState.PENDING
+    assert r.job_messages["x"] == (
+        "QueueDoesNotExist: Queue 'q1' does not exist in node-pool 'p2': it belongs to node-pool 'p1'. "
+        "Submit the job to a queue of node-pool 'p2', or drop the node-pool selector."
+    )
 
 
 def test_required_topology_keeps_gang_in_one_domain() -> None:
@@ -145,7 +172,11 @@ def test_required_topology_keeps_gang_in_one_domain() -> None:
     j = job("t", n=5, min_available=5, topology=TopologyConstraint(required="rack"))
     r = run(nodes, [j])
     assert status(r, "t-0") == TaskState.PENDING
-    assert r.job_messages["t"].startswith("Not enough resources for the workload: topology rack")
+    assert r.job_messages["t"] == (
+        "Unable to schedule podgroup: node-group a can allocate only 2 of 5 required pods. \n"
+        "node-group b can allocate only 4 of 5 required pods. \n"
+        "topology rack, requirement rack couldn't be satisfied for job <default/t>."
+    )
 
 
 def test_queue_limit_message() -> None:
@@ -224,3 +255,13 @@ def test_events_and_counters() -> None:
         and ("b", "Unschedulable") in kinds
     )
     assert r.counters["allocated"] == 1 and r.counters["pending"] == 1
+
+
+def test_a_running_job_stays_with_the_pool_of_its_nodes_when_its_queue_moves() -> None:
+    """A pod holds its node whatever its queue's pool says now: it is never taken for pending and
+    placed a second time (that would book one GPU twice)."""
+    nodes = [Node("a", gpus=1, pool="p1"), Node("b", gpus=1, pool="p2")]
+    running = Job("r", queue="q", tasks=[Task("r-0", gpu=1, state=TaskState.RUNNING, node="a")])
+    r = run(nodes, [running, job("new", q="q")], [Queue("q", pool="p2")])
+    assert status(r, "r-0") == TaskState.RUNNING and r.tasks["r-0"].node == "a"
+    assert r.tasks["new-0"].node == "b"

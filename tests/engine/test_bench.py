@@ -131,7 +131,13 @@ def test_all_allocated_detects_wrong_answers() -> None:
         }
     )
     check = wl.all_allocated(4)(snap, clash)
-    assert not check.ok and "over-committed" in check.detail
+    assert not check.ok and "double-booked" in check.detail
+    # a Pipelined task on a device a Running task keeps is a clash too (issue 17)
+    names = [t.name for j in snap.jobs for t in j.tasks]
+    piped = CycleResult(tasks=dict(good.tasks))
+    held = good.tasks[names[0]]
+    piped.tasks[names[1]] = outcome(names[1], TaskState.PIPELINED, held.node, held.gpu_devices)
+    assert "double-booked" in (wl._overcommit(snap, piped) or "")
     evicted = CycleResult(
         tasks=dict(good.tasks), evictions=[Eviction("x-0", "x", "queue-0", "reclaim", "evicted")]
     )

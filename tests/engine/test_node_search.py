@@ -8,6 +8,7 @@ all of them replaced by the straightforward versions."""
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import random
 
@@ -18,8 +19,10 @@ from hypothesis import strategies as st
 from scheduler import Config, Job, Node, Queue, QueueResource, Snapshot, Task, TaskState, run_cycle
 from scheduler.bench.equivalence import random_snapshot
 from scheduler.cycle import open_session
+from scheduler.model import MatchExpression, PreferredTerm, Taint, Toleration
 from scheduler.ordering import JobQueue
 from scheduler.placement import best_fit, best_fit_reference
+from scheduler.session import Placement
 
 # ``scheduler.actions`` re-exports the action functions under the module names.
 allocate_mod = importlib.import_module("scheduler.actions.allocate")
@@ -41,7 +44,10 @@ def clusters(draw: st.DrawFn) -> tuple[Snapshot, int]:
             cpu_millis=draw(st.sampled_from([4000, 16000, 1_000_000])),
             unschedulable=draw(st.integers(0, 9)) == 0,
             max_pods=draw(st.sampled_from([2, 5, 110])),
-            labels={"zone": f"z{i % 2}"},
+            labels={"zone": f"z{i % 2}", "rack": f"r{i % 3}"},
+            taints=draw(
+                st.sampled_from([[], [], [], [Taint("gpu", "yes")], [Taint("spot", "", "PreferNoSchedule")]])
+            ),
         )
         for i in range(n)
     ]
@@ -85,6 +91,49 @@ def test_best_fit_matches_reference(case: tuple[Snapshot, int]) -> None:
             stmt.commit()
 
 
+@SETTINGS
+@given(clusters())
+def test_best_fit_with_placement_rules_matches_reference(case: tuple[Snapshot, int]) -> None:
+    """Jobs with placement rules: required rules stay on the indexed path (filters), preferences
+    take the reference path; both must agree with the reference as the job's pods are placed."""
+    snap, seed = case
+    rnd = random.Random(seed)
+    session = open_session(snap, Config(), "default")
+    nodes = list(session.nodes.values())
+    stmt = session.statement()
+    for j in range(4):
+        job = Job(
+            f"p{j}",
+            "q",
+            tasks=[Task(f"p{j}-{k}", gpu=rnd.choice([1, 1, 2, 4])) for k in range(10)],
+            tolerations=[Toleration("gpu", "Exists")] if rnd.random() < 0.5 else [],
+            node_affinity=([(MatchExpression("zone", "NotIn", ("z0",)),)] if rnd.random() < 0.3 else []),
+            preferred_node_affinity=(
+                [PreferredTerm(5, (MatchExpression("rack", "In", ("r1",)),))] if rnd.random() < 0.3 else []
+            ),
+            anti_affinity_key=rnd.choice([None, "kubernetes.io/hostname", "rack"]),
+            affinity_key="zone" if rnd.random() < 0.3 else None,
+            affinity_weight=3,
+        )
+        session.jobs[job.name] = job
+        for task in job.tasks:
+            session.task_job[task.name] = job
+            session.placements[task.name] = session.placements.get(task.name) or _pending()
+            want = best_fit_reference(session, task, job, nodes)
+            got = best_fit(session, task, job, nodes)
+            if want is None:
+                assert got is None
+                continue
+            assert got is not None
+            assert (got[0].name, got[1].devices, got[1].now) == (want[0].name, want[1].devices, want[1].now)
+            stmt.place(task, want[0].name, want[1].devices, pipelined=not want[1].now)
+        stmt.commit()
+
+
+def _pending() -> Placement:
+    return Placement(TaskState.PENDING)
+
+
 class _NoCache(dict):  # type: ignore[type-arg]
     def __setitem__(self, key: object, value: object) -> None:
         pass
@@ -115,9 +164,38 @@ def reference(monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
     return enable
 
 
+def _with_rules(snap: Snapshot, seed: int) -> Snapshot:
+    """The snapshot with placement rules: some nodes tainted, some jobs tolerating the taint,
+    with node affinity, anti-affinity or affinity to their own pods."""
+    rnd = random.Random(seed)
+    nodes = [
+        dataclasses.replace(
+            n, taints=rnd.choice([[], [], [Taint("gpu", "yes")], [Taint("spot", "", "PreferNoSchedule")]])
+        )
+        for n in snap.nodes
+    ]
+    jobs = [
+        dataclasses.replace(
+            j,
+            tolerations=[Toleration("gpu", "Exists")] if rnd.random() < 0.5 else [],
+            node_affinity=[(MatchExpression("rack", "NotIn", ("r0",)),)] if rnd.random() < 0.1 else [],
+            preferred_node_affinity=(
+                [PreferredTerm(7, (MatchExpression("zone", "In", ("z1",)),))] if rnd.random() < 0.2 else []
+            ),
+            anti_affinity_key="kubernetes.io/hostname" if rnd.random() < 0.2 else None,
+            affinity_key="rack" if rnd.random() < 0.2 else None,
+            affinity_weight=2,
+        )
+        for j in snap.jobs
+    ]
+    return Snapshot(nodes, snap.queues, jobs)
+
+
 @pytest.mark.parametrize("seed", range(60))
 def test_cycle_matches_reference_engine(seed: int, reference) -> None:  # type: ignore[no-untyped-def]
     snap = random_snapshot(seed)
+    if seed % 2:
+        snap = _with_rules(snap, seed)
     cfg = Config(placement="spread") if seed % 5 == 4 else Config()
     fast = run_cycle(snap, cfg).to_json()
     reference()

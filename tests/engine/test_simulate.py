@@ -225,3 +225,23 @@ def test_allocate_only_config_is_respected() -> None:
     arrivals = [Arrival(0, "a", gpu=1, duration_s=30)]
     res = simulate(cluster(1, 1, ("a",)), arrivals, 10, config=Config(actions=("allocate",)))
     assert res.jobs["job-00000"].end_s == 30
+
+
+def test_should_stop_ends_the_run_early_with_what_it_found_so_far() -> None:
+    """A wall-clock budget (here a counter) stops the run before a cycle; the result says so."""
+    arrivals = [Arrival(submit_s=10.0 * i, queue="a", gpu=8, tasks=1, duration_s=100.0) for i in range(6)]
+    full = simulate(cluster(n_nodes=1), arrivals, 10.0)
+    asked: list[int] = []
+
+    def after_three() -> bool:
+        asked.append(len(asked))
+        return len(asked) > 3
+
+    cut = simulate(cluster(n_nodes=1), arrivals, 10.0, should_stop=after_three)
+    assert not full.stopped and cut.stopped
+    assert cut.cycles == 4 and len(asked) == 4  # asked before every cycle but the first
+    assert cut.end_s < full.end_s
+    # What it found is exact: the jobs it started, it started when the full run did.
+    started = {n: r.first_start_s for n, r in cut.jobs.items() if r.first_start_s is not None}
+    assert started and all(full.jobs[n].first_start_s == s for n, s in started.items())
+    assert any(r.first_start_s is None for r in cut.jobs.values())

@@ -20,3 +20,17 @@ def department(db: None) -> Any:
 @pytest.fixture
 def leaf(department: Any) -> Any:
     return factories.queue("leaf", parent=department, gpu_quota=4, cpu_quota=1_000, memory_quota=1_024)
+
+
+@pytest.fixture(autouse=True)
+def no_token_failures_carried_over() -> Any:
+    """Failed-token counts live a minute in the cache: one test's bad tokens must not
+    throttle the next test's client (every test client is 127.0.0.1)."""
+    from django.core.cache import cache
+
+    from kai_portal.accounts.tokens import FailedTokenThrottle
+
+    key = FailedTokenThrottle.cache_format % {"scope": FailedTokenThrottle.scope, "ident": "127.0.0.1"}
+    cache.delete(key)
+    yield
+    cache.delete(key)

@@ -89,11 +89,25 @@ def test_cpu_and_memory_must_not_be_negative(leaf: Queue, field: str) -> None:
     assert messages == ["Ensure this value is greater than or equal to 0."]
 
 
-def test_fractional_request_needs_a_pool_that_shares_gpus(leaf: Queue) -> None:
+def test_fractional_request_needs_a_pool_that_shares_gpus() -> None:
     pool = NodePool.objects.create(name="h100", gpu_sharing=False)
-    job = Job(queue=leaf, name="j", gpu_fraction=Decimal("0.5"), node_pool=pool)
+    queue = Queue(name="h100-team", node_pool=pool)
+    queue.save()
+    job = Job(queue=queue, name="j", gpu_fraction=Decimal("0.5"))
     assert rejected(job, "node_pool") == [
         "Node pool 'h100' does not allow GPU sharing; request whole GPUs or choose another pool."
+    ]
+
+
+def test_a_job_runs_in_its_queues_pool(leaf: Queue) -> None:
+    """KAI: a job is scheduled by its queue's shard; naming another pool is refused, not ignored."""
+    job = Job(queue=leaf, name="j", gpu_count=1)
+    job.full_clean()
+    assert job.node_pool == leaf.node_pool
+    other = NodePool.objects.create(name="h100")
+    assert rejected(Job(queue=leaf, name="k", gpu_count=1, node_pool=other), "node_pool") == [
+        f"Queue '{leaf}' is in node pool '{leaf.node_pool}', and a job runs in its queue's pool; "
+        "submit to a queue of node pool 'h100', or leave the pool out."
     ]
 
 

@@ -92,3 +92,23 @@ def test_tests_run_against_postgresql() -> None:
     from django.db import connection
 
     assert connection.vendor == "postgresql"
+
+
+def test_management_commands_run_against_the_make_run_database_with_debug(tmp_path: Path) -> None:
+    # What the README tells a user: DEBUG=1 (as `make run` sets) needs no SECRET_KEY, and the
+    # commands share one SQLite database (here a temporary one instead of var/db.sqlite3).
+    refused = _manage(["import_queues", "-"], {}, tmp_path)
+    assert refused.returncode != 0
+    assert "DEBUG=1 .venv/bin/python manage.py <command>" in refused.stderr
+    dev = {"DEBUG": "1"}
+    assert _manage(["migrate", "--noinput"], dev, tmp_path).returncode == 0
+    queues = tmp_path / "queues.yaml"
+    queues.write_text(
+        "apiVersion: scheduling.run.ai/v2\nkind: Queue\nmetadata: {name: research}\n"
+        "spec: {resources: {gpu: {quota: 8, limit: -1, overQuotaWeight: 1}}}\n"
+    )
+    imported = _manage(["import_queues", str(queues)], dev, tmp_path)
+    assert imported.returncode == 0, imported.stderr
+    assert "1 queue(s) created" in imported.stdout
+    exported = _manage(["export_queues"], dev, tmp_path)
+    assert exported.returncode == 0 and "name: research" in exported.stdout, exported.stderr

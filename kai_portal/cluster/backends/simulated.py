@@ -80,19 +80,30 @@ class SimulatedBackend:
 
     def advance(self, now: datetime) -> None:
         """Start bound pods, finish pods whose duration is over, release evicted pods after the grace."""
+        moving = [PodState.BOUND, PodState.RUNNING, PodState.RELEASING]
+        lifecycle.lock_jobs(Pod.objects.filter(state__in=moving).values_list("job_id", flat=True))
         bound = Pod.objects.filter(state=PodState.BOUND, node__isnull=False)
         touched = set(bound.values_list("job_id", flat=True))
         lifecycle.start_pods(bound.values_list("pk", flat=True), now)
 
-        done = []
+        done, unhandled = [], {}
         for pod in Pod.objects.filter(state=PodState.RUNNING, job__duration__isnull=False).select_related(
             "job"
         ):
             started = pod.started_at or now
-            if started + pod.job.duration <= now:  # type: ignore[operator]
+            try:
+                over = started + pod.job.duration <= now  # type: ignore[operator]
+            except OverflowError:
+                # A row written past the submission bounds: fail that job, not the cycle.
+                unhandled[pod.job_id] = pod.job
+                continue
+            if over:
                 done.append(pod.pk)
                 touched.add(pod.job_id)
         lifecycle.succeed_pods(done, now)
+        for job in unhandled.values():
+            problem = f"its duration ({job.duration}) is out of range"
+            lifecycle.fail_job(job, lifecycle.unhandled_message(problem), now)
 
         grace = eviction_grace()
         for pod in Pod.objects.filter(state=PodState.RELEASING).select_related("job"):

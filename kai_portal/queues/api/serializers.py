@@ -5,6 +5,7 @@ from typing import Any
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from kai_portal.cluster.models import NodePool
 from kai_portal.core.units import RESOURCES
 from kai_portal.queues.models import Queue
 from kai_portal.queues.status import empty_status
@@ -46,6 +47,13 @@ class QueueSerializer(serializers.ModelSerializer):
     team = serializers.SlugRelatedField(
         slug_field="slug", queryset=Team.objects.all(), allow_null=True, required=False
     )
+    node_pool = serializers.SlugRelatedField(
+        slug_field="name",
+        queryset=NodePool.objects.all(),
+        required=False,
+        help_text="The node pool (KAI scheduling shard) the queue's quota applies in; "
+        "default: the parent's pool, or the default pool for a top-level queue.",
+    )
     is_leaf = serializers.SerializerMethodField()
     children = serializers.SerializerMethodField()
     status = serializers.SerializerMethodField()
@@ -53,7 +61,7 @@ class QueueSerializer(serializers.ModelSerializer):
     class Meta:
         model = Queue
         fields = [
-            "name", "display_name", "parent", "team", "priority", *QUOTA_FIELDS,
+            "name", "display_name", "parent", "node_pool", "team", "priority", *QUOTA_FIELDS,
             "preempt_min_runtime", "reclaim_min_runtime", "is_leaf", "children", "status",
             "created_at", "updated_at",
         ]  # fmt: skip

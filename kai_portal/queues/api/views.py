@@ -74,7 +74,7 @@ class QueueViewSet(viewsets.ModelViewSet):
     def get_queryset(self) -> QuerySet[Queue]:
         return (
             Queue.objects.visible_to(self.request.user)
-            .select_related("parent", "team")
+            .select_related("parent", "team", "node_pool")
             .prefetch_related("children")
         )
 
@@ -118,7 +118,7 @@ class QueueViewSet(viewsets.ModelViewSet):
         with transaction.atomic(), api_actor(request):
             locked = (
                 Queue.objects.select_for_update(of=("self",))
-                .select_related("parent", "team")
+                .select_related("parent", "team", "node_pool")
                 .get(pk=queue.pk)
             )
             check_not_stale(request, locked)
@@ -178,7 +178,8 @@ class QueueViewSet(viewsets.ModelViewSet):
         except kai_yaml.QueueYamlError as exc:
             raise exceptions.ValidationError(
                 # DRF turns every leaf into a string anyway; str() only makes that visible to the stubs.
-                {"detail": str(exc), "document": str(exc.index), "key": exc.key, "queue": exc.queue}
+                {"detail": str(exc), "document": str(exc.index), "key": exc.key, "queue": exc.queue,
+                 "line": str(exc.line or "")}
             ) from None
         return Response(QueueImportResultSerializer(result).data)
 

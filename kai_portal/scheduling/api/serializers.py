@@ -12,13 +12,29 @@ if TYPE_CHECKING:
     from kai_portal.workloads.models import Job
 
 
+HIDDEN_ERROR = "The cycle failed; portal admins see the error."
+
+
 class CycleSerializer(serializers.ModelSerializer):
+    error = serializers.SerializerMethodField(
+        help_text="Why a failed cycle failed: the traceback for portal admins (it names server paths), "
+        "a note for everyone else."
+    )
+
     class Meta:
         model = SchedulingCycle
         fields = [
             "id", "started_at", "finished_at", "status", "duration_ms", "allocated_count", "pipelined_count",
             "evicted_count", "unschedulable_count", "counters", "error",
         ]  # fmt: skip
+
+    def get_error(self, cycle: SchedulingCycle) -> str:
+        if not cycle.error:
+            return ""
+        request = self.context.get("request")
+        if getattr(getattr(request, "user", None), "is_portal_admin", False):
+            return cycle.error
+        return HIDDEN_ERROR
 
 
 class DecisionSerializer(serializers.ModelSerializer):
@@ -73,7 +89,11 @@ class ForecastSerializer(serializers.Serializer):
     """Where a pending job stands: positions, the jobs ahead (other teams' only counted), estimated start.
 
     ``estimated_start`` is null when unknown; ``unknown`` then says why
-    (``never_fits``, ``no_duration``, ``beyond_horizon``, ``not_yet_considered``)."""
+    (``never_fits``, ``no_duration``, ``beyond_horizon``, ``not_yet_considered``, or ``not_before``:
+    the simulation's time budget ran out first; it starts after ``not_before`` if at all).
+    Computed by the scheduling worker after a cycle: positions as of ``computed_at``, the
+    estimate as of ``estimated_at`` (older when the simulation's time budget did not reach
+    the job again; null = not estimated yet)."""
 
     pool = serializers.CharField()
     queue_position = serializers.IntegerField(allow_null=True, help_text="1 = next in its leaf queue.")
@@ -84,7 +104,13 @@ class ForecastSerializer(serializers.Serializer):
     estimated_start = serializers.DateTimeField(allow_null=True)
     unknown = serializers.CharField(allow_blank=True)
     reason = serializers.CharField(allow_blank=True)
-    computed_at = serializers.DateTimeField(allow_null=True)
+    computed_at = serializers.DateTimeField(allow_null=True, help_text="The cycle the positions are from.")
+    estimated_at = serializers.DateTimeField(
+        allow_null=True, help_text="When the estimate was made; null = not estimated yet."
+    )
+    not_before = serializers.DateTimeField(
+        allow_null=True, help_text="unknown = not_before: a lower bound of the start (else null)."
+    )
 
 
 class ForecastDetailSerializer(ForecastSerializer):

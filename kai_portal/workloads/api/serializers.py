@@ -8,9 +8,10 @@ from rest_framework import serializers
 
 from kai_portal.cluster.models import NodePool
 from kai_portal.queues.models import Queue
-from kai_portal.scheduling import forecast
+from kai_portal.scheduling import forecast_store
 from kai_portal.scheduling.api.serializers import ForecastSerializer
 from kai_portal.workloads.models import Job, Pod
+from kai_portal.workloads.warnings import request_warnings
 
 if TYPE_CHECKING:
     from kai_portal.accounts.models import User
@@ -55,6 +56,10 @@ class JobSerializer(serializers.ModelSerializer):
         help_text="Empty = the value of the priority class.",
     )  # fmt: skip
     pods = serializers.SerializerMethodField()
+    warnings = serializers.SerializerMethodField(
+        help_text="Things about the request that are allowed but probably not meant, e.g. GPU memory "
+        "(MiB) below any GPU's size."
+    )
     forecast = serializers.SerializerMethodField(
         help_text="Pending jobs: queue position and estimated start as of the latest cycle (else null)."
     )
@@ -66,20 +71,13 @@ class JobSerializer(serializers.ModelSerializer):
             "preemptibility", "task_count", "min_member", "gpu_count", "gpu_fraction", "gpu_memory_mib",
             "gpu_fraction_devices", "cpu_millicores", "memory_mib", "image", "command", "duration",
             "restart_policy", "state", "message", "pods", "created_at", "updated_at", "started_at",
-            "finished_at", "forecast",
+            "finished_at", "forecast", "warnings",
         ]  # fmt: skip
         read_only_fields = [
             "uid", "state", "message", "created_at", "updated_at", "started_at", "finished_at",
+            "warnings",
         ]  # fmt: skip
-        extra_kwargs = {
-            "task_count": {"max_value": 10_000},
-            "min_member": {"max_value": 10_000},
-            "gpu_count": {"max_value": 1_024},
-            "gpu_memory_mib": {"max_value": 10_000_000},
-            "gpu_fraction_devices": {"max_value": 64},
-            "cpu_millicores": {"max_value": 2**31 - 1},
-            "memory_mib": {"max_value": 2**31 - 1},
-        }
+        # Bounds come from the model's validators (workloads/limits.py), shared with the form.
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -96,6 +94,10 @@ class JobSerializer(serializers.ModelSerializer):
             "finished": getattr(job, "pods_finished", 0),
         }
 
+    @extend_schema_field(serializers.ListField(child=serializers.CharField()))
+    def get_warnings(self, job: Job) -> list[str]:
+        return request_warnings(job)
+
     @extend_schema_field(ForecastSerializer(allow_null=True))
     def get_forecast(self, job: Job) -> dict[str, Any] | None:
         if job.state != "pending":
@@ -110,13 +112,13 @@ class JobSerializer(serializers.ModelSerializer):
 def forecast_data(jobs: Iterable[Job]) -> dict[int, dict[str, Any]]:
     """The ``forecast`` field of each pending job among ``jobs``, by job id.
 
-    One cache read (one query when warm) and one serializer for all of them, instead of a
-    ``ForecastSerializer`` built per row."""
+    One query for the stored forecasts (the scheduling worker computes them; a request never
+    does) and one serializer for all of them, instead of a ``ForecastSerializer`` built per row."""
     pending = [job for job in jobs if job.state == "pending"]
     if not pending:
         return {}
-    forecasts = forecast.cached_forecast([job.pk for job in pending])
-    rows = [forecasts.get(job.pk) or forecast.not_yet(job) for job in pending]
+    forecasts = forecast_store.stored([job.pk for job in pending])
+    rows = [forecasts.get(job.pk) or forecast_store.not_yet(job) for job in pending]
     data = ForecastSerializer(rows, many=True).data
     return {job.pk: item for job, item in zip(pending, data, strict=True)}
 

@@ -14,7 +14,7 @@ from django.db.models import Count, IntegerField, OuterRef, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import exceptions, mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.request import Request
@@ -22,7 +22,7 @@ from rest_framework.response import Response
 from rest_framework.serializers import BaseSerializer
 
 from kai_portal.core.api import TEXT_PARSERS, Conflict, JsonTextParser, body_text
-from kai_portal.scheduling import forecast
+from kai_portal.scheduling import forecast_store
 from kai_portal.scheduling.api.serializers import ForecastDetailSerializer, ForecastSerializer
 from kai_portal.scheduling.fitcheck import check_fit
 from kai_portal.workloads import lifecycle, submission
@@ -65,6 +65,25 @@ def _pod_counts() -> dict[str, Coalesce]:
     }
 
 
+IDEMPOTENCY_KEY = OpenApiParameter(
+    "Idempotency-Key",
+    OpenApiTypes.STR,
+    OpenApiParameter.HEADER,
+    description="Any unique string (a UUID) per submission, at most 255 characters. Retrying with the "
+    "same key returns the job the first request created (with `Idempotent-Replayed: true`), never a "
+    "duplicate, even when the first answer was lost.",
+)
+
+
+def idempotency_key(request: Request) -> str:
+    key = request.headers.get("Idempotency-Key", "").strip()
+    if len(key) > submission.MAX_IDEMPOTENCY_KEY:
+        raise exceptions.ValidationError(
+            {"Idempotency-Key": [f"At most {submission.MAX_IDEMPOTENCY_KEY} characters (got {len(key)})."]}
+        )
+    return key
+
+
 class JobViewSet(
     mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.CreateModelMixin, viewsets.GenericViewSet
 ):
@@ -91,11 +110,26 @@ class JobViewSet(
             args = (rows, *args[1:])
         return super().get_serializer(*args, **kwargs)
 
-    def perform_create(self, serializer: BaseSerializer) -> None:
-        submitter = cast("User", self.request.user)  # IsAuthenticated: never anonymous
-        job = Job(**serializer.validated_data, submitter=submitter)
-        submission.submit(job)
-        serializer.instance = self.get_queryset().get(pk=job.pk)
+    @extend_schema(parameters=[IDEMPOTENCY_KEY])
+    def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        """Submit a job. With an ``Idempotency-Key`` header, a retry returns the first job."""
+        key = idempotency_key(request)
+        earlier = submission.earlier_submission(request.user, key)
+        if earlier is not None:
+            return self._replayed(earlier)
+        serializer = self.get_serializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        submitter = cast("User", request.user)  # IsAuthenticated: never anonymous
+        job, created = submission.submit_once(Job(**serializer.validated_data, submitter=submitter), key)
+        if not created:
+            return self._replayed(job)
+        data = self.get_serializer(self.get_queryset().get(pk=job.pk)).data
+        return Response(data, status=status.HTTP_201_CREATED)
+
+    def _replayed(self, job: Job) -> Response:
+        response = Response(self.get_serializer(self.get_queryset().get(pk=job.pk)).data, status=201)
+        response["Idempotent-Replayed"] = "true"
+        return response
 
     @extend_schema(
         request=None,
@@ -131,8 +165,8 @@ class JobViewSet(
         job = self.get_object()
         if job.state != JobState.PENDING:
             raise Conflict(f"Job {job.name} is {job.state}, not pending: it has no queue position.")
-        fc = forecast.cached_forecast([job.pk]).get(job.pk) or forecast.not_yet(job)
-        seen = forecast.describe(fc, request.user)
+        fc = forecast_store.stored_or_not_yet(job)
+        seen = forecast_store.describe(fc, request.user)
         data = {**ForecastSerializer(fc).data, "ahead_visible": seen["ahead_visible"],
                 "ahead_other_teams": seen["ahead_hidden"]}  # fmt: skip
         return Response(ForecastDetailSerializer(data).data)
@@ -158,6 +192,7 @@ class JobViewSet(
             "text/plain": OpenApiTypes.STR,
         },
         responses={201: JobSerializer, 400: ManifestErrorSerializer},
+        parameters=[IDEMPOTENCY_KEY],
         examples=[OpenApiExample("batch Job", value=EXAMPLE_MANIFEST, media_type="application/yaml")],
         filters=False,
     )
@@ -169,13 +204,19 @@ class JobViewSet(
         filter_backends=[],
     )
     def manifest(self, request: Request) -> Response:
+        key = idempotency_key(request)
+        earlier = submission.earlier_submission(request.user, key)
+        if earlier is not None:
+            return self._replayed(earlier)
         try:
-            job = submit_manifest(body_text(request), request.user)
+            job, created = submit_manifest(body_text(request), request.user, idempotency_key=key)
         except ManifestError as exc:
             return Response(
                 {"detail": str(exc), "path": exc.path, "message": exc.message},
                 status=status.HTTP_400_BAD_REQUEST,
             )
+        if not created:
+            return self._replayed(job)
         return Response(
             self.get_serializer(self.get_queryset().get(pk=job.pk)).data, status=status.HTTP_201_CREATED
         )

@@ -185,24 +185,3 @@ def test_access_rules_return_each_job_once(world: World) -> None:
     assert list(Job.objects.cancellable_by(member).values_list("name", flat=True)) == ["ml-by-member"]
     assert Pod.objects.visible_to(lead).count() == 3
     assert world.client("team_admin").get("/api/v1/jobs/").json()["count"] == 3
-
-
-def test_cached_forecast_of_a_page_reads_only_its_jobs_entries(
-    world: World, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A page reads its jobs' forecasts from per-job cache entries, not the whole (quadratic) forecast."""
-    from django.core.cache import cache
-
-    from kai_portal.scheduling import forecast
-
-    ids = [world.objects["ml_job"].pk, world.objects["cv_job"].pk, -1]
-    first = forecast.cached_forecast(ids)  # computes and caches the whole forecast and its entries
-    whole = forecast.cached_forecast()
-    assert first == {pk: whole[pk] for pk in ids if pk in whole} and first
-    cache.delete(forecast._cache_key())  # the whole forecast is not needed any more for a page
-
-    def recompute(now: object = None) -> None:
-        raise AssertionError("recomputed instead of reading the per-job entries")
-
-    monkeypatch.setattr(forecast, "forecast", recompute)
-    assert forecast.cached_forecast(ids) == first

@@ -139,3 +139,12 @@ def test_parse_manifest_without_a_user_accepts_any_leaf_and_raises_manifest_erro
     with pytest.raises(ManifestError) as exc:
         parse_manifest("kind: Service\n")
     assert exc.value.path == "kind"
+
+
+def test_batch_job_without_min_member_annotation_gets_kai_default_gang_of_one(world: World) -> None:
+    # KAI's pod grouper gives a standard Job minMember 1: its pods may start one by one.
+    text = BATCH_JOB.replace('  annotations: {kai.scheduler/batch-min-member: "2"}\n', "")
+    response = post(world, text)
+    assert response.status_code == 201, response.content
+    job = Job.objects.get(uid=response.json()["uid"])
+    assert (job.task_count, job.min_member) == (3, 1)

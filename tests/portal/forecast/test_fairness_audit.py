@@ -97,3 +97,26 @@ def test_page_and_api_are_for_portal_admins_only(portal_admin, django_user_model
     body = api.get("/api/v1/fairness-audit/").json()
     assert body["count"] >= 1 and body["results"][0]["kind"] == "starved"
     assert body["results"][0]["queue"] == "starved" and "evidence" in body["results"][0]
+
+
+def test_a_queue_whose_only_demand_can_never_fit_is_not_starved(department):
+    q = factories.queue("hopeless", parent=department, gpu_quota=4)
+    # Submitted before the cluster was observed: submission refuses it once an 8-GPU node is known.
+    factories.job(q, "too-big", gpu_count=16)
+    factories.node("n1", gpus=8)
+    samples(q, 60, allocated=0, requested=16, deserved=4, fair_share=4)
+    assert [f for f in fairness_audit.audit(T0) if f.kind == "starved"] == []
+
+    # One job that could start makes the same history a starvation finding again.
+    factories.job(q, "fits", gpu_count=2)
+    assert [(f.queue, f.kind) for f in fairness_audit.audit(T0) if f.kind == "starved"] == [
+        ("hopeless", "starved")
+    ]
+
+
+def test_demand_above_the_queue_limit_is_not_starvation(department):
+    q = factories.queue("capped", parent=department, gpu_quota=2, gpu_limit=2)
+    factories.node("n1", gpus=8)
+    factories.job(q, "over-limit", gpu_count=4)
+    samples(q, 60, allocated=0, requested=4, deserved=2, fair_share=2)
+    assert [f for f in fairness_audit.audit(T0) if f.kind == "starved"] == []

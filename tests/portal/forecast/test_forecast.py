@@ -82,8 +82,9 @@ def test_positions_follow_kai_job_order_and_queue_order(loop, department):
 
 
 def test_unknown_when_the_job_never_fits(loop, leaf):
-    factories.node("n1", gpus=2)
+    # Submitted before the node was observed (submission refuses a task bigger than every known node).
     big = factories.job(leaf, "huge", gpu_count=4, duration=timedelta(seconds=60))
+    factories.node("n1", gpus=2)
     loop.run()
     f = forecast(loop.now)[big.pk]
     assert f.estimated_start is None and f.unknown == UNKNOWN_NEVER_FITS
@@ -116,3 +117,14 @@ def test_a_job_that_fits_now_starts_now(loop, leaf):
     job = factories.job(leaf, "now", gpu_count=1, duration=timedelta(seconds=60))
     fc = forecast(loop.now)
     assert fc[job.pk].estimated_start == loop.now
+
+
+def test_a_job_above_its_queue_limit_is_not_said_to_fit_nowhere(loop, leaf):
+    leaf.gpu_limit = 4
+    leaf.save()
+    factories.node("n1", gpus=8)
+    over = factories.job(leaf, "over-limit", gpu_count=6, duration=timedelta(seconds=60))
+    loop.run()
+    f = forecast(loop.now)[over.pk]
+    assert f.estimated_start is None and f.unknown == UNKNOWN_NEVER_FITS
+    assert "queue's limit" in f.reason and "empty cluster" not in f.reason

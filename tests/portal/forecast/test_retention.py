@@ -9,6 +9,7 @@ from django.core.management import call_command
 from django.test import Client
 from rest_framework.test import APIClient
 
+from kai_portal.cluster.models import PoolUsageSample
 from kai_portal.scheduling.models import Decision, JobMessage, SchedulingCycle, UsageSample
 from kai_portal.scheduling.retention import prune_history
 from kai_portal.workloads.models import Pod
@@ -64,7 +65,7 @@ def test_prune_removes_exactly_the_rows_older_than_the_cutoff(loop, leaf, settin
     expected_decisions = Decision.objects.filter(cycle_id__in=old_ids).count()
     expected_messages = JobMessage.objects.filter(cycle_id__in=old_ids).count()
     kept_decisions = Decision.objects.exclude(cycle_id__in=old_ids).count()
-    samples = UsageSample.objects.count()
+    samples = UsageSample.objects.count() + PoolUsageSample.objects.count()
     assert expected_decisions > 0 and kept_decisions > 0
 
     report = prune_history(now)
@@ -77,11 +78,13 @@ def test_prune_removes_exactly_the_rows_older_than_the_cutoff(loop, leaf, settin
     assert not Decision.objects.filter(cycle_id__in=old_ids).exists()
     assert Decision.objects.count() == kept_decisions
     assert set(SchedulingCycle.objects.values_list("pk", flat=True)) >= {c.pk for c in recent}
-    assert UsageSample.objects.count() == samples
+    assert UsageSample.objects.count() + PoolUsageSample.objects.count() == samples
 
     # Two more days: the old usage goes too, the recent usage stays.
     later = prune_history(now + timedelta(days=2, hours=1))
-    assert later.usage_samples == samples - UsageSample.objects.count() > 0
+    # Queue and pool samples alike (the nodes page's pool history is usage too).
+    left = UsageSample.objects.count() + PoolUsageSample.objects.count()
+    assert later.usage_samples == samples - left > 0
     assert UsageSample.objects.filter(sampled_at__gte=recent[0].started_at).exists()
 
 

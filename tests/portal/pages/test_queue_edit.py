@@ -71,3 +71,14 @@ def test_team_admin_cannot_post_quota_edits(world: dict, client_for: Any) -> Non
     assert response.status_code == 403
     queue.refresh_from_db()
     assert queue.gpu_quota == 2
+
+
+def test_a_queue_name_with_a_slash_is_refused_inline_not_a_500(world: dict, client_for: Any) -> None:
+    queue = world["queues"]["alpha"]
+    response = client_for("admin").post(f"/queues/{queue.name}/edit/", _data(queue, name="alpha/train"))
+    assert response.status_code == 200
+    assert "Kubernetes names" in response.context["form"].errors["name"][0]
+    # The page still links to the stored queue, and nothing was renamed.
+    assert f'href="/queues/{queue.name}/"' in response.content.decode()
+    queue.refresh_from_db()
+    assert queue.name == "alpha-train"

@@ -95,9 +95,8 @@ def test_a_pool_without_gpus_never_fits(loop, people, queues):
     factories.node("cpu-1", pool="cpu", gpus=0)
     from kai_portal.cluster.models import NodePool
 
-    verdict = check_fit(
-        people["users"]["member"], _draft(a, node_pool=NodePool.objects.get(name="cpu")), loop.now
-    )
+    cpu_only = factories.queue("team-a-cpu", team=a.team, node_pool=NodePool.objects.get(name="cpu"))
+    verdict = check_fit(people["users"]["member"], _draft(cpu_only), loop.now)
     assert verdict.verdict == Verdict.NEVER_FITS
     assert verdict.summary == "Can never fit: no node in the cpu pool has GPUs."
 

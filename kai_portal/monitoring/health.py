@@ -1,0 +1,100 @@
+"""Health of the web process (readiness) and of the scheduling loop (the worker's probe)."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.core.cache import caches
+from django.core.cache.backends.redis import RedisCache
+from django.db import connections
+
+from kai_portal.scheduling.models import SchedulingCycle
+
+logger = logging.getLogger(__name__)
+
+# The worker is unhealthy once no cycle has succeeded for this many cycle intervals.
+DEFAULT_MAX_AGE_CYCLES = 6
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    ok: bool
+    error: str = ""
+
+
+def readiness_checks() -> list[Check]:
+    """Every database, and the cache when it is Redis (the web needs it for forecasts).
+
+    Redis is checked only when it is the cache: the cycle lock falls back to a
+    PostgreSQL advisory lock, so nothing else the web does needs Redis.
+    """
+    checks = []
+    for alias in connections:
+        try:
+            with connections[alias].cursor() as cursor:
+                cursor.execute("SELECT 1")
+            checks.append(Check(f"database:{alias}", True))
+        except Exception as error:  # any driver error means "not ready"
+            logger.warning("readiness: database %s unreachable: %s", alias, error)
+            checks.append(Check(f"database:{alias}", False, type(error).__name__))
+    cache = caches["default"]
+    if isinstance(cache, RedisCache):
+        try:
+            cache.get("readyz-probe")
+            checks.append(Check("redis", True))
+        except Exception as error:
+            logger.warning("readiness: redis unreachable: %s", error)
+            checks.append(Check("redis", False, type(error).__name__))
+    return checks
+
+
+@dataclass(frozen=True)
+class LoopHealth:
+    """When the last cycle succeeded, and whether that is recent enough."""
+
+    healthy: bool
+    last_finished: datetime | None
+    age_seconds: float | None
+    max_age_seconds: float
+    message: str
+
+
+def last_succeeded_cycle() -> tuple[datetime, int] | None:
+    """``(finished_at, duration_ms)`` of the newest succeeded cycle.
+
+    The cycle record's ``finished_at`` is its simulated-clock start; the wall
+    time it finished is ``started_at`` + its duration.
+    """
+    row = (
+        SchedulingCycle.objects.filter(status=SchedulingCycle.Status.SUCCEEDED)
+        .order_by("-started_at")
+        .values_list("started_at", "duration_ms")
+        .first()
+    )
+    if row is None:
+        return None
+    started, duration_ms = row
+    return started + timedelta(milliseconds=duration_ms or 0), duration_ms or 0
+
+
+def loop_health(now: datetime, max_age_cycles: float = DEFAULT_MAX_AGE_CYCLES) -> LoopHealth:
+    """Healthy when a cycle succeeded within ``max_age_cycles`` × ``CYCLE_SECONDS``.
+
+    Skipped and failed cycles do not count: a cycle stuck holding the lock
+    makes every later one skip, and a loop that fails every time is not
+    scheduling anything.
+    """
+    max_age = max_age_cycles * settings.CYCLE_SECONDS
+    last = last_succeeded_cycle()
+    if last is None:
+        return LoopHealth(False, None, None, max_age, "no scheduling cycle has succeeded yet")
+    finished = last[0]
+    age = (now - finished).total_seconds()
+    healthy = age <= max_age
+    verdict = "ok" if healthy else f"stale: older than {max_age:g} s"
+    message = f"last cycle finished at {finished.isoformat()} ({age:.0f} s ago): {verdict}"
+    return LoopHealth(healthy, finished, age, max_age, message)

@@ -1,0 +1,50 @@
+"""What one scheduling cycle adds to the running totals behind ``/metrics``.
+
+``record_cycle`` is called by the cycle itself (``scheduling/cycle.py``): for a
+succeeded cycle inside the transaction that persists its decisions, so the
+totals and the decisions commit together; for a failed or skipped cycle after
+its record is written. Evictions and bind/eviction failures are counted from
+the cycle's own ``Decision`` rows, the same rows the portal shows.
+"""
+
+from __future__ import annotations
+
+from django.db.models import Count
+
+from kai_portal.monitoring import totals
+from kai_portal.scheduling.models import Decision, SchedulingCycle
+
+# Seconds; KAI's own cycle is typically well under a second, ours up to tens of seconds at scale.
+CYCLE_DURATION = totals.Histogram(
+    "cycle_duration_seconds", (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
+)
+CYCLES = "cycles"
+EVICTIONS = "evicted_pods"
+OPERATION_FAILURES = "cluster_operation_failures"
+# Decision reasons that persist_result writes when the backend refused an operation.
+FAILURE_REASONS = {"FailedBinding": "bind", "FailedEviction": "evict"}
+OUTCOMES = tuple(SchedulingCycle.Status.values)
+EVICTION_ACTIONS = tuple(a for a in Decision.Action.values if a not in ("", Decision.Action.ALLOCATE))
+
+
+def record_cycle(cycle: SchedulingCycle) -> None:
+    """Add one finished (succeeded, failed or skipped) cycle to the totals."""
+    increments: dict[tuple[str, str], float] = {(CYCLES, totals.labels_key({"outcome": cycle.status})): 1.0}
+    if cycle.status != SchedulingCycle.Status.SKIPPED and cycle.duration_ms is not None:
+        increments.update(CYCLE_DURATION.observe(cycle.duration_ms / 1000))
+    if cycle.status == SchedulingCycle.Status.SUCCEEDED:
+        rows = (
+            Decision.objects.filter(cycle=cycle, reason__in=["Evict", *FAILURE_REASONS])
+            .order_by()
+            .values_list("kind", "action", "reason")
+            .annotate(n=Count("id"))
+        )
+        for kind, action, reason, n in rows:
+            if reason in FAILURE_REASONS:
+                key = (OPERATION_FAILURES, totals.labels_key({"operation": FAILURE_REASONS[reason]}))
+            elif kind == Decision.Kind.EVICTED:
+                key = (EVICTIONS, totals.labels_key({"action": action}))
+            else:
+                continue
+            increments[key] = increments.get(key, 0.0) + n
+    totals.add(increments)

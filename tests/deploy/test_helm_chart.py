@@ -1,0 +1,300 @@
+"""The Helm chart renders (``helm template``) into the objects a cluster install needs, wired to the
+project: commands, probes and variables that exist, and a ClusterRole that is exactly what the
+Kubernetes backend calls. Applying it to a real API server is the cluster suite's job."""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+import shutil
+import subprocess
+from datetime import timedelta
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+import yaml
+from django.core.management import get_commands
+
+from kai_portal.monitoring.middleware import ENDPOINTS
+from kai_portal.queues import kai_yaml
+from tests.deploy.test_compose import SERVICES, settings_env_names
+from tests.portal import factories
+
+ROOT = Path(__file__).resolve().parents[2]
+CHART = ROOT / "deploy" / "helm" / "kai-portal"
+BACKEND = ROOT / "kai_portal" / "cluster" / "backends" / "kubernetes.py"
+REQUIRED = [
+    "secretKey=test-secret",
+    "databaseUrl=postgres://kai:pw@db:5432/kai",
+    "redisUrl=redis://redis:6379/0",
+]
+
+
+def find_helm() -> str | None:
+    """$HELM, else helm on PATH or next to the Python (``make helm``), else Go's bin directory."""
+    candidates = [os.environ.get("HELM"), shutil.which("helm"), str(ROOT / ".venv" / "bin" / "helm")]
+    gopath = os.environ.get("GOPATH") or str(Path.home() / "go")
+    candidates.append(str(Path(gopath) / "bin" / "helm"))
+    return next((c for c in candidates if c and os.access(c, os.X_OK)), None)
+
+
+HELM = find_helm()
+pytestmark = pytest.mark.skipif(
+    HELM is None, reason="helm is not installed: `make helm` builds it from its Go module"
+)
+
+
+def render(*settings: str, ok: bool = True) -> Any:
+    args = [HELM, "template", "kai", str(CHART), "--namespace", "kai-system", "--kube-version", "1.31.0"]
+    for setting in settings:
+        args += ["--set", setting]
+    done = subprocess.run(args, capture_output=True, text=True, timeout=120)
+    if not ok:
+        assert done.returncode != 0, "rendering should have failed"
+        return done.stderr
+    assert done.returncode == 0, done.stderr
+    return [doc for doc in yaml.safe_load_all(done.stdout) if doc]
+
+
+def by_kind(docs: list[dict]) -> dict[tuple[str, str], dict]:
+    return {(d["kind"], d["metadata"]["name"]): d for d in docs}
+
+
+def container(doc: dict) -> dict:
+    (only,) = doc["spec"]["template"]["spec"]["containers"]
+    return only
+
+
+def backend_calls() -> set[tuple[str, str]]:
+    """``(resource, verb)`` of every CoreV1Api call in the backend; what ``_sync`` lists it also watches."""
+    source = BACKEND.read_text()
+    methods = set(re.findall(r"self\.core\.(\w+)", source))
+    watched = {
+        arg.attr
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "_sync"
+        for arg in node.args
+        if isinstance(arg, ast.Attribute)
+        and isinstance(arg.value, ast.Attribute)
+        and arg.value.attr == "core"
+    }
+    assert methods and watched, "the backend's calls could not be found; has kubernetes.py moved?"
+    verbs = {"list": "list", "create": "create", "delete": "delete", "patch": "patch", "read": "get",
+             "replace": "update"}  # fmt: skip
+    calls = set()
+    for method in methods:
+        match = re.fullmatch(
+            r"(list|create|delete|patch|read|replace)_(?:namespaced_)?(\w+?)(?:_for_all_namespaces)?", method
+        )
+        assert match, f"unknown CoreV1Api call {method}"
+        kind, *sub = match.group(2).split("_")
+        resource = kind + "s" + "".join(f"/{s}" for s in sub)
+        calls.add((resource, verbs[match.group(1)]))
+        if method in watched:
+            calls.add((resource, "watch"))
+    return calls
+
+
+def test_default_install_renders_every_component():
+    docs = render(*REQUIRED)
+    kinds = sorted((d["kind"], d["metadata"]["name"]) for d in docs)
+    assert kinds == [
+        ("ClusterRole", "kai-kai-portal"),
+        ("ClusterRoleBinding", "kai-kai-portal"),
+        ("ConfigMap", "kai-kai-portal"),
+        ("Deployment", "kai-kai-portal-beat"),
+        ("Deployment", "kai-kai-portal-web"),
+        ("Deployment", "kai-kai-portal-worker"),
+        ("Job", "kai-kai-portal-migrate"),
+        ("Secret", "kai-kai-portal"),
+        ("Service", "kai-kai-portal"),
+        ("ServiceAccount", "kai-kai-portal"),
+    ]
+
+
+def test_the_cluster_role_is_exactly_what_the_backend_calls_and_no_wildcard():
+    objects = by_kind(render(*REQUIRED))
+    role = objects[("ClusterRole", "kai-kai-portal")]
+    granted = set()
+    for rule in role["rules"]:
+        for field in ("apiGroups", "resources", "verbs"):
+            assert "*" not in rule[field], f"wildcard in {field}: {rule}"
+        assert rule["apiGroups"] == [""] and "nonResourceURLs" not in rule
+        granted |= {(resource, verb) for resource in rule["resources"] for verb in rule["verbs"]}
+    assert granted == backend_calls()
+    binding = objects[("ClusterRoleBinding", "kai-kai-portal")]
+    assert binding["roleRef"]["name"] == "kai-kai-portal"
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "kai-kai-portal", "namespace": "kai-system"}
+    ]
+
+
+def test_commands_match_the_project_and_only_the_worker_holds_the_token():
+    objects = by_kind(render(*REQUIRED))
+    web, worker, beat = (objects[("Deployment", f"kai-kai-portal-{c}")] for c in ("web", "worker", "beat"))
+    migrate = objects[("Job", "kai-kai-portal-migrate")]
+
+    assert container(web)["command"] == ["gunicorn", "kai_portal.wsgi:application"]
+    compose_worker = SERVICES["worker"]["command"]
+    queues = compose_worker[compose_worker.index("--queues") + 1]
+    assert container(worker)["command"] == ["celery", "-A", "kai_portal", "worker"]
+    assert f"--queues={queues}" in container(worker)["args"]
+    assert container(beat)["command"] == ["celery", "-A", "kai_portal", "beat"]
+    assert container(migrate)["command"][:3] == ["python", "manage.py", "migrate"]
+    assert migrate["metadata"]["annotations"]["helm.sh/hook"] == "post-install,pre-upgrade"
+
+    assert beat["spec"]["replicas"] == 1 and beat["spec"]["strategy"]["type"] == "Recreate"
+    pods = {"web": web, "worker": worker, "beat": beat, "migrate": migrate}
+    tokens = {name: d["spec"]["template"]["spec"]["automountServiceAccountToken"] for name, d in pods.items()}
+    assert tokens == {"web": False, "worker": True, "beat": False, "migrate": False}
+    for doc in (web, worker, beat, migrate):
+        spec = doc["spec"]["template"]["spec"]
+        assert spec["securityContext"]["runAsNonRoot"] is True
+        assert container(doc)["securityContext"]["readOnlyRootFilesystem"] is True
+        assert {m["mountPath"] for m in container(doc)["volumeMounts"]} == {"/tmp", "/app/var"}
+
+
+def test_probes_call_endpoints_and_commands_that_exist():
+    objects = by_kind(render(*REQUIRED))
+    web = container(objects[("Deployment", "kai-kai-portal-web")])
+    ports = {p["name"] for p in web["ports"]}
+    assert web["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    assert web["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    for probe in ("livenessProbe", "readinessProbe"):
+        assert web[probe]["httpGet"]["path"] in ENDPOINTS and web[probe]["httpGet"]["port"] in ports
+    worker = container(objects[("Deployment", "kai-kai-portal-worker")])
+    command = worker["livenessProbe"]["exec"]["command"]
+    assert command[:3] == ["python", "manage.py", "worker_health"] and command[2] in get_commands()
+    assert command[3:] == ["--max-age-cycles", "6"]
+    annotations = objects[("Deployment", "kai-kai-portal-web")]["spec"]["template"]["metadata"]["annotations"]
+    assert annotations["prometheus.io/path"] == "/metrics" and "/metrics" in ENDPOINTS
+
+
+def test_every_variable_the_chart_sets_is_read_by_the_settings():
+    objects = by_kind(render(*REQUIRED, "metricsToken=scrape-me", "config.extraEnv.REASON_RETENTION_DAYS=7"))
+    config = objects[("ConfigMap", "kai-kai-portal")]["data"]
+    secret = objects[("Secret", "kai-kai-portal")]["stringData"]
+    assert set(config) | set(secret) <= settings_env_names()
+    assert config["CLUSTER_BACKEND"] == "kubernetes" and config["SCHEDULER_NAME"] == "kai-scheduler"
+    assert (
+        config["CYCLE_SECONDS"] == "5" and config["DEBUG"] == "0" and config["REASON_RETENTION_DAYS"] == "7"
+    )
+    assert secret == {
+        "SECRET_KEY": "test-secret",
+        "DATABASE_URL": "postgres://kai:pw@db:5432/kai",
+        "REDIS_URL": "redis://redis:6379/0",
+        "METRICS_TOKEN": "scrape-me",
+    }
+    for component in ("web", "worker", "beat"):
+        env_from = container(objects[("Deployment", f"kai-kai-portal-{component}")])["envFrom"]
+        assert env_from == [
+            {"configMapRef": {"name": "kai-kai-portal"}},
+            {"secretRef": {"name": "kai-kai-portal"}},
+        ]
+
+
+def test_values_a_user_must_set_fail_clearly_and_an_existing_secret_replaces_them():
+    assert "set secretKey" in render("databaseUrl=x", "redisUrl=y", ok=False)
+    assert "set databaseUrl" in render("secretKey=x", "redisUrl=y", ok=False)
+    assert "set redisUrl" in render("secretKey=x", "databaseUrl=y", ok=False)
+
+    objects = by_kind(render("existingSecret=my-portal-secrets"))
+    assert not [key for key in objects if key[0] == "Secret"]
+    worker = container(objects[("Deployment", "kai-kai-portal-worker")])
+    assert {"secretRef": {"name": "my-portal-secrets"}} in worker["envFrom"]
+
+
+def test_trial_services_ingress_and_service_monitor_are_wired_together():
+    objects = by_kind(render(
+        "secretKey=x", "trial.postgresql.enabled=true", "trial.redis.enabled=true", "ingress.enabled=true",
+        "metrics.serviceMonitor.enabled=true", "metricsToken=t", "config.cycleSeconds=10", "web.replicas=3",
+    ))  # fmt: skip
+    secret = objects[("Secret", "kai-kai-portal")]["stringData"]
+    db_host = re.search(r"@([^:/]+):(\d+)/", secret["DATABASE_URL"])
+    assert db_host and ("Service", db_host.group(1)) in objects
+    assert objects[("Service", db_host.group(1))]["spec"]["ports"][0]["port"] == int(db_host.group(2))
+    redis_host = re.search(r"redis://([^:/]+):(\d+)/", secret["REDIS_URL"])
+    assert redis_host and ("Service", redis_host.group(1)) in objects
+    assert ("Deployment", "kai-kai-portal-postgresql") in objects
+    assert objects[("ConfigMap", "kai-kai-portal")]["data"]["CYCLE_SECONDS"] == "10"
+    assert objects[("Deployment", "kai-kai-portal-web")]["spec"]["replicas"] == 3
+
+    service = objects[("Service", "kai-kai-portal")]
+    ingress = objects[("Ingress", "kai-kai-portal")]
+    backend = ingress["spec"]["rules"][0]["http"]["paths"][0]["backend"]["service"]
+    assert (
+        backend["name"] == "kai-kai-portal" and backend["port"]["name"] == service["spec"]["ports"][0]["name"]
+    )
+    monitor = objects[("ServiceMonitor", "kai-kai-portal")]
+    (endpoint,) = monitor["spec"]["endpoints"]
+    assert endpoint["path"] == "/metrics" and endpoint["port"] == service["spec"]["ports"][0]["name"]
+    assert endpoint["authorization"]["credentials"] == {"name": "kai-kai-portal", "key": "METRICS_TOKEN"}
+    assert monitor["spec"]["selector"]["matchLabels"].items() <= service["spec"]["selector"].items()
+
+
+def openapi_to_jsonschema(schema: Any) -> Any:
+    """Drop Kubernetes' ``x-kubernetes-*`` extensions so a CRD schema is plain JSON Schema."""
+    if isinstance(schema, dict):
+        return {k: openapi_to_jsonschema(v) for k, v in schema.items() if not k.startswith("x-kubernetes-")}
+    if isinstance(schema, list):
+        return [openapi_to_jsonschema(v) for v in schema]
+    return schema
+
+
+@pytest.mark.django_db
+def test_the_kai_crds_have_kais_names_and_accept_the_portals_queue_yaml():
+    args = [HELM, "template", "kai", str(CHART), "--kube-version", "1.31.0", "--include-crds"]
+    for setting in REQUIRED:
+        args += ["--set", setting]
+    done = subprocess.run(args, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    crds = {
+        d["metadata"]["name"]: d
+        for d in yaml.safe_load_all(done.stdout)
+        if d and d["kind"] == "CustomResourceDefinition"
+    }
+    assert set(crds) == {"queues.scheduling.run.ai", "podgroups.scheduling.run.ai"}
+    queue_crd, pg_crd = crds["queues.scheduling.run.ai"]["spec"], crds["podgroups.scheduling.run.ai"]["spec"]
+    assert (queue_crd["group"], queue_crd["names"]["kind"], queue_crd["scope"]) == (
+        "scheduling.run.ai",
+        "Queue",
+        "Cluster",
+    )
+    assert [v["name"] for v in queue_crd["versions"]] == ["v2"]
+    assert (pg_crd["names"]["kind"], pg_crd["scope"], pg_crd["names"]["shortNames"]) == (
+        "PodGroup",
+        "Namespaced",
+        ["pg"],
+    )
+    assert [v["name"] for v in pg_crd["versions"]] == ["v2alpha2"]
+
+    # The portal's own Queue YAML export (what `manage.py export_queues` writes) fits the CRD.
+    dept = factories.queue(
+        "research", display_name="Research", gpu_quota=16, gpu_limit=24, cpu_quota=64_000,
+        memory_quota=262_144, priority=120, reclaim_min_runtime=timedelta(minutes=10),
+    )  # fmt: skip
+    factories.queue("vision", parent=dept, gpu_quota=Decimal("4.5"), gpu_over_quota_weight=2)
+    schema = openapi_to_jsonschema(queue_crd["versions"][0]["schema"]["openAPIV3Schema"])
+    documents = list(yaml.safe_load_all(kai_yaml.export_queues()))
+    assert len(documents) == 2
+    for document in documents:
+        assert document["apiVersion"] == "scheduling.run.ai/v2" and document["kind"] == "Queue"
+        jsonschema.validate(document, schema)
+    # and a typo'd field type is refused, so the check is not vacuous
+    bad = {**documents[0], "spec": {**documents[0]["spec"], "priority": "high"}}
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(bad, schema)
+
+    pg_schema = openapi_to_jsonschema(pg_crd["versions"][0]["schema"]["openAPIV3Schema"])
+    jsonschema.validate(
+        {"apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup", "metadata": {"name": "train"},
+         "spec": {"minMember": 4, "queue": "vision", "preemptibility": "non-preemptible",
+                  "subGroups": [{"name": "workers", "minMember": 2}]}},
+        pg_schema,
+    )  # fmt: skip
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({"spec": {"preemptibility": "sometimes"}}, pg_schema)

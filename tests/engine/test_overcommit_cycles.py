@@ -1,0 +1,180 @@
+"""Several full cycles (every action) over random snapshots never over-commit anything.
+
+Each cycle's result is applied the way the simulator does (``scheduler/simulate/core.py``):
+Allocated tasks run where they were placed; a job that lost a running task (Releasing, or
+Pipelined elsewhere) stops whole and is pending again. Two things the simulator does not do are
+added to reach every action: an evicted job's pods may stay Releasing for one more cycle (so
+pipelined tasks meet releasing ones), and a running gang may lose a pod (so stale gangs exist).
+After every cycle ``scheduler.overcommit.problems`` must be empty: no GPU device, node CPU /
+memory / pod slot or queue limit over-committed across Running, Allocated, Pipelined and
+Releasing tasks.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from scheduler import Config, Job, Node, Queue, QueueResource, Snapshot, Task, TaskState, run_cycle
+from scheduler.gang import meets_minimum
+from scheduler.model import SubGroup
+from scheduler.overcommit import problems
+from scheduler.result import CycleResult
+
+CYCLES = 4
+PLACED = (TaskState.ALLOCATED, TaskState.PIPELINED)
+
+
+@dataclasses.dataclass
+class World:
+    nodes: list[Node]
+    queues: list[Queue]
+    arrivals: list[tuple[int, Job]]  # (cycle it is submitted in, job)
+    keep_releasing: bool
+    failures: list[tuple[int, int]]  # (cycle, job index): a running pod of that job fails
+
+
+@st.composite
+def worlds(draw: st.DrawFn) -> World:
+    nodes = [
+        Node(
+            f"n{i}",
+            gpus=draw(st.sampled_from([0, 2, 4, 4, 8])),
+            gpu_memory_mib=1000,
+            cpu_millis=draw(st.sampled_from([4000, 64000])),
+            max_pods=draw(st.integers(2, 8)),
+            unschedulable=i > 0 and draw(st.integers(0, 9)) == 0,
+        )
+        for i in range(draw(st.integers(1, 3)))
+    ]
+    queues = [Queue("root", resources={"gpu": QueueResource(-1, draw(st.sampled_from([-1, 8])), 1)})]
+    for i in range(draw(st.integers(1, 3))):
+        queues.append(
+            Queue(
+                f"q{i}",
+                parent="root",
+                created_index=i + 1,
+                resources={
+                    "gpu": QueueResource(
+                        draw(st.sampled_from([0, 1, 2, 4])),
+                        draw(st.sampled_from([-1, -1, 3, 6])),
+                        draw(st.sampled_from([0, 1, 2])),
+                    )
+                },
+            )
+        )
+    arrivals = []
+    for j in range(draw(st.integers(1, 9))):
+        n = draw(st.integers(1, 4))
+        gpu = draw(st.sampled_from([0.5, 1, 1, 2, 4]))
+        split = n >= 2 and draw(st.booleans())  # two sub-groups: the first task, the others
+        tasks = [
+            Task(
+                f"j{j}-{t}",
+                gpu=gpu,
+                cpu_millis=draw(st.sampled_from([0, 1000])),
+                subgroup=("lead" if t == 0 else "rest") if split else None,
+            )
+            for t in range(n)
+        ]
+        job = Job(
+            f"j{j}",
+            queue=f"q{draw(st.integers(0, len(queues) - 2))}",
+            tasks=tasks,
+            min_available=draw(st.integers(1, n)),
+            priority=draw(st.sampled_from([40, 50, 100, 125])),
+            subgroups=[SubGroup("lead", 1), SubGroup("rest", draw(st.integers(0, n - 1)))] if split else [],
+        )
+        arrivals.append((draw(st.integers(0, CYCLES - 1)), job))
+    failures = draw(
+        st.lists(st.tuples(st.integers(1, CYCLES - 1), st.integers(0, len(arrivals) - 1)), max_size=2)
+    )
+    return World(nodes, queues, arrivals, draw(st.booleans()), failures)
+
+
+def _apply(snapshot: Snapshot, result: CycleResult, keep_releasing: bool) -> list[Job]:
+    jobs = []
+    for job in snapshot.jobs:
+        lost = any(
+            t.state == TaskState.RUNNING
+            and result.tasks[t.name].status in (TaskState.RELEASING, TaskState.PIPELINED)
+            for t in job.tasks
+        )
+        tasks = []
+        for t in job.tasks:
+            out = result.tasks[t.name]
+            if lost:
+                if keep_releasing and t.state == TaskState.RUNNING:
+                    tasks.append(dataclasses.replace(t, state=TaskState.RELEASING))
+                else:
+                    tasks.append(dataclasses.replace(t, state=TaskState.PENDING, node=None, gpu_devices=()))
+            elif out.status == TaskState.ALLOCATED:
+                tasks.append(
+                    dataclasses.replace(
+                        t, state=TaskState.RUNNING, node=out.node, gpu_devices=out.gpu_devices
+                    )
+                )
+            elif t.state == TaskState.RELEASING:  # gone by the next cycle
+                tasks.append(dataclasses.replace(t, state=TaskState.PENDING, node=None, gpu_devices=()))
+            elif t.state == TaskState.RUNNING:
+                tasks.append(dataclasses.replace(t, gpu_devices=out.gpu_devices or t.gpu_devices))
+            else:
+                tasks.append(t)
+        jobs.append(dataclasses.replace(job, tasks=tasks, created_s=job.created_s + 10))
+    return jobs
+
+
+def _fail_one(job: Job) -> Job:
+    running = [i for i, t in enumerate(job.tasks) if t.state == TaskState.RUNNING]
+    if not running:
+        return job
+    tasks = list(job.tasks)
+    i = running[-1]
+    tasks[i] = dataclasses.replace(tasks[i], state=TaskState.PENDING, node=None, gpu_devices=())
+    stale = len(running) - 1 < job.gang_min
+    return dataclasses.replace(job, tasks=tasks, stale_s=120.0 if stale else None)
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(worlds())
+def test_full_cycles_never_over_commit(world: World) -> None:
+    config = Config(staleness_grace_period_s=60.0)
+    jobs: list[Job] = []
+    for cycle in range(CYCLES):
+        jobs += [job for at, job in world.arrivals if at == cycle]
+        failing = {world.arrivals[i][1].name for at, i in world.failures if at == cycle}
+        jobs = [_fail_one(j) if j.name in failing else j for j in jobs]
+        snap = Snapshot(world.nodes, world.queues, jobs)
+        result = run_cycle(snap, config)
+        found = problems(snap, result)
+        assert not found, f"cycle {cycle}: {found}"
+        for job in jobs:  # a job that starts, starts whole: its minimum and every sub-group's
+            if any(t.state == TaskState.RUNNING for t in job.tasks):
+                continue
+            placed = [t for t in job.tasks if result.tasks[t.name].status in PLACED]
+            assert not placed or meets_minimum(job, placed), f"cycle {cycle}: {job.name} split"
+        jobs = _apply(snap, result, world.keep_releasing)
+
+
+def test_preempting_a_gang_evicts_it_whole_instead_of_double_booking() -> None:
+    """Issue 17's example: the 1-GPU job of priority 100 preempts the whole 4-task gang."""
+    gang = Job(
+        "gang",
+        "q",
+        priority=50,
+        min_available=4,
+        tasks=[Task(f"g-{i}", gpu=1, state=TaskState.RUNNING, node="n0") for i in range(4)],
+    )
+    hi = Job("hi", "q", priority=100, tasks=[Task("hi-0", gpu=1)])
+    snap = Snapshot(
+        [Node("n0", gpus=4)],
+        [Queue("q", resources={"gpu": QueueResource(4, -1, 1)})],
+        [gang, hi],
+    )
+    result = run_cycle(snap)
+    assert problems(snap, result) == []
+    assert result.tasks["hi-0"].status == TaskState.PIPELINED
+    assert {result.tasks[f"g-{i}"].status for i in range(4)} == {TaskState.RELEASING}
+    assert result.queues["q"].allocated["gpu"] == 1

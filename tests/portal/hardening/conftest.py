@@ -1,0 +1,5 @@
+"""The API test world (personas with tokens, a small queue tree) for the hardening tests."""
+
+from __future__ import annotations
+
+from tests.portal.api.conftest import World, world  # noqa: F401

@@ -1,0 +1,71 @@
+"""Fixtures for the monitoring tests: a free cycle lock, a cycle runner, and /metrics parsed."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from datetime import timedelta
+
+import pytest
+import redis
+from django.conf import settings
+from django.test import Client
+from django.utils import timezone
+from prometheus_client.parser import text_string_to_metric_families
+
+from kai_portal.scheduling.cycle import run_scheduling_cycle
+from kai_portal.scheduling.lock import LOCK_NAME
+from kai_portal.scheduling.models import SchedulingCycle
+
+Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
+
+
+@pytest.fixture(autouse=True)
+def free_cycle_lock() -> Iterator[None]:
+    client = redis.Redis.from_url(settings.REDIS_URL)
+    client.delete(LOCK_NAME)
+    yield
+    client.delete(LOCK_NAME)
+    client.close()
+
+
+class Loop:
+    """Runs cycles on the simulated cluster, ``seconds`` apart on a clock that starts now."""
+
+    def __init__(self) -> None:
+        self.now = timezone.now()
+
+    def run(self, seconds: float = 0, **kwargs: object) -> SchedulingCycle:
+        self.now += timedelta(seconds=seconds)
+        return run_scheduling_cycle(now=self.now, **kwargs)  # type: ignore[arg-type]
+
+    def run_many(self, count: int, every: float = 5) -> list[SchedulingCycle]:
+        return [self.run(every) for _ in range(count)]
+
+
+@pytest.fixture
+def loop() -> Loop:
+    return Loop()
+
+
+def parse(text: str) -> tuple[dict[str, str], Samples]:
+    """``({family: type}, {(sample name, sorted labels): value})`` from Prometheus text."""
+    types: dict[str, str] = {}
+    samples: Samples = {}
+    for family in text_string_to_metric_families(text):
+        types[family.name] = family.type
+        for sample in family.samples:
+            samples[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+    return types, samples
+
+
+@pytest.fixture
+def scrape() -> Callable[..., tuple[dict[str, str], Samples]]:
+    """GET /metrics as Prometheus does (no session, the pod's IP as host) and parse it."""
+
+    def get(**headers: str) -> tuple[dict[str, str], Samples]:
+        response = Client().get("/metrics", HTTP_HOST="10.1.2.3:8000", **headers)
+        assert response.status_code == 200, response.content
+        assert response["Content-Type"].startswith("text/plain; version=")
+        return parse(response.content.decode())
+
+    return get
