@@ -100,6 +100,8 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     # First: /healthz, /readyz, /metrics answer probes by pod IP over plain HTTP (monitoring/middleware.py).
     "kai_portal.monitoring.middleware.ProbeMiddleware",
+    # The GPU-sharing admission webhook, called by the API server by Service name (cluster/webhook.py).
+    "kai_portal.cluster.webhook.WebhookMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
