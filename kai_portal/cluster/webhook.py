@@ -191,6 +191,7 @@ class WebhookMiddleware:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
-        if request.path_info == WEBHOOK_PATH:
+        # The API server's client joins URL paths, which drops a trailing slash: take both.
+        if request.path_info.rstrip("/") == WEBHOOK_PATH.rstrip("/"):
             return gpu_sharing_webhook(request)
         return self.get_response(request)

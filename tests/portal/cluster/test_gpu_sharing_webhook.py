@@ -94,7 +94,8 @@ def test_long_owner_names_keep_names_within_limits_and_env_is_replaced() -> None
         "metadata": {"generateName": "x" * 80 + "-", "ownerReferences": [{"name": "y" * 90, "kind": "Job"}],
                      "annotations": {"gpu-memory": "2000"}},
         "spec": {"schedulerName": SCHEDULER, "containers": [
-            {"name": "c", "env": [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}, {"name": "KEEP", "value": "1"}]}
+            {"name": "c", "env": [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"},
+                                  {"name": "KEEP", "value": "1"}]}
         ]},
     }  # fmt: skip
     mutated, _ = _apply(pod)
@@ -107,7 +108,8 @@ def test_long_owner_names_keep_names_within_limits_and_env_is_replaced() -> None
 
 
 def test_a_missing_fraction_container_is_refused_with_the_reason() -> None:
-    pod = {"metadata": {"name": "p", "annotations": {"gpu-fraction": "0.5", "gpu-fraction-container-name": "gpu"}},
+    annotations = {"gpu-fraction": "0.5", "gpu-fraction-container-name": "gpu"}
+    pod = {"metadata": {"name": "p", "annotations": annotations},
            "spec": {"schedulerName": SCHEDULER, "containers": [{"name": "main"}]}}  # fmt: skip
     response = _post(_review(pod)).json()["response"]
     assert response["allowed"] is False
