@@ -41,9 +41,10 @@ from kai_portal.cluster.webhook import WEBHOOK_PATH
 from kai_portal.scheduling.cycle import run_scheduling_cycle
 from kai_portal.scheduling.lock import LOCK_NAME
 from kai_portal.workloads.models import Pod
+from tests.kai_examples import GPU_SHARING_EXAMPLES, kai_file
 from tests.portal import factories
 
-from .conftest import REPO, Cluster, Nodes, pod_body, wait_until
+from .conftest import REPO, Cluster, Nodes, _has_default_account, pod_body, wait_until
 
 pytestmark = pytest.mark.django_db
 
@@ -104,8 +105,8 @@ def webhook_server(webhook_certs: tuple[Path, Path, Path]) -> Iterator[str]:
         httpd.server_close()
 
 
-def _register_webhook(cluster: Cluster, url: str, ca: Path, namespace: str) -> str:
-    """A MutatingWebhookConfiguration for pod CREATE in one namespace, calling the portal."""
+def _register_webhook(cluster: Cluster, url: str, ca: Path, *namespaces: str) -> str:
+    """A MutatingWebhookConfiguration for pod CREATE in these namespaces, calling the portal."""
     name = f"kai-portal-gpu-sharing-{secrets.token_hex(3)}"
     body = {
         "apiVersion": "admissionregistration.k8s.io/v1",
@@ -116,7 +117,8 @@ def _register_webhook(cluster: Cluster, url: str, ca: Path, namespace: str) -> s
             "clientConfig": {"url": url, "caBundle": base64.b64encode(ca.read_bytes()).decode()},
             "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
                        "resources": ["pods"], "scope": "Namespaced"}],
-            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
+            "namespaceSelector": {"matchExpressions": [
+                {"key": "kubernetes.io/metadata.name", "operator": "In", "values": list(namespaces)}]},
             "failurePolicy": "Fail",
             "sideEffects": "None",
             "admissionReviewVersions": ["v1"],
@@ -409,3 +411,62 @@ def test_without_the_reservation_namespace_a_fraction_waits_and_says_so(
     wait_until(explained, "the reason", timeout=60, every=0.5)
     assert core.read_namespaced_pod("half", namespace).spec.node_name is None
     assert portal.gpu_sharing.namespace in Pod.objects.get(name="half").reason
+
+
+@pytest.mark.parametrize("scheduler_name", ["kai-scheduler"])
+def test_kai_s_own_gpu_sharing_examples_run_unchanged(
+    cluster: Cluster, portal: KubernetesBackend, namespace: str, scheduler_name: str, nodes: Nodes,
+    webhook: str, device_plugin: DevicePlugin, webhook_server: str, webhook_certs: tuple[Path, Path, Path],
+) -> None:  # fmt: skip
+    """KAI's docs/gpu-sharing examples, applied as they are (schedulerName kai-scheduler, queue
+    default-queue); two of them share the pod name, so the second goes to its own namespace."""
+    core = cluster.core
+    node = nodes.kwok("kai-examples", gpus=4, labels=GPU_MEMORY_LABEL)
+    device_plugin.gpus[node] = 4
+    second = f"{namespace[:50]}-b"
+    core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=second)))
+    wait_until(lambda: _has_default_account(core, second), f"the default ServiceAccount in {second}")
+    extra_hook = _register_webhook(cluster, webhook_server, webhook_certs[0], second)
+    try:
+        placed: dict[tuple[str, str], dict[str, Any]] = {}
+        used: set[str] = set()
+        for example in GPU_SHARING_EXAMPLES:
+            manifest = yaml.safe_load(kai_file(f"docs/gpu-sharing/{example}"))
+            name = manifest["metadata"]["name"]
+            target = namespace if name not in used else second
+            used.add(name)
+
+            def created(ns: str = target, body: dict[str, Any] = manifest) -> bool:
+                pod = core.create_namespaced_pod(ns, body)
+                if sharing.CONFIGMAP_ANNOTATION in (pod.metadata.annotations or {}):
+                    return True
+                core.delete_namespaced_pod(body["metadata"]["name"], ns, grace_period_seconds=0)
+                wait_until(lambda: _gone(core, ns, body["metadata"]["name"]), "the unmutated pod to go")
+                return False  # the second namespace's webhook was not active yet
+
+            wait_until(created, f"{example} created and mutated", timeout=60, every=0.5)
+            placed[(target, name)] = manifest
+
+        def all_bound() -> bool:
+            _cycle()
+            return all(core.read_namespaced_pod(n, ns).spec.node_name for ns, n in placed)
+
+        wait_until(all_bound, "KAI's examples bound", timeout=120, every=0.5)
+        for (ns, name), manifest in placed.items():
+            pod = core.read_namespaced_pod(name, ns)
+            assert pod.spec.node_name == node
+            wanted = manifest["metadata"]["annotations"].get("gpu-fraction-container-name")
+            [gpu_container] = [c for c in pod.spec.containers if c.env]
+            assert gpu_container.name == (wanted or manifest["spec"]["containers"][0]["name"])
+            data = _configmap(core, ns, pod)
+            assert data["NVIDIA_VISIBLE_DEVICES"].startswith(f"GPU-{node}-")
+            if "gpu-memory" in manifest["metadata"]["annotations"]:
+                assert data["CUDA_DEVICE_MEMORY_LIMIT"] == "2000m"
+            else:
+                assert data["GPU_PORTION"] == "0.5"
+        # The portal tracks them under KAI's queue name.
+        queues = {p.job.queue.name for p in Pod.objects.filter(name__startswith="gpu-sharing")}
+        assert queues == {"default-queue"}
+    finally:
+        client.AdmissionregistrationV1Api(cluster.api).delete_mutating_webhook_configuration(extra_hook)
+        core.delete_namespace(second, propagation_policy="Background")
