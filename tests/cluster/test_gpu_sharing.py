@@ -223,6 +223,9 @@ class DevicePlugin:
 @pytest.fixture(scope="session")
 def reservation_namespace(cluster: Cluster) -> str:
     cluster.kubectl("apply", "-f", str(RESERVATION_RBAC))
+    # What the NVIDIA GPU operator installs; reservation pods ask for it (KAI's default).
+    cluster.kubectl("apply", "-f", "-", stdin="apiVersion: node.k8s.io/v1\nkind: RuntimeClass\n"
+                    "metadata: {name: nvidia}\nhandler: nvidia\n")  # fmt: skip
     return sharing.RESERVATION_NAMESPACE
 
 
@@ -319,6 +322,8 @@ def test_fractions_share_a_reserved_gpu_made_visible_through_the_webhook_configm
     [reservation] = _reservations(core, node)
     assert reservation.metadata.labels == {"app": "kai-resource-reservation", "runai-gpu-group": group}
     assert reservation.spec.containers[0].resources.requests == {"nvidia.com/gpu": "1"}
+    assert reservation.spec.runtime_class_name == "nvidia"
+    assert reservation.spec.containers[0].command == ["python", "-m", "kai_portal.cluster.reservation"]
     gpu = reservation.metadata.annotations[sharing.GPU_INDEX_ANNOTATION]
     assert gpu.startswith(f"GPU-{node}-")
     for pod in (a, b):
