@@ -105,7 +105,7 @@ def webhook_server(webhook_certs: tuple[Path, Path, Path]) -> Iterator[str]:
         httpd.server_close()
 
 
-def _register_webhook(cluster: Cluster, url: str, ca: Path, *namespaces: str) -> str:
+def _register_webhook(cluster: Cluster, url: str, ca: Path, scheduler: str, *namespaces: str) -> str:
     """A MutatingWebhookConfiguration for pod CREATE in these namespaces, calling the portal."""
     name = f"kai-portal-gpu-sharing-{secrets.token_hex(3)}"
     body = {
@@ -120,6 +120,11 @@ def _register_webhook(cluster: Cluster, url: str, ca: Path, *namespaces: str) ->
             "namespaceSelector": {"matchExpressions": [
                 {"key": "kubernetes.io/metadata.name", "operator": "In", "values": list(namespaces)}]},
             "failurePolicy": "Fail",
+            # As the Helm chart registers it: only this scheduler's shared-GPU pods are sent.
+            "matchConditions": [{"name": "shared-gpu-pod-of-this-scheduler", "expression": (
+                f"object.spec.schedulerName == '{scheduler}' && has(object.metadata.annotations) && "
+                "('gpu-fraction' in object.metadata.annotations || "
+                "'gpu-memory' in object.metadata.annotations)")}],
             "sideEffects": "None",
             "admissionReviewVersions": ["v1"],
             "timeoutSeconds": 30,
@@ -134,7 +139,7 @@ def webhook(cluster: Cluster, webhook_server: str, webhook_certs: tuple[Path, Pa
             scheduler_name: str, settings: Any) -> Iterator[str]:  # fmt: skip
     """The portal's webhook registered for this test's namespace, mutating as soon as it returns."""
     settings.SCHEDULER_NAME = scheduler_name
-    name = _register_webhook(cluster, webhook_server, webhook_certs[0], namespace)
+    name = _register_webhook(cluster, webhook_server, webhook_certs[0], scheduler_name, namespace)
     core = cluster.core
     probe = pod_body("webhook-probe", scheduler_name, annotations={"gpu-fraction": "0.5"})
 
@@ -163,8 +168,8 @@ def _gone(core: client.CoreV1Api, namespace: str, name: str) -> bool:
 # ----- the device plugin's part ----------------------------------------------------------
 
 
-def _account_client(cluster: Cluster, namespace: str, account: str) -> client.ApiClient:
-    """An API client authenticated as a ServiceAccount (token from the TokenRequest API)."""
+def _account_kubeconfig(cluster: Cluster, namespace: str, account: str) -> dict[str, Any]:
+    """A kubeconfig for a ServiceAccount (token from the TokenRequest API)."""
     request = client.AuthenticationV1TokenRequest(spec=client.V1TokenRequestSpec(audiences=[],
                                                                                expiration_seconds=3600))
     token = cluster.core.create_namespaced_service_account_token(account, namespace, request)
@@ -174,7 +179,11 @@ def _account_client(cluster: Cluster, namespace: str, account: str) -> client.Ap
               "users": [{"name": account, "user": {"token": token.status.token}}],
               "contexts": [{"name": "c", "context": {"cluster": entry["name"], "user": account}}],
               "current-context": "c"}  # fmt: skip
-    loader = kube_config.KubeConfigLoader(config_dict=config)
+    return config
+
+
+def _account_client(cluster: Cluster, namespace: str, account: str) -> client.ApiClient:
+    loader = kube_config.KubeConfigLoader(config_dict=_account_kubeconfig(cluster, namespace, account))
     configuration = client.Configuration()
     loader.load_and_set(configuration)
     return client.ApiClient(configuration)
@@ -320,7 +329,8 @@ def test_fractions_share_a_reserved_gpu_made_visible_through_the_webhook_configm
     [group] = _groups(a)
     assert _groups(b) == {group}
     [reservation] = _reservations(core, node)
-    assert reservation.metadata.labels == {"app": "kai-resource-reservation", "runai-gpu-group": group}
+    assert reservation.metadata.labels == {"app": "kai-resource-reservation", "runai-gpu-group": group,
+                                           "kai.scheduler/reserved-by": scheduler_name}
     assert reservation.spec.containers[0].resources.requests == {"nvidia.com/gpu": "1"}
     assert reservation.spec.runtime_class_name == "nvidia"
     assert reservation.spec.containers[0].command == ["python", "-m", "kai_portal.cluster.reservation"]
@@ -431,7 +441,7 @@ def test_kai_s_own_gpu_sharing_examples_run_unchanged(
     second = f"{namespace[:50]}-b"
     core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=second)))
     wait_until(lambda: _has_default_account(core, second), f"the default ServiceAccount in {second}")
-    extra_hook = _register_webhook(cluster, webhook_server, webhook_certs[0], second)
+    extra_hook = _register_webhook(cluster, webhook_server, webhook_certs[0], scheduler_name, second)
     try:
         placed: dict[tuple[str, str], dict[str, Any]] = {}
         used: set[str] = set()
@@ -475,3 +485,31 @@ def test_kai_s_own_gpu_sharing_examples_run_unchanged(
     finally:
         client.AdmissionregistrationV1Api(cluster.api).delete_mutating_webhook_configuration(extra_hook)
         core.delete_namespace(second, propagation_policy="Background")
+
+
+def test_the_reservation_entrypoint_reports_its_gpu_as_its_own_account(
+    cluster: Cluster, reservation_namespace: str, tmp_path: Path
+) -> None:
+    """``python -m kai_portal.cluster.reservation`` as the reservation pod runs it: no Django,
+    its ServiceAccount's token, the downward-API variables and the device plugin's variable."""
+    core = cluster.core
+    name = f"gpu-reservation-entrypoint-{secrets.token_hex(3)}"
+    body = pod_body(name, "nobody")
+    core.create_namespaced_pod(reservation_namespace, body)
+    kubeconfig = tmp_path / "reservation.kubeconfig"
+    config = _account_kubeconfig(cluster, reservation_namespace, sharing.RESERVATION_SERVICE_ACCOUNT)
+    kubeconfig.write_text(yaml.safe_dump(config))
+    env = {"PATH": "/usr/bin:/bin", "KUBECONFIG": str(kubeconfig), "POD_NAME": name,
+           "POD_NAMESPACE": reservation_namespace}  # fmt: skip
+    entrypoint = [str(REPO / ".venv" / "bin" / "python"), "-m", "kai_portal.cluster.reservation", "--once"]
+    try:
+        refused = subprocess.run(entrypoint, env={**env, "NVIDIA_VISIBLE_DEVICES": "all"}, cwd=REPO,
+                                 capture_output=True, text=True, timeout=120)  # fmt: skip
+        assert refused.returncode != 0 and "expected exactly one GPU" in refused.stderr
+        done = subprocess.run(entrypoint, env={**env, "NVIDIA_VISIBLE_DEVICES": "GPU-1f2e3d4c"}, cwd=REPO,
+                              capture_output=True, text=True, timeout=120)  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        pod = core.read_namespaced_pod(name, reservation_namespace)
+        assert pod.metadata.annotations[sharing.GPU_INDEX_ANNOTATION] == "GPU-1f2e3d4c"
+    finally:
+        core.delete_namespaced_pod(name, reservation_namespace, grace_period_seconds=0)

@@ -337,6 +337,8 @@ def test_the_gpu_sharing_webhook_is_served_over_tls_and_registered_for_pod_creat
     assert webhook["rules"] == [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
                                  "resources": ["pods"], "scope": "Namespaced"}]  # fmt: skip
     assert webhook["admissionReviewVersions"] == ["v1"] and webhook["sideEffects"] == "None"
+    (condition,) = webhook["matchConditions"]
+    assert condition["expression"].startswith("object.spec.schedulerName == 'kai-scheduler' && ")
     excluded = webhook["namespaceSelector"]["matchExpressions"][0]["values"]
     assert {"kai-system", "kai-resource-reservation", "kube-system"} == set(excluded)
 

@@ -49,6 +49,7 @@ def get_backend(clock: Callable[[], datetime] | None = None) -> ClusterBackend:
             backend = KubernetesBackend(scheduler_name=settings.SCHEDULER_NAME)
             backend.gpu_sharing = GpuSharing(
                 backend.core,
+                scheduler_name=settings.SCHEDULER_NAME,
                 namespace=settings.GPU_SHARING_NAMESPACE,
                 image=settings.GPU_SHARING_RESERVATION_IMAGE,
                 runtime_class=settings.GPU_SHARING_RUNTIME_CLASS or None,

@@ -46,6 +46,9 @@ RESERVATION_APP = "kai-resource-reservation"
 RESERVATION_POD_PREFIX = "gpu-reservation"
 RESERVATION_CONTAINER = "resource-reservation"
 RESERVATION_SERVICE_ACCOUNT = "kai-resource-reservation"
+# Ours, not KAI's: which scheduler made a reservation pod, so two schedulers sharing a cluster
+# (KAI and the portal, or two portals) never delete each other's reservations.
+RESERVED_BY_LABEL = "kai.scheduler/reserved-by"
 GPU_INDEX_ANNOTATION = "run.ai/reserve_for_gpu_index"
 GPU_GROUP_LABEL = "runai-gpu-group"
 MULTI_GPU_GROUP_PREFIX = GPU_GROUP_LABEL + "/"
@@ -123,6 +126,7 @@ class GpuSharing:
         self,
         core: client.CoreV1Api,
         *,
+        scheduler_name: str = "kai-scheduler",
         namespace: str = RESERVATION_NAMESPACE,
         image: str = "kai-portal:latest",
         command: tuple[str, ...] = ("python", "-m", "kai_portal.cluster.reservation"),
@@ -130,6 +134,7 @@ class GpuSharing:
         runtime_class: str | None = None,
     ) -> None:
         self.core = core
+        self.scheduler_name = scheduler_name
         self.namespace = namespace
         self.image = image
         self.command = list(command)
@@ -173,7 +178,8 @@ class GpuSharing:
     def _collect_garbage(self, alive: set[str]) -> list[OperationResult]:
         try:
             reservations = self.core.list_namespaced_pod(
-                self.namespace, label_selector=f"{RESERVATION_APP_LABEL}={RESERVATION_APP}"
+                self.namespace,
+                label_selector=f"{RESERVATION_APP_LABEL}={RESERVATION_APP},{RESERVED_BY_LABEL}={self.scheduler_name}",
             ).items
         except ApiException as error:
             if error.status == 404:
@@ -277,7 +283,11 @@ class GpuSharing:
             "metadata": {
                 "name": name,
                 "namespace": self.namespace,
-                "labels": {RESERVATION_APP_LABEL: RESERVATION_APP, GPU_GROUP_LABEL: group},
+                "labels": {
+                    RESERVATION_APP_LABEL: RESERVATION_APP,
+                    GPU_GROUP_LABEL: group,
+                    RESERVED_BY_LABEL: self.scheduler_name,
+                },
                 # Cluster autoscalers must not drain a node from under a shared GPU.
                 "annotations": {"karpenter.sh/do-not-disrupt": "true"},
             },

@@ -92,7 +92,7 @@ class KubernetesBackend:
         self.namespace = namespace
         self.watch_timeout_seconds = watch_timeout_seconds
         # Shared GPUs: reservation pods and the pods' ConfigMaps (gpu_sharing.py).
-        self.gpu_sharing = gpu_sharing or GpuSharing(self.core)
+        self.gpu_sharing = gpu_sharing or GpuSharing(self.core, scheduler_name=scheduler_name)
         self._nodes: dict[str, ObservedNode] = {}
         self._pods: dict[tuple[str, str], ObservedPod] = {}
         self._node_rv: str | None = None
