@@ -177,10 +177,11 @@ class GpuSharing:
 
     def _collect_garbage(self, alive: set[str]) -> list[OperationResult]:
         try:
-            reservations = self.core.list_namespaced_pod(
-                self.namespace,
-                label_selector=f"{RESERVATION_APP_LABEL}={RESERVATION_APP},{RESERVED_BY_LABEL}={self.scheduler_name}",
-            ).items
+            selector = f"{RESERVATION_APP_LABEL}={RESERVATION_APP},{RESERVED_BY_LABEL}={self.scheduler_name}"
+            listed: Any = self.core.list_namespaced_pod(
+                self.namespace, label_selector=selector, _preload_content=False
+            )
+            reservations: list[dict[str, Any]] = json.loads(listed.data).get("items") or []
         except ApiException as error:
             if error.status == 404:
                 return []
@@ -190,17 +191,19 @@ class GpuSharing:
             return [failed]
         results = []
         for pod in reservations:
-            group = (pod.metadata.labels or {}).get(GPU_GROUP_LABEL)
-            if group in alive or pod.metadata.deletion_timestamp is not None:
+            meta = pod.get("metadata") or {}
+            name = str(meta.get("name"))
+            group = (meta.get("labels") or {}).get(GPU_GROUP_LABEL)
+            if group in alive or meta.get("deletionTimestamp") is not None:
                 continue
             try:
-                self.core.delete_namespaced_pod(pod.metadata.name, self.namespace, grace_period_seconds=0)
-                results.append(OperationResult("reservation-delete", self.namespace, pod.metadata.name, True))
+                self._delete(name)
+                results.append(OperationResult("reservation-delete", self.namespace, name, True))
             except ApiException as error:
                 if error.status != 404:
                     results.append(
                         OperationResult(
-                            "reservation-delete", self.namespace, pod.metadata.name, False, str(error.reason),
+                            "reservation-delete", self.namespace, name, False, str(error.reason),
                             error.status,
                         )
                     )  # fmt: skip
@@ -211,8 +214,9 @@ class GpuSharing:
     def prepare(self, bind: Bind, observed: ObservedPod, node: ObservedNode | None = None) -> dict[str, str]:
         """Reserve the bind's devices and fill the pod's ConfigMaps; return the annotations to
         carry on the Binding. Raises GpuSharingUnavailable or ApiException."""
-        raw = self.core.read_namespaced_pod(bind.pod, bind.namespace, _preload_content=False)
-        pod = json.loads(raw.data)
+        pod = self._read(bind.pod, bind.namespace)
+        if pod is None:
+            raise GpuSharingUnavailable(f"pod {bind.namespace}/{bind.pod} no longer exists")
         meta = pod.get("metadata") or {}
         annotations: dict[str, str] = meta.get("annotations") or {}
         prefix = annotations.get(CONFIGMAP_ANNOTATION)
@@ -258,19 +262,29 @@ class GpuSharing:
     def _reserve(self, node: str, group: str, source: dict[str, Any]) -> str:
         """The physical GPU of a group: its reservation pod's, creating the pod when missing."""
         name = reservation_pod_name(node, group)
-        try:
-            existing = self.core.read_namespaced_pod(name, self.namespace)
-        except ApiException as error:
-            if error.status != 404:
-                raise
-            existing = None
-        if existing is None or existing.metadata.deletion_timestamp is not None:
+        existing = self._read(name, self.namespace)
+        meta = (existing or {}).get("metadata") or {}
+        if existing is None or meta.get("deletionTimestamp") is not None:
             if existing is not None:  # an old one of this name is going away: wait for it
                 self._wait_gone(name)
             self._create_reservation(name, node, group, source)
-        elif (existing.metadata.annotations or {}).get(GPU_INDEX_ANNOTATION):
-            return str(existing.metadata.annotations[GPU_INDEX_ANNOTATION])
+        elif (meta.get("annotations") or {}).get(GPU_INDEX_ANNOTATION):
+            return str(meta["annotations"][GPU_INDEX_ANNOTATION])
         return self._wait_for_gpu(name, node)
+
+    def _read(self, name: str, namespace: str) -> dict[str, Any] | None:
+        """A pod as plain JSON, or None when it does not exist."""
+        try:
+            response: Any = self.core.read_namespaced_pod(name, namespace, _preload_content=False)
+        except ApiException as error:
+            if error.status == 404:
+                return None
+            raise
+        pod: dict[str, Any] = json.loads(response.data)
+        return pod
+
+    def _delete(self, name: str) -> None:
+        self.core.delete_namespaced_pod(name, self.namespace, grace_period_seconds=0, _preload_content=False)
 
     def _create_reservation(self, name: str, node: str, group: str, source: dict[str, Any]) -> None:
         field_env = [
@@ -311,7 +325,9 @@ class GpuSharing:
         if self.runtime_class:
             body["spec"]["runtimeClassName"] = self.runtime_class
         try:
-            self.core.create_namespaced_pod(self.namespace, body)
+            self.core.create_namespaced_pod(
+                self.namespace, _model(client.V1Pod, body), _preload_content=False
+            )
         except ApiException as error:
             if error.status != 409:  # 409: a concurrent bind made it first; use that one
                 raise
@@ -319,12 +335,8 @@ class GpuSharing:
     def _wait_gone(self, name: str) -> None:
         deadline = time.monotonic() + self.allocation_timeout_seconds
         while time.monotonic() < deadline:
-            try:
-                self.core.read_namespaced_pod(name, self.namespace)
-            except ApiException as error:
-                if error.status == 404:
-                    return
-                raise
+            if self._read(name, self.namespace) is None:
+                return
             time.sleep(0.2)
         raise GpuSharingUnavailable(f"reservation pod {self.namespace}/{name} is still terminating")
 
@@ -332,13 +344,15 @@ class GpuSharing:
         """Block until the reservation pod reports its GPU (KAI's binder waits the same way)."""
         deadline = time.monotonic() + self.allocation_timeout_seconds
         while True:
-            pod = self.core.read_namespaced_pod(name, self.namespace)
-            gpu = (pod.metadata.annotations or {}).get(GPU_INDEX_ANNOTATION)
+            pod = self._read(name, self.namespace)
+            if pod is None:
+                raise GpuSharingUnavailable(f"reservation pod {self.namespace}/{name} was deleted")
+            gpu = ((pod.get("metadata") or {}).get("annotations") or {}).get(GPU_INDEX_ANNOTATION)
             if gpu:
                 return str(gpu)
             if time.monotonic() > deadline:
                 with contextlib.suppress(ApiException):
-                    self.core.delete_namespaced_pod(name, self.namespace, grace_period_seconds=0)
+                    self._delete(name)
                 raise GpuSharingUnavailable(
                     f"reservation pod {self.namespace}/{name} on node {node} did not report its GPU "
                     f"({GPU_INDEX_ANNOTATION}) within {self.allocation_timeout_seconds:g}s: is the NVIDIA "
@@ -386,8 +400,18 @@ class GpuSharing:
     ) -> None:
         body = {"metadata": {"name": name, "namespace": namespace, "ownerReferences": owner}, "data": data}
         try:
-            self.core.create_namespaced_config_map(namespace, body)
+            self.core.create_namespaced_config_map(
+                namespace, _model(client.V1ConfigMap, body), _preload_content=False
+            )
         except ApiException as error:
             if error.status != 409:
                 raise
             self.core.patch_namespaced_config_map(name, namespace, body)
+
+
+def _model(kind: Any, body: dict[str, Any]) -> Any:
+    """The client's model of a plain body (its create calls are typed for models)."""
+    model = kind.from_dict(body)
+    if model is None:
+        raise ValueError(f"empty {kind.__name__} body")
+    return model
