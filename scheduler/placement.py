@@ -34,7 +34,7 @@ def _fraction_devices(
     session: Session, ns: NodeState, task: Task
 ) -> tuple[tuple[int, ...] | None, bool, bool, int]:
     """Pick the devices for a fractional task (``task.gpu_fraction_devices`` of them, each taking
-    the same share): (indices, all fit now, any is an existing group, GPU groups it opens).
+    the same share): (indices, all fit now, any is an existing group, reservation slots it needs).
 
     A device that no fractional task holds yet opens a GPU group, and every group has a
     reservation pod on the node that takes a pod slot (kai-semantics §1.5)."""
@@ -60,7 +60,10 @@ def _fraction_devices(
     now = all(
         ns.devices[i].memory - ns.devices[i].active - ns.devices[i].releasing >= need - EPS for i in indices
     )
-    opened = sum(1 for i in indices if opens_group(ns.devices[i]))
+    # A free device needs its group's reservation pod slot: a new one (idle room), or back from a
+    # group whose tasks are all releasing (releasing room).
+    opened = sum(1 for i in indices if ns.devices[i].is_free)
+    now = now and ns.pods_idle >= 1 + sum(1 for i in indices if opens_group(ns.devices[i]))
     return indices, now, any(c[2] for c in chosen), opened
 
 
@@ -100,7 +103,7 @@ def node_fit(session: Session, ns: NodeState, task: Task, selector: Rules) -> Fi
         if opened and ns.pods_idle + ns.pods_rel < 1 + opened:
             return Fit(False, reason=reasons.PODS_EXCEEDED)
         devices = chosen
-        now = now and dev_now and ns.pods_idle >= 1 + opened
+        now = now and dev_now
     if ns.cpu_idle + ns.cpu_rel < task.cpu_millis - AMOUNT_EPS:
         return Fit(False, reason=reasons.not_enough("CPU cores"))
     if ns.mem_idle + ns.mem_rel < task.memory_mib - AMOUNT_EPS:

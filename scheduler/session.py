@@ -493,7 +493,10 @@ class Statement:
         # CPU, memory and pod slots are not per device: what counts is that the node, idle and
         # releasing together, still has them (a pipelined task may draw releasing below zero
         # while it really uses idle room, as in KAI's node accounting).
-        if not ns.schedulable or ns.pods_idle + ns.pods_rel < 1:
+        slots = 1  # its own, and the reservation pod of each of its groups that has no active task
+        if task.is_fractional:
+            slots += sum(1 for i in p.devices if ns.devices[i].is_free)
+        if not ns.schedulable or ns.pods_idle + ns.pods_rel < slots:
             return False
         if (
             ns.cpu_idle + ns.cpu_rel + 1e-4 < task.cpu_millis
