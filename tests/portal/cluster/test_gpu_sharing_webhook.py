@@ -121,3 +121,28 @@ def test_bad_reviews_get_a_400() -> None:
     answer = Client().post(WEBHOOK_PATH, data="{not json", content_type="application/json")
     assert answer.status_code == 400
     assert Client().get(WEBHOOK_PATH).status_code == 405
+
+
+def test_an_init_container_named_for_the_fraction_gets_the_i_prefixed_configmap() -> None:
+    # KAI looks among init containers first; their ConfigMaps end in "-i<index>".
+    annotations = {"gpu-fraction": "0.25", "gpu-fraction-container-name": "warm"}
+    pod = {"metadata": {"name": "p", "annotations": annotations},
+           "spec": {"schedulerName": SCHEDULER, "initContainers": [{"name": "setup"}, {"name": "warm"}],
+                    "containers": [{"name": "main"}]}}  # fmt: skip
+    mutated, _ = _apply(pod)
+    prefix = mutated["metadata"]["annotations"]["runai/shared-gpu-configmap"]
+    warm = mutated["spec"]["initContainers"][1]
+    assert {e["valueFrom"]["configMapKeyRef"]["name"] for e in warm["env"]} == {f"{prefix}-i1"}
+    assert mutated["spec"]["initContainers"][0] == {"name": "setup"}
+    assert mutated["spec"]["containers"] == [{"name": "main"}]
+
+
+def test_a_pod_already_carrying_a_prefix_keeps_it() -> None:
+    # Re-invocation (or a pod re-created from its own YAML) must not point at new ConfigMaps.
+    pod = {"metadata": {"name": "p", "annotations": {"gpu-fraction": "0.5",
+                                                     "runai/shared-gpu-configmap": "p-abcdefg-shared-gpu"}},
+           "spec": {"schedulerName": SCHEDULER, "containers": [{"name": "main"}]}}  # fmt: skip
+    mutated, _ = _apply(pod)
+    assert mutated["metadata"]["annotations"]["runai/shared-gpu-configmap"] == "p-abcdefg-shared-gpu"
+    assert mutated["spec"]["volumes"] == [{"name": "p-abcdefg-shared-gpu-0-vol",
+                                           "configMap": {"name": "p-abcdefg-shared-gpu-0"}}]  # fmt: skip
