@@ -513,3 +513,54 @@ def test_the_reservation_entrypoint_reports_its_gpu_as_its_own_account(
         assert pod.metadata.annotations[sharing.GPU_INDEX_ANNOTATION] == "GPU-1f2e3d4c"
     finally:
         core.delete_namespaced_pod(name, reservation_namespace, grace_period_seconds=0)
+
+
+def test_a_slow_device_plugin_holds_no_cycle_up_and_a_silent_one_is_given_up(
+    cluster: Cluster, portal: KubernetesBackend, namespace: str, scheduler_name: str, nodes: Nodes,
+    webhook: str, device_plugin: DevicePlugin,
+) -> None:  # fmt: skip
+    core = cluster.core
+    slow, silent = (nodes.kwok(n, gpus=4, labels=GPU_MEMORY_LABEL) for n in ("slow", "silent"))
+    sharing_of = portal.gpu_sharing
+    sharing_of.bind_wait_seconds = 0.5
+    core.create_namespaced_pod(namespace, _shared_pod("early", scheduler_name, **{"gpu-fraction": "0.5"}))
+
+    def waiting() -> bool:
+        _cycle()
+        return Pod.objects.filter(name="early", reason__contains="waiting for reservation pod").exists()
+
+    wait_until(waiting, "the pod to wait for its reservation", timeout=60, every=0.5)
+    early = Pod.objects.get(name="early")
+    node = early.reason.split(" on node ")[1].split(" ")[0]
+    assert node in (slow, silent) and early.state == "pending"
+    [reservation] = _reservations(core, node)
+    # Later cycles retry with the same reservation pod, never a second one.
+    _cycle()
+    _cycle()
+    assert [r.metadata.name for r in _reservations(core, node)] == [reservation.metadata.name]
+    assert core.read_namespaced_pod("early", namespace).spec.node_name is None
+
+    device_plugin.gpus[node] = 4  # the device plugin comes up
+    wait_until(lambda: _bound(core, namespace, "early"), "the pod bound once its GPU is reported",
+               timeout=60, every=0.5)  # fmt: skip
+    [same] = _reservations(core, node)
+    assert same.metadata.name == reservation.metadata.name
+    gpu = same.metadata.annotations[sharing.GPU_INDEX_ANNOTATION]
+    data = _configmap(core, namespace, core.read_namespaced_pod("early", namespace))
+    assert data["NVIDIA_VISIBLE_DEVICES"] == gpu
+
+    # No device plugin at all on the other node: the reservation is given up after the timeout.
+    other = silent if node == slow else slow
+    sharing_of.allocation_timeout_seconds = 3
+    # (Cordoned, so the pod goes there: the backend does not read nodeSelector yet, issue 16.)
+    core.patch_node(node, {"spec": {"unschedulable": True}})
+    core.create_namespaced_pod(namespace, _shared_pod("late", scheduler_name, **{"gpu-fraction": "0.75"}))
+
+    def given_up() -> bool:
+        _cycle()
+        return Pod.objects.filter(name="late", reason__contains="did not report its GPU").exists()
+
+    wait_until(given_up, "the reservation given up", timeout=90, every=0.5)
+    late = Pod.objects.get(name="late")
+    assert "device plugin" in late.reason and other in late.reason and late.state == "pending"
+    assert not [r for r in _reservations(core, other) if not r.metadata.annotations]

@@ -6,7 +6,11 @@ A pod that asks for part of a GPU (``gpu-fraction`` / ``gpu-memory``) gets no
 - every shared device is a *GPU group* (a fresh id when the first fractional
   pod lands on it); one *reservation pod* per group, in namespace
   ``kai-resource-reservation``, requests ``nvidia.com/gpu: 1`` and is bound to
-  the node, so the device plugin hands it one physical GPU;
+  the node, so the device plugin hands it one physical GPU; a bind waits a few
+  seconds for it, then the pod stays pending (reason: waiting for the
+  reservation pod) and the next cycle retries with the same group, so a slow
+  device plugin never holds the cycle up; after the allocation timeout the
+  reservation is deleted and the reason names the device plugin;
 - the reservation pod's entrypoint (``kai_portal.cluster.reservation``) writes
   the GPU it got into its annotation ``run.ai/reserve_for_gpu_index``;
 - before a sharing pod is bound, it is labelled with its group
@@ -131,6 +135,7 @@ class GpuSharing:
         image: str = "kai-portal:latest",
         command: tuple[str, ...] = ("python", "-m", "kai_portal.cluster.reservation"),
         allocation_timeout_seconds: float = 60.0,
+        bind_wait_seconds: float = 5.0,
         runtime_class: str | None = None,
     ) -> None:
         self.core = core
@@ -139,7 +144,14 @@ class GpuSharing:
         self.image = image
         self.command = list(command)
         self.allocation_timeout_seconds = allocation_timeout_seconds
+        # A bind waits this long for a new reservation pod, then the pod stays pending (with the
+        # reason) and the next cycle tries again with the same group: the cycle is not held up
+        # for the device plugin. After allocation_timeout_seconds the reservation is given up.
+        self.bind_wait_seconds = bind_wait_seconds
         self.runtime_class = runtime_class
+        # Groups whose reservation pod has not reported its GPU yet: (node, device) -> (group,
+        # monotonic time it was made). Kept across cycles so a retry reuses the reservation.
+        self._pending: dict[tuple[str, int], tuple[str, float]] = {}
         # (node, device index) -> group, from the observed pods and this cycle's binds.
         self._groups: dict[tuple[str, int], str] = {}
         # Groups given to pods in the current and previous apply: their labels may not have
@@ -164,6 +176,14 @@ class GpuSharing:
             ordered = self._ordered_groups(pod)
             for device, group in zip(pod.gpu_devices, ordered, strict=False):
                 self._groups[(pod.node, device)] = group
+        now = time.monotonic()
+        for key, (group, since) in list(self._pending.items()):
+            # Taken by a bound pod since, or abandoned (no bind came back to give it up itself).
+            if key in self._groups or now - since > 2 * self.allocation_timeout_seconds:
+                del self._pending[key]
+                continue
+            self._groups[key] = group
+            alive.add(group)
         return self._collect_garbage(alive | self._previous)
 
     @staticmethod
@@ -234,7 +254,12 @@ class GpuSharing:
         if not bind.gpu_devices:
             raise GpuSharingUnavailable("no GPU device was chosen for a shared-GPU pod")
         groups = [self._group(bind.node, device) for device in bind.gpu_devices]
-        gpu_ids = [self._reserve(bind.node, group, pod) for group in groups]
+        gpu_ids = [
+            self._reserve(bind.node, device, group, pod)
+            for device, group in zip(bind.gpu_devices, groups, strict=True)
+        ]
+        for device in bind.gpu_devices:
+            self._pending.pop((bind.node, device), None)
         self._label(bind, groups)
         device_memory = node.gpu_memory_mib if node is not None else None
         self._fill_configmaps(bind, pod, prefix, ref, gpu_ids, observed, device_memory)
@@ -256,10 +281,11 @@ class GpuSharing:
         if group is None:
             group = str(uuid.uuid4())
             self._groups[(node, device)] = group
+            self._pending[(node, device)] = (group, time.monotonic())
         self._recent.add(group)
         return group
 
-    def _reserve(self, node: str, group: str, source: dict[str, Any]) -> str:
+    def _reserve(self, node: str, device: int, group: str, source: dict[str, Any]) -> str:
         """The physical GPU of a group: its reservation pod's, creating the pod when missing."""
         name = reservation_pod_name(node, group)
         existing = self._read(name, self.namespace)
@@ -270,7 +296,8 @@ class GpuSharing:
             self._create_reservation(name, node, group, source)
         elif (meta.get("annotations") or {}).get(GPU_INDEX_ANNOTATION):
             return str(meta["annotations"][GPU_INDEX_ANNOTATION])
-        return self._wait_for_gpu(name, node)
+        since = self._pending.get((node, device), (group, time.monotonic()))[1]
+        return self._wait_for_gpu(name, node, device, since)
 
     def _read(self, name: str, namespace: str) -> dict[str, Any] | None:
         """A pod as plain JSON, or None when it does not exist."""
@@ -333,16 +360,19 @@ class GpuSharing:
                 raise
 
     def _wait_gone(self, name: str) -> None:
-        deadline = time.monotonic() + self.allocation_timeout_seconds
+        deadline = time.monotonic() + self.bind_wait_seconds
         while time.monotonic() < deadline:
             if self._read(name, self.namespace) is None:
                 return
             time.sleep(0.2)
-        raise GpuSharingUnavailable(f"reservation pod {self.namespace}/{name} is still terminating")
+        raise GpuSharingUnavailable(
+            f"reservation pod {self.namespace}/{name} is still terminating; the bind is retried next cycle"
+        )
 
-    def _wait_for_gpu(self, name: str, node: str) -> str:
-        """Block until the reservation pod reports its GPU (KAI's binder waits the same way)."""
-        deadline = time.monotonic() + self.allocation_timeout_seconds
+    def _wait_for_gpu(self, name: str, node: str, device: int, since: float) -> str:
+        """Wait a little for the reservation pod to report its GPU; give up on it after the
+        allocation timeout (counted from its creation)."""
+        deadline = min(time.monotonic() + self.bind_wait_seconds, since + self.allocation_timeout_seconds)
         while True:
             pod = self._read(name, self.namespace)
             if pod is None:
@@ -350,15 +380,23 @@ class GpuSharing:
             gpu = ((pod.get("metadata") or {}).get("annotations") or {}).get(GPU_INDEX_ANNOTATION)
             if gpu:
                 return str(gpu)
-            if time.monotonic() > deadline:
-                with contextlib.suppress(ApiException):
-                    self._delete(name)
+            if time.monotonic() < deadline:
+                time.sleep(0.1)
+                continue
+            waited = time.monotonic() - since
+            if waited < self.allocation_timeout_seconds:
                 raise GpuSharingUnavailable(
-                    f"reservation pod {self.namespace}/{name} on node {node} did not report its GPU "
-                    f"({GPU_INDEX_ANNOTATION}) within {self.allocation_timeout_seconds:g}s: is the NVIDIA "
-                    "device plugin running there?"
+                    f"waiting for reservation pod {self.namespace}/{name} on node {node} to report its GPU "
+                    f"({waited:.0f}s so far); the bind is retried next cycle"
                 )
-            time.sleep(0.1)
+            self._pending.pop((node, device), None)
+            with contextlib.suppress(ApiException):
+                self._delete(name)
+            raise GpuSharingUnavailable(
+                f"reservation pod {self.namespace}/{name} on node {node} did not report its GPU "
+                f"({GPU_INDEX_ANNOTATION}) within {self.allocation_timeout_seconds:g}s: is the NVIDIA "
+                "device plugin running there?"
+            )
 
     def _label(self, bind: Bind, groups: list[str]) -> None:
         if len(groups) == 1:
