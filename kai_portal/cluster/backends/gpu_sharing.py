@@ -39,6 +39,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+import urllib3
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
@@ -63,6 +64,8 @@ GPU_PORTION = "GPU_PORTION"
 NUM_OF_GPUS = "RUNAI_NUM_OF_GPUS"  # KAI keeps it for older workloads
 MEMORY_LIMIT = "CUDA_DEVICE_MEMORY_LIMIT"
 GPU_RESOURCE = "nvidia.com/gpu"
+# Failures of one call that are not the API's answer (connection refused, a broken body).
+OTHER_CALL_ERRORS = (urllib3.exceptions.HTTPError, OSError, ValueError)
 
 
 class GpuSharingUnavailable(Exception):
@@ -209,6 +212,8 @@ class GpuSharing:
                 "reservation-gc", self.namespace, "*", False, str(error.reason), error.status
             )
             return [failed]
+        except OTHER_CALL_ERRORS as error:  # the cycle goes on; collection is retried next time
+            return [OperationResult("reservation-gc", self.namespace, "*", False, str(error))]
         results = []
         for pod in reservations:
             meta = pod.get("metadata") or {}
@@ -219,6 +224,8 @@ class GpuSharing:
             try:
                 self._delete(name)
                 results.append(OperationResult("reservation-delete", self.namespace, name, True))
+            except OTHER_CALL_ERRORS as error:
+                results.append(OperationResult("reservation-delete", self.namespace, name, False, str(error)))
             except ApiException as error:
                 if error.status != 404:
                     results.append(
