@@ -100,6 +100,8 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     # First: /healthz, /readyz, /metrics answer probes by pod IP over plain HTTP (monitoring/middleware.py).
     "kai_portal.monitoring.middleware.ProbeMiddleware",
+    # The GPU-sharing admission webhook, called by the API server by Service name (cluster/webhook.py).
+    "kai_portal.cluster.webhook.WebhookMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -200,6 +202,13 @@ if CLUSTER_BACKEND not in {"simulated", "kubernetes"}:
     raise ImproperlyConfigured(f"CLUSTER_BACKEND={CLUSTER_BACKEND!r}: use 'simulated' or 'kubernetes'")
 SCHEDULER_NAME = env_str("SCHEDULER_NAME", "kai-scheduler")
 CYCLE_SECONDS = env_int("CYCLE_SECONDS", 5, minimum=1)
+# GPU sharing in kubernetes mode (cluster/backends/gpu_sharing.py): where reservation pods run,
+# their image (the portal's own; empty = kai-portal:latest), the runtime class that gives them
+# NVML (KAI's default "nvidia"; empty = none) and how long a bind waits for one to report its GPU.
+GPU_SHARING_NAMESPACE = env_str("GPU_SHARING_NAMESPACE", "kai-resource-reservation")
+GPU_SHARING_RESERVATION_IMAGE = env_str("GPU_SHARING_RESERVATION_IMAGE", "kai-portal:latest")
+GPU_SHARING_RUNTIME_CLASS = env_str("GPU_SHARING_RUNTIME_CLASS", "nvidia")
+GPU_SHARING_ALLOCATION_TIMEOUT_SECONDS = env_int("GPU_SHARING_ALLOCATION_TIMEOUT_SECONDS", 60, minimum=1)
 # Queue positions and estimated starts are computed by the scheduling worker after each
 # cycle (never in a web request); the estimate's simulation gets this much wall time.
 FORECAST_AFTER_CYCLE = env_bool("FORECAST_AFTER_CYCLE", True)

@@ -128,11 +128,19 @@ class Task:
     gpu_devices: tuple[int, ...] = ()
     # The job's sub-group this pod belongs to (Job.subgroups); None = none.
     subgroup: str | None = None
+    # Devices a fractional task spreads over, each with ``gpu`` (or ``gpu_memory_mib``) of it:
+    # KAI's gpu-fraction-num-devices (e.g. 2 x 0.5). Ignored for whole GPUs.
+    gpu_fraction_devices: int = 1
 
     @property
     def is_fractional(self) -> bool:
         """Shares a device: a fraction (0 < gpu < 1) or a GPU-memory request."""
         return 0 < self.gpu < 1 or (self.gpu == 0 and self.gpu_memory_mib > 0)
+
+    @property
+    def fraction_device_count(self) -> int:
+        """Devices a fractional task takes (1 unless gpu-fraction-num-devices says more)."""
+        return max(1, self.gpu_fraction_devices) if self.is_fractional else 1
 
     @property
     def whole_gpus(self) -> int:

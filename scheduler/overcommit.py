@@ -8,8 +8,9 @@ A cycle's result holds two pictures of each node that must both fit:
   releasing pods, so it may overlap them, but never a task that stays).
 
 Each picture is checked per GPU device (one whole task, or fractions summing to at most one
-device), per node (CPU, memory, pod slots) and per queue (limits, on the planned picture; a
-queue already over its limit in the snapshot may not grow further).
+device), per node (CPU, memory, pod slots, a shared device's reservation pod included) and per
+queue (limits, on the planned picture; a queue already over its limit in the snapshot may not
+grow further).
 """
 
 from __future__ import annotations
@@ -40,9 +41,10 @@ def _gpu_charge(task: Task, node: Node | None) -> float:
     if task.gpu >= 1:
         return float(int(task.gpu))
     if task.gpu > 0:
-        return task.gpu
+        return task.gpu * task.fraction_device_count
     if task.gpu_memory_mib > 0 and node is not None and node.gpu_memory_mib > 0:
-        return math.ceil(round(100 * task.gpu_memory_mib / node.gpu_memory_mib, 6)) / 100
+        share = math.ceil(round(100 * task.gpu_memory_mib / node.gpu_memory_mib, 6)) / 100
+        return share * task.fraction_device_count
     return 0.0
 
 
@@ -56,6 +58,8 @@ def _node_problems(
     cpu: dict[str, float] = {}
     mem: dict[str, float] = {}
     pods: dict[str, int] = {}
+    # Shared devices: each has a reservation pod on its node, which takes a pod slot.
+    shared: set[tuple[str, int]] = set()
     out: list[str] = []
     for o in result.tasks.values():
         if o.status not in wanted or o.node is None or o.name not in tasks:
@@ -69,13 +73,15 @@ def _node_problems(
         mem[o.node] = mem.get(o.node, 0.0) + task.memory_mib
         pods[o.node] = pods.get(o.node, 0) + 1
         share = _device_share(task, node)
-        want = task.whole_gpus or (1 if task.is_fractional else 0)
+        want = task.whole_gpus or (task.fraction_device_count if task.is_fractional else 0)
         if len(o.gpu_devices) != want:
             out.append(f"{label}: {o.name} holds {len(o.gpu_devices)} devices, needs {want}")
         for d in o.gpu_devices:
             if d >= node.gpus:
                 out.append(f"{label}: {o.name} on device {d} of {o.node}, which has {node.gpus} GPUs")
             devices.setdefault((o.node, d), []).append((o.name, share))
+            if task.is_fractional:
+                shared.add((o.node, d))
     for (node_name, d), holders in sorted(devices.items()):
         if sum(s for _, s in holders) > 1 + EPS:
             names = ", ".join(n for n, _ in holders)
@@ -86,6 +92,8 @@ def _node_problems(
     for name, used in sorted(mem.items()):
         if used > nodes[name].memory_mib + EPS:
             out.append(f"{label}: {name} memory {used:g} > {nodes[name].memory_mib:g}")
+    for name, _ in shared:
+        pods[name] = pods.get(name, 0) + 1
     for name, n in sorted(pods.items()):
         if n > nodes[name].max_pods:
             out.append(f"{label}: {name} holds {n} pods > {nodes[name].max_pods}")

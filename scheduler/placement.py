@@ -10,7 +10,7 @@ import numpy as np
 
 from scheduler import reasons, rules
 from scheduler.model import Job, Task
-from scheduler.session import EPS, NodeState, Session
+from scheduler.session import EPS, NodeState, Session, opens_group
 
 # What constrains where a task may go: its job (every placement rule), or only an equality node
 # selector (callers that have no job, e.g. tests of the node search).
@@ -32,12 +32,17 @@ class Fit:
     shares_group: bool = False  # lands on a device other fractional tasks already use
 
 
-def _fraction_devices(session: Session, ns: NodeState, task: Task) -> tuple[int | None, bool, bool]:
-    """Pick the device for a fractional task: (index, fits now, is an existing group)."""
+def _fraction_devices(
+    session: Session, ns: NodeState, task: Task
+) -> tuple[tuple[int, ...] | None, bool, bool, int]:
+    """Pick the devices for a fractional task (``task.gpu_fraction_devices`` of them, each taking
+    the same share): (indices, all fit now, any is an existing group, reservation slots it needs).
+
+    A device that no fractional task holds yet opens a GPU group, and every group has a
+    reservation pod on the node that takes a pod slot (kai-semantics §1.5)."""
     need = session.device_need(task, ns.node.gpu_memory_mib)
     spread = session.config.strategy(True) == "spread"
-    best: tuple[float, int] | None = None
-    best_group = False
+    candidates: list[tuple[float, int, bool]] = []
     for d in ns.devices:
         if need > d.memory + EPS:
             continue
@@ -45,21 +50,23 @@ def _fraction_devices(session: Session, ns: NodeState, task: Task) -> tuple[int 
             if d.memory - d.active < need - EPS:
                 continue
             used = d.active / d.memory
-            score = 1 - used if spread else used
-            group = True
+            candidates.append((1 - used if spread else used, d.index, True))
         elif d.is_free:
-            score = 1.0 if spread else 0.0
-            group = False
-        else:
-            continue
-        if best is None or score > best[0] + EPS:
-            best = (score, d.index)
-            best_group = group
-    if best is None:
-        return None, False, False
-    d = ns.devices[best[1]]
-    now = d.memory - d.active - d.releasing >= need - EPS
-    return best[1], now, best_group
+            candidates.append((1.0 if spread else 0.0, d.index, False))
+    count = task.fraction_device_count
+    if len(candidates) < count:
+        return None, False, False, 0
+    # Best score first; among equal scores the lowest index (a stable sort keeps device order).
+    chosen = sorted(candidates, key=lambda c: -c[0])[:count]
+    indices = tuple(sorted(c[1] for c in chosen))
+    now = all(
+        ns.devices[i].memory - ns.devices[i].active - ns.devices[i].releasing >= need - EPS for i in indices
+    )
+    # A free device needs its group's reservation pod slot: a new one (idle room), or back from a
+    # group whose tasks are all releasing (releasing room).
+    opened = sum(1 for i in indices if ns.devices[i].is_free)
+    now = now and ns.pods_idle >= 1 + sum(1 for i in indices if opens_group(ns.devices[i]))
+    return indices, now, any(c[2] for c in chosen), opened
 
 
 def node_fit(session: Session, ns: NodeState, task: Task, selector: Rules) -> Fit:
@@ -91,11 +98,13 @@ def node_fit(session: Session, ns: NodeState, task: Task, selector: Rules) -> Fi
     elif task.is_fractional:
         if not ns.devices:
             return Fit(False, reason=reasons.not_enough("GPUs"))
-        index, dev_now, group = _fraction_devices(session, ns, task)
-        if index is None:
+        chosen, dev_now, group, opened = _fraction_devices(session, ns, task)
+        if chosen is None:
             what = "GPU memory" if task.gpu == 0 else "GPUs"
             return Fit(False, reason=reasons.not_enough(what))
-        devices = (index,)
+        if opened and ns.pods_idle + ns.pods_rel < 1 + opened:
+            return Fit(False, reason=reasons.PODS_EXCEEDED)
+        devices = chosen
         now = now and dev_now
     if ns.cpu_idle + ns.cpu_rel < task.cpu_millis - AMOUNT_EPS:
         return Fit(False, reason=reasons.not_enough("CPU cores"))

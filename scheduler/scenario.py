@@ -112,7 +112,9 @@ JOB_KEYS = {
     "pod_affinity",
     "subgroups",
 }
-REQUEST_KEYS = {"gpu", "gpu_memory_mib", "cpu_millis", "memory_mib"}
+# gpu_fraction_devices: docs/scenario-extensions.md (KAI's gpu-fraction-num-devices).
+REQUEST_KEYS = {"gpu", "gpu_memory_mib", "cpu_millis", "memory_mib", "gpu_fraction_devices"}
+# gpu_device may be a list for a running multi-device fractional task.
 TASK_KEYS = {"name", "state", "node", "gpu_device", "subgroup"} | REQUEST_KEYS
 # Beyond scenario-format.md v1 (docs/scenario-extensions.md): expected.messages (job -> exact
 # PodGroup message) and a task's expected reason (exact pod event text).
@@ -333,6 +335,9 @@ def _requests(d: Mapping[str, Any], base: Mapping[str, float], where: str, path:
     gpu = out.get("gpu", 0.0)
     if gpu < 0 or (gpu > 1 and gpu != int(gpu)):
         raise ScenarioError(f"{path}: {where}: gpu must be a whole number >= 1 or a fraction 0 < x < 1")
+    count = out.get("gpu_fraction_devices", 1.0)
+    if count < 1 or count != int(count):
+        raise ScenarioError(f"{path}: {where}: gpu_fraction_devices must be a whole number >= 1")
     return out
 
 
@@ -358,6 +363,13 @@ def _job(data: Mapping[str, Any], path: str) -> Job:
         if state != TaskState.PENDING and not td.get("node"):
             raise ScenarioError(f"{path}: job {name}: a {state.value} task needs a node")
         device = td.get("gpu_device")
+        devices = (
+            tuple(int(i) for i in device)
+            if isinstance(device, list)
+            else (int(device),)
+            if device is not None
+            else ()
+        )
         tasks.append(
             Task(
                 name=str(td.get("name", f"{name}-{i}")),
@@ -368,7 +380,8 @@ def _job(data: Mapping[str, Any], path: str) -> Job:
                 memory_mib=req.get("memory_mib", 0.0),
                 state=state,
                 node=str(td["node"]) if td.get("node") and state != TaskState.PENDING else None,
-                gpu_devices=(int(device),) if device is not None else (),
+                gpu_devices=devices,
+                gpu_fraction_devices=int(req.get("gpu_fraction_devices", 1)),
                 subgroup=str(td["subgroup"]) if td.get("subgroup") is not None else None,
             )
         )

@@ -42,6 +42,13 @@ class Device:
         return self.active > EPS and not self.whole
 
 
+def opens_group(d: Device) -> bool:
+    """Whether a fractional task placed on this device starts a new GPU group: the device is
+    idle, or a whole-GPU task holds or releases it. A new group needs a reservation pod, which
+    takes a pod slot on the node (kai-semantics §1.5)."""
+    return d.whole or d.is_idle
+
+
 @dataclass
 class NodeState:
     node: Node
@@ -239,11 +246,13 @@ class Session:
         """GPUs a task is charged on a node with this device memory."""
         if task.gpu >= 1:
             return float(task.whole_gpus)
+        # A multi-device fraction (gpu-fraction-num-devices) takes its share on each device.
+        per_device = 0.0
         if task.gpu > 0:
-            return round_gpu(task.gpu)
-        if task.gpu_memory_mib > 0 and device_memory > 0:
-            return math.ceil(round(100 * task.gpu_memory_mib / device_memory, 6)) / 100
-        return 0.0
+            per_device = round_gpu(task.gpu)
+        elif task.gpu_memory_mib > 0 and device_memory > 0:
+            per_device = math.ceil(round(100 * task.gpu_memory_mib / device_memory, 6)) / 100
+        return round_gpu(per_device * task.fraction_device_count)
 
     def device_need(self, task: Task, device_memory: float) -> float:
         """MiB of one device a fractional task occupies."""
@@ -258,6 +267,7 @@ class Session:
         if task.gpu == 0 and task.gpu_memory_mib > 0:
             mem = self.max_device_memory if for_limit else self.min_device_memory
             gpu = task.gpu_memory_mib / mem if mem > 0 else 0.0
+        gpu *= task.fraction_device_count
         return {
             "gpu": round_gpu(gpu) if not for_limit else gpu,
             "cpu": task.cpu_millis,
@@ -279,6 +289,8 @@ class Session:
         for i in devices:
             d = ns.devices[i]
             amount = mem if task.is_fractional else d.memory
+            if task.is_fractional and opens_group(d):
+                ns.pods_idle -= 1  # the group's reservation pod
             if releasing:
                 d.releasing = clean(d.releasing + amount)
             else:
@@ -310,14 +322,12 @@ class Session:
         if task.is_fractional:
             need = self.device_need(task, ns.node.gpu_memory_mib)
             groups = [
-                d
+                d.index
                 for d in ns.devices
                 if not d.whole and not d.is_idle and d.memory - d.active - d.releasing >= need - EPS
             ]
-            if groups:
-                return (groups[0].index,)
             free = [d.index for d in ns.devices if d.is_idle]
-            return tuple(free[:1])
+            return tuple((groups + free)[: task.fraction_device_count])
         return ()
 
     # ---- statements --------------------------------------------------------
@@ -368,6 +378,13 @@ class Statement:
         for i in devices:
             d = ns.devices[i]
             if task.is_fractional:
+                if opens_group(d):  # a new GPU group: its reservation pod takes a pod slot
+                    if pipelined and ns.pods_idle < 2:
+                        ns.pods_rel -= 1
+                    else:
+                        ns.pods_idle -= 1
+                elif d.is_free:  # a group whose tasks are all releasing: its reservation pod stays
+                    ns.pods_rel -= 1
                 if d.is_free:  # a freed whole-GPU device becomes a shared one
                     d.whole = False
                 short = clean(mem - (d.memory - d.active - d.releasing))
@@ -438,6 +455,8 @@ class Statement:
             d.releasing = clean(d.releasing + amount)
             if not task.is_fractional:
                 d.whole = True
+            elif d.is_free:  # the group's last active task: its reservation pod goes with it
+                ns.pods_rel += 1
         ns.cpu_rel = clean(ns.cpu_rel + task.cpu_millis)
         ns.mem_rel = clean(ns.mem_rel + task.memory_mib)
         ns.pods_rel += 1
@@ -465,6 +484,8 @@ class Statement:
                 d.active = clean(max(0.0, d.active - p.gpu_memory))
                 if p.from_releasing:
                     d.releasing = clean(d.releasing + p.promised)
+                if d.is_idle:  # the group this task opened closes: its reservation slot is back
+                    ns.pods_idle += 1
             else:
                 d.active = 0.0
                 if p.from_releasing:
@@ -500,7 +521,10 @@ class Statement:
         # CPU, memory and pod slots are not per device: what counts is that the node, idle and
         # releasing together, still has them (a pipelined task may draw releasing below zero
         # while it really uses idle room, as in KAI's node accounting).
-        if not ns.schedulable or ns.pods_idle + ns.pods_rel < 1:
+        slots = 1  # its own, and the reservation pod of each of its groups that has no active task
+        if task.is_fractional:
+            slots += sum(1 for i in p.devices if ns.devices[i].is_free)
+        if not ns.schedulable or ns.pods_idle + ns.pods_rel < slots:
             return False
         if (
             ns.cpu_idle + ns.cpu_rel + 1e-4 < task.cpu_millis
@@ -528,6 +552,8 @@ class Statement:
         for i in p.devices:
             d = ns.devices[i]
             amount = p.gpu_memory if task.is_fractional else d.memory
+            if task.is_fractional and d.is_free:  # the group is active again: its reservation stays
+                ns.pods_rel -= 1
             d.releasing = clean(max(0.0, d.releasing - amount))
             d.active = clean(d.active + amount)
         ns.cpu_rel = clean(ns.cpu_rel - task.cpu_millis)

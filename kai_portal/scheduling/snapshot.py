@@ -280,6 +280,7 @@ def _row_task(
         job=job_name,
         gpu=gpu,
         gpu_memory_mib=float(job.gpu_memory_mib or 0),
+        gpu_fraction_devices=int(job.gpu_fraction_devices or 1),
         cpu_millis=float(job.cpu_millicores),
         memory_mib=float(job.memory_mib),
         state=state,

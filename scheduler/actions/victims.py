@@ -267,9 +267,9 @@ class FreeTracker:
             if t.whole_gpus:
                 self.need_gpu += t.whole_gpus
             elif 0 < t.gpu < 1:
-                self.need_gpu += t.gpu
+                self.need_gpu += t.gpu * t.fraction_device_count
             elif t.gpu_memory_mib > 0:
-                self.need_gpu += t.gpu_memory_mib / mem_max
+                self.need_gpu += t.gpu_memory_mib / mem_max * t.fraction_device_count
         self.sizes = sorted({t.whole_gpus for t in tasks if t.whole_gpus})
         self.count_at_least = {g: sum(1 for t in tasks if t.whole_gpus >= g) for g in self.sizes}
         self.free_gpu = 0.0

@@ -334,14 +334,16 @@ def arrival_job(a: Arrival, name: str) -> Job:
 
 
 def _task_gpu(task: Task, nodes: Mapping[str, Node], node: str | None = None) -> float:
-    if task.gpu > 0:
+    if task.gpu >= 1:
         return float(task.gpu)
+    if task.gpu > 0:
+        return float(task.gpu) * task.fraction_device_count
     if task.gpu_memory_mib > 0:
         if node is not None and node in nodes:
             mem = nodes[node].gpu_memory_mib
         else:
             mem = max((n.gpu_memory_mib for n in nodes.values() if n.gpus), default=0.0)
-        return task.gpu_memory_mib / mem if mem else 0.0
+        return task.gpu_memory_mib / mem * task.fraction_device_count if mem else 0.0
     return 0.0
 
 

@@ -5,6 +5,7 @@ Kubernetes backend calls. Applying it to a real API server is the cluster suite'
 from __future__ import annotations
 
 import ast
+import base64
 import os
 import re
 import shutil
@@ -19,6 +20,8 @@ import pytest
 import yaml
 from django.core.management import get_commands
 
+from kai_portal.cluster.backends.gpu_sharing import RESERVATION_NAMESPACE
+from kai_portal.cluster.webhook import WEBHOOK_PATH
 from kai_portal.monitoring.middleware import ENDPOINTS
 from kai_portal.queues import kai_yaml
 from tests.deploy.test_compose import SERVICES, settings_env_names
@@ -26,7 +29,7 @@ from tests.portal import factories
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "deploy" / "helm" / "kai-portal"
-BACKEND = ROOT / "kai_portal" / "cluster" / "backends" / "kubernetes.py"
+BACKENDS = [ROOT / "kai_portal" / "cluster" / "backends" / f for f in ("kubernetes.py", "gpu_sharing.py")]
 REQUIRED = [
     "secretKey=test-secret",
     "databaseUrl=postgres://kai:pw@db:5432/kai",
@@ -73,12 +76,13 @@ API_GROUPS = {"core": "", "batch": "batch"}
 
 
 def backend_calls() -> set[tuple[str, str, str]]:
-    """``(API group, resource, verb)`` of every client call in the backend (``self.core`` is
+    """``(API group, resource, verb)`` of every client call in the backends (``self.core`` is
     CoreV1Api, ``self.batch`` BatchV1Api); what ``_sync`` lists it also watches."""
-    source = BACKEND.read_text()
-    methods = set(re.findall(r"self\.(core|batch)\.(\w+)", source))
+    sources = [path.read_text() for path in BACKENDS]
+    methods = {m for source in sources for m in re.findall(r"self\.(core|batch)\.(\w+)", source)}
     watched = {
         arg.attr
+        for source in sources
         for node in ast.walk(ast.parse(source))
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "_sync"
         for arg in node.args
@@ -95,7 +99,7 @@ def backend_calls() -> set[tuple[str, str, str]]:
             r"(list|create|delete|patch|read|replace)_(?:namespaced_)?(\w+?)(?:_for_all_namespaces)?", method
         )
         assert match, f"unknown client call {api}.{method}"
-        kind, *sub = match.group(2).split("_")
+        kind, *sub = match.group(2).replace("config_map", "configmap").split("_")
         resource = kind + "s" + "".join(f"/{s}" for s in sub)
         calls.add((API_GROUPS[api], resource, verbs[match.group(1)]))
         if method in watched:
@@ -129,12 +133,25 @@ def test_default_install_renders_every_component():
         ("ConfigMap", "kai-kai-portal"),
         ("Deployment", "kai-kai-portal-beat"),
         ("Deployment", "kai-kai-portal-web"),
+        ("Deployment", "kai-kai-portal-webhook"),
         ("Deployment", "kai-kai-portal-worker"),
         ("Job", "kai-kai-portal-migrate"),
+        ("MutatingWebhookConfiguration", "kai-kai-portal-gpu-sharing"),
+        ("Namespace", "kai-resource-reservation"),
+        ("Role", "kai-resource-reservation"),
+        ("RoleBinding", "kai-resource-reservation"),
         ("Secret", "kai-kai-portal"),
+        ("Secret", "kai-kai-portal-webhook-tls"),
         ("Service", "kai-kai-portal"),
+        ("Service", "kai-kai-portal-webhook"),
         ("ServiceAccount", "kai-kai-portal"),
+        ("ServiceAccount", "kai-resource-reservation"),
     ]
+    without = sorted(
+        (d["kind"], d["metadata"]["name"]) for d in render(*REQUIRED, "gpuSharing.enabled=false")
+    )
+    assert without == [k for k in kinds if "webhook" not in k[1] and "gpu-sharing" not in k[1]
+                       and "reservation" not in k[1]]  # fmt: skip
 
 
 def test_the_cluster_role_is_exactly_what_the_backend_calls_and_no_wildcard():
@@ -218,7 +235,8 @@ def test_values_a_user_must_set_fail_clearly_and_an_existing_secret_replaces_the
     assert "set redisUrl" in render("secretKey=x", "databaseUrl=y", ok=False)
 
     objects = by_kind(render("existingSecret=my-portal-secrets"))
-    assert not [key for key in objects if key[0] == "Secret"]
+    # Only the webhook's TLS Secret is made (the chart's own CA, not a user's value).
+    assert [key for key in objects if key[0] == "Secret"] == [("Secret", "kai-kai-portal-webhook-tls")]
     worker = container(objects[("Deployment", "kai-kai-portal-worker")])
     assert {"secretRef": {"name": "my-portal-secrets"}} in worker["envFrom"]
 
@@ -313,3 +331,64 @@ def test_the_kai_crds_have_kais_names_and_accept_the_portals_queue_yaml():
     )  # fmt: skip
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate({"spec": {"preemptibility": "sometimes"}}, pg_schema)
+
+
+def test_the_gpu_sharing_webhook_is_served_over_tls_and_registered_for_pod_creation(tmp_path: Path) -> None:
+    objects = by_kind(render(*REQUIRED))
+    hook = objects[("MutatingWebhookConfiguration", "kai-kai-portal-gpu-sharing")]
+    (webhook,) = hook["webhooks"]
+    service_ref = webhook["clientConfig"]["service"]
+    service = objects[("Service", service_ref["name"])]
+    assert service_ref["namespace"] == "kai-system" and service_ref["path"] == WEBHOOK_PATH
+    (port,) = service["spec"]["ports"]
+    assert service_ref["port"] == port["port"]
+    deployment = objects[("Deployment", "kai-kai-portal-webhook")]
+    server = container(deployment)
+    assert service["spec"]["selector"].items() <= deployment["spec"]["template"]["metadata"]["labels"].items()
+    assert port["targetPort"] in {p["name"] for p in server["ports"]}
+    assert server["command"] == ["gunicorn", "kai_portal.wsgi:application"]
+    assert {"--certfile=/tls/tls.crt", "--keyfile=/tls/tls.key"} <= set(server["args"])
+    assert deployment["spec"]["template"]["spec"]["automountServiceAccountToken"] is False
+    assert webhook["rules"] == [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
+                                 "resources": ["pods"], "scope": "Namespaced"}]  # fmt: skip
+    assert webhook["admissionReviewVersions"] == ["v1"] and webhook["sideEffects"] == "None"
+    (condition,) = webhook["matchConditions"]
+    assert condition["expression"].startswith("object.spec.schedulerName == 'kai-scheduler' && ")
+    excluded = webhook["namespaceSelector"]["matchExpressions"][0]["values"]
+    assert {"kai-system", "kai-resource-reservation", "kube-system"} == set(excluded)
+
+    # The registered CA signed the certificate the server presents, for the Service's DNS name.
+    volumes = {v["name"]: v for v in deployment["spec"]["template"]["spec"]["volumes"]}
+    secret = objects[("Secret", volumes["tls"]["secret"]["secretName"])]
+    ca, crt = tmp_path / "ca.crt", tmp_path / "tls.crt"
+    ca.write_bytes(base64.b64decode(webhook["clientConfig"]["caBundle"]))
+    crt.write_bytes(base64.b64decode(secret["data"]["tls.crt"]))
+    dns = f"{service_ref['name']}.kai-system.svc"
+    verified = subprocess.run(["openssl", "verify", "-CAfile", str(ca), "-verify_hostname", dns, str(crt)],
+                              capture_output=True, text=True, timeout=30)  # fmt: skip
+    assert verified.returncode == 0, verified.stderr + verified.stdout
+
+    # Reservation pods: the portal's image, KAI's namespace, an account that may annotate them.
+    config = objects[("ConfigMap", "kai-kai-portal")]["data"]
+    assert (
+        config["GPU_SHARING_RESERVATION_IMAGE"]
+        == container(objects[("Deployment", "kai-kai-portal-worker")])["image"]
+    )
+    assert (
+        config["GPU_SHARING_NAMESPACE"] == RESERVATION_NAMESPACE
+        and config["GPU_SHARING_RUNTIME_CLASS"] == "nvidia"
+    )
+    role = objects[("Role", "kai-resource-reservation")]
+    assert role["metadata"]["namespace"] == RESERVATION_NAMESPACE
+    assert role["rules"] == [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "patch"]}]
+
+    # A certificate of one's own: its Secret and CA bundle are used, no self-signed Secret is made.
+    objects = by_kind(
+        render(*REQUIRED, "gpuSharing.webhook.tlsSecret=my-tls", "gpuSharing.webhook.caBundle=Q0E=")
+    )
+    assert ("Secret", "kai-kai-portal-webhook-tls") not in objects
+    (webhook,) = objects[("MutatingWebhookConfiguration", "kai-kai-portal-gpu-sharing")]["webhooks"]
+    assert webhook["clientConfig"]["caBundle"] == "Q0E="
+    assert "set gpuSharing.webhook.caBundle" in render(
+        *REQUIRED, "gpuSharing.webhook.tlsSecret=my-tls", ok=False
+    )

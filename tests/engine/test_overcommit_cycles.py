@@ -69,11 +69,13 @@ def worlds(draw: st.DrawFn) -> World:
     for j in range(draw(st.integers(1, 9))):
         n = draw(st.integers(1, 4))
         gpu = draw(st.sampled_from([0.5, 1, 1, 2, 4]))
+        spread_over = draw(st.sampled_from([1, 1, 2])) if gpu < 1 else 1  # gpu-fraction-num-devices
         split = n >= 2 and draw(st.booleans())  # two sub-groups: the first task, the others
         tasks = [
             Task(
                 f"j{j}-{t}",
                 gpu=gpu,
+                gpu_fraction_devices=spread_over,
                 cpu_millis=draw(st.sampled_from([0, 1000])),
                 subgroup=("lead" if t == 0 else "rest") if split else None,
             )

@@ -43,9 +43,19 @@ def get_backend(clock: Callable[[], datetime] | None = None) -> ClusterBackend:
 
     if settings.CLUSTER_BACKEND == "kubernetes":
         if _kubernetes_backend is None:
+            from .gpu_sharing import GpuSharing
             from .kubernetes import KubernetesBackend
 
-            _kubernetes_backend = KubernetesBackend(scheduler_name=settings.SCHEDULER_NAME)
+            backend = KubernetesBackend(scheduler_name=settings.SCHEDULER_NAME)
+            backend.gpu_sharing = GpuSharing(
+                backend.core,
+                scheduler_name=settings.SCHEDULER_NAME,
+                namespace=settings.GPU_SHARING_NAMESPACE,
+                image=settings.GPU_SHARING_RESERVATION_IMAGE,
+                runtime_class=settings.GPU_SHARING_RUNTIME_CLASS or None,
+                allocation_timeout_seconds=settings.GPU_SHARING_ALLOCATION_TIMEOUT_SECONDS,
+            )
+            _kubernetes_backend = backend
         return _kubernetes_backend
     from .simulated import SimulatedBackend
 

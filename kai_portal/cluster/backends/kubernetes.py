@@ -57,6 +57,7 @@ from .base import (
     PodSpecRequest,
     TaskStatus,
 )
+from .gpu_sharing import GpuSharing, GpuSharingUnavailable
 from .kubernetes_objects import (
     BATCH_MIN_MEMBER_ANNOTATION,
     GPU_DEVICES_ANNOTATION,
@@ -93,6 +94,7 @@ class KubernetesBackend:
         pool_label: str = "kai.scheduler/node-pool",
         namespace: str = "default",
         watch_timeout_seconds: int = 1,
+        gpu_sharing: GpuSharing | None = None,
     ) -> None:
         self.api_client = api_client or _load_api_client()
         self.core = client.CoreV1Api(self.api_client)
@@ -102,6 +104,8 @@ class KubernetesBackend:
         self.pool_label = pool_label
         self.namespace = namespace
         self.watch_timeout_seconds = watch_timeout_seconds
+        # Shared GPUs: reservation pods and the pods' ConfigMaps (gpu_sharing.py).
+        self.gpu_sharing = gpu_sharing or GpuSharing(self.core, scheduler_name=scheduler_name)
         self._nodes: dict[str, ObservedNode] = {}
         self._pods: dict[tuple[str, str], ObservedPod] = {}
         self._node_rv: str | None = None
@@ -276,6 +280,8 @@ class KubernetesBackend:
     def apply(self, binds: list[Bind], evictions: list[Evict], events: list[PodEvent]) -> ApplyReport:
         """Bind, evict and record events; every failure is reported, none raised."""
         report = ApplyReport()
+        for result in self.gpu_sharing.start_cycle(self._pods.values()):
+            report.add(result)
         for bind in binds:
             report.add(self._bind(bind))
             report.add(self._post_event(self._bind_event(bind, report.results[-1])))
@@ -331,6 +337,14 @@ class KubernetesBackend:
         if bind.gpu_fraction is not None:
             annotations[GPU_FRACTION_GRANTED_ANNOTATION] = f"{bind.gpu_fraction:g}"
         cached = self._pods.get((bind.namespace, bind.pod))
+        if cached is not None and cached.gpu.shared:
+            # A shared GPU is reserved and made visible before the pod is bound, never after.
+            try:
+                annotations.update(self.gpu_sharing.prepare(bind, cached, self._nodes.get(bind.node)))
+            except GpuSharingUnavailable as error:
+                return OperationResult("bind", bind.namespace, bind.pod, ok=False, error=str(error))
+            except CALL_ERRORS as error:
+                return _failure("bind", bind.namespace, bind.pod, error)
         body = client.V1Binding(
             api_version="v1",
             kind="Binding",

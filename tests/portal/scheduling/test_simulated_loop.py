@@ -103,3 +103,17 @@ def test_a_cancelled_job_releases_its_gpus_after_the_grace_period(loop, leaf, se
     loop.run(5)
     pod = Pod.objects.get(job=job)
     assert pod.state == "failed" and pod.node is None and not pod.gpu_devices.exists()
+
+
+def test_a_multi_device_fraction_is_bound_to_that_many_devices(loop, leaf):
+    # gpu-fraction-num-devices reaches the engine: 2 x 0.5 takes half of two devices of one node.
+    factories.node("n1", gpus=1)
+    node = factories.node("n2", gpus=2)
+    job = factories.job(leaf, "pair", gpu_count=0, gpu_fraction="0.5", gpu_fraction_devices=2)
+
+    cycle = loop.run()
+    assert cycle.allocated_count == 1
+    pod = job.pods.get()
+    assert pod.node == node and sorted(d.index for d in pod.gpu_devices.all()) == [0, 1]
+    status = QueueStatus.objects.get(queue=leaf, resource="gpu")
+    assert float(status.allocated) == 1.0
