@@ -38,6 +38,12 @@ pytestmark = [
 ]
 
 
+CLUSTER_SCOPED = {
+    "Namespace", "ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition",
+    "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration",
+}  # fmt: skip
+
+
 @pytest.fixture
 def release(cluster: Cluster) -> Iterator[tuple[str, str]]:
     """The chart installed as release ``kai`` in a fresh namespace: (namespace, ServiceAccount)."""
@@ -49,14 +55,23 @@ def release(cluster: Cluster) -> Iterator[tuple[str, str]]:
         args += ["--set", setting]
     rendered = subprocess.run(args, capture_output=True, text=True, timeout=120, check=True).stdout
     docs = [d for d in yaml.safe_load_all(rendered) if d]
+    # As `helm install -n`: namespaced objects without a namespace of their own go to the release's
+    # (the GPU-sharing objects name kai-resource-reservation themselves).
+    for doc in docs:
+        if doc["kind"] not in CLUSTER_SCOPED:
+            doc["metadata"].setdefault("namespace", namespace)
     cluster.core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=namespace)))
     # Strict server-side apply: the API server validates every field of every object.
     cluster.kubectl("apply", "--server-side", "--field-manager=kai-portal-test", "--validate=strict",
-                    "-n", namespace, "-f", "-", stdin=rendered)  # fmt: skip
-    [account] = [d["metadata"]["name"] for d in docs if d["kind"] == "ServiceAccount"]
+                    "-f", "-", stdin=yaml.safe_dump_all(docs))  # fmt: skip
+    # The scheduler's account: the one the chart's ClusterRoleBinding names.
+    [binding] = [d for d in docs if d["kind"] == "ClusterRoleBinding"]
+    [subject] = binding["subjects"]
+    account = subject["name"]
     yield namespace, account
-    cluster_scoped = [d for d in docs if d["kind"] in ("ClusterRole", "ClusterRoleBinding")]
-    for doc in cluster_scoped:
+    # Cluster-wide objects of this release go; the CRDs and the reservation namespace stay (other
+    # tests of the session use that namespace).
+    for doc in (d for d in docs if d["kind"] in CLUSTER_SCOPED - {"CustomResourceDefinition", "Namespace"}):
         cluster.kubectl("delete", doc["kind"].lower(), doc["metadata"]["name"], "--ignore-not-found")
     cluster.core.delete_namespace(namespace, propagation_policy="Background")
 
