@@ -32,16 +32,7 @@ def _free_gpus(ns: NodeState) -> float:
 
 def _ratio(session: Session, nodes: Sequence[NodeState], tasks: Sequence[Task]) -> float:
     """max_r need_r / free_r over the domain (1000 for a needed resource it lacks)."""
-    need = {"gpu": 0.0, "cpu": 0.0, "memory": 0.0}
-    for t in tasks:
-        for r, v in session.pending_request(t).items():
-            need[r] += v
-    usable = [ns for ns in nodes if ns.schedulable]
-    free = {
-        "gpu": sum(_free_gpus(ns) for ns in usable),
-        "cpu": sum(ns.cpu_idle + ns.cpu_rel for ns in usable),
-        "memory": sum(ns.mem_idle + ns.mem_rel for ns in usable),
-    }
+    need, free = _need_and_free(session, nodes, tasks)
     ratio = 0.0
     for r, n in need.items():
         if n <= 0:
@@ -124,7 +115,10 @@ def allocatable_pods(session: Session, nodes: Sequence[NodeState], tasks: Sequen
     return sum(_pods_fit(session, ns, tasks[0]) for ns in nodes)
 
 
-def _short_of(session: Session, nodes: Sequence[NodeState], tasks: Sequence[Task]) -> list[str]:
+def _need_and_free(
+    session: Session, nodes: Sequence[NodeState], tasks: Sequence[Task]
+) -> tuple[dict[str, float], dict[str, float]]:
+    """What ``tasks`` need in all, and what the domain's schedulable nodes have free (or releasing)."""
     need = {"gpu": 0.0, "cpu": 0.0, "memory": 0.0}
     for t in tasks:
         for r, v in session.pending_request(t).items():
@@ -135,6 +129,11 @@ def _short_of(session: Session, nodes: Sequence[NodeState], tasks: Sequence[Task
         "cpu": sum(ns.cpu_idle + ns.cpu_rel for ns in usable),
         "memory": sum(ns.mem_idle + ns.mem_rel for ns in usable),
     }
+    return need, free
+
+
+def _short_of(session: Session, nodes: Sequence[NodeState], tasks: Sequence[Task]) -> list[str]:
+    need, free = _need_and_free(session, nodes, tasks)
     names = {"gpu": "GPUs", "cpu": "CPU cores", "memory": "memory"}
     return [names[r] for r in ("gpu", "cpu", "memory") if need[r] > free[r] + 1e-9]
 

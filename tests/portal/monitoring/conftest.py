@@ -2,30 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import timedelta
 
 import pytest
-import redis
-from django.conf import settings
 from django.test import Client
 from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
 from kai_portal.scheduling.cycle import run_scheduling_cycle
-from kai_portal.scheduling.lock import LOCK_NAME
 from kai_portal.scheduling.models import SchedulingCycle
+from tests.portal.scheduling.conftest import free_cycle_lock  # noqa: F401  (autouse here too)
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
-
-
-@pytest.fixture(autouse=True)
-def free_cycle_lock() -> Iterator[None]:
-    client = redis.Redis.from_url(settings.REDIS_URL)
-    client.delete(LOCK_NAME)
-    yield
-    client.delete(LOCK_NAME)
-    client.close()
 
 
 class Loop:
