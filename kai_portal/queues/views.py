@@ -321,7 +321,8 @@ def usage_history(queue: Queue, resource: str, window: str) -> dict[str, Any]:
         for name in series:
             series[name].append(round(float(row[f"{name}_avg"]) / scale, 3))
         points.append((at, float(row["allocated_avg"])))
-    capacity = _capacity(resource)
+    # The whole cluster's schedulable capacity (GPU devices, millicores or MiB).
+    capacity = sum(_capacity_by_pool(resource).values())
     decayed, share = _decayed(points, capacity)
     return {
         "labels": labels,
@@ -331,15 +332,6 @@ def usage_history(queue: Queue, resource: str, window: str) -> dict[str, Any]:
         "half_life": half_life(),
         "samples": sum(row["n"] for row in rows),
     }
-
-
-def _capacity(resource: str) -> float:
-    """The cluster's schedulable capacity of a resource (GPU devices, millicores or MiB)."""
-    nodes = Node.objects.filter(schedulable=True, ready=True)
-    if resource == "gpu":
-        return float(GpuDevice.objects.filter(node__in=nodes).count())
-    field_name = "cpu_millicores" if resource == "cpu" else "memory_mib"
-    return float(sum(nodes.values_list(field_name, flat=True)))
 
 
 def _capacity_by_pool(resource: str) -> dict[str, float]:

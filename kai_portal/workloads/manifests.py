@@ -276,13 +276,7 @@ def _parse(doc: dict[str, Any], user: Any) -> tuple[Job, _Source]:
         pool = NodePool.objects.filter(name=pool_name).first()
         if pool is None:
             raise ManifestError(paths["node_pool"], f'node pool "{pool_name}" does not exist')
-        if pool.pk != job.queue.node_pool_id:
-            # KAI: the pool's shard would not see the queue, and the job would wait for ever.
-            raise ManifestError(
-                paths["node_pool"],
-                f'queue "{job.queue.name}" is in node pool "{job.queue.node_pool}", and a job runs in '
-                f'its queue\'s pool: use a queue of node pool "{pool_name}" or drop the label',
-            )
+        # A pool other than the queue's is refused by the model (Job._take_queue_pool), at this path.
         job.node_pool = pool
 
     _priority(job, pod_spec, pod_path, label, paths)

@@ -20,7 +20,7 @@ from kai_portal.cluster.models import NodePool
 from kai_portal.queues.kai_yaml import QueueYamlError, export_queues, import_queues
 from kai_portal.queues.models import Queue
 from kai_portal.scheduling.cycle import run_scheduling_cycle
-from kai_portal.workloads.manifests import ManifestError, parse_manifest
+from kai_portal.workloads.manifests import ManifestError, submit_manifest
 from kai_portal.workloads.models import Job
 from tests.portal import factories
 
@@ -107,7 +107,7 @@ def test_job_page_shows_its_queues_pool(client: Any) -> None:
     assert "<dt>Node pool</dt><dd>h100" in page
 
 
-def test_manifest_naming_another_pool_than_its_queues_is_refused() -> None:
+def test_manifest_naming_another_pool_than_its_queues_is_refused(portal_admin: Any) -> None:
     factories.node("n1", pool="h100", gpus=8)
     factories.queue("team")
     manifest = {
@@ -120,8 +120,10 @@ def test_manifest_naming_another_pool_than_its_queues_is_refused() -> None:
         "spec": {"schedulerName": "kai-scheduler", "containers": [{"name": "c", "image": "i"}]},
     }
     with pytest.raises(ManifestError) as raised:
-        parse_manifest(manifest)
-    assert 'queue "team" is in node pool "default"' in str(raised.value)
+        submit_manifest(manifest, portal_admin)
+    assert raised.value.path == 'metadata.labels["kai.scheduler/node-pool"]'
+    assert "Queue 'team' is in node pool 'default', and a job runs in its queue's pool" in str(raised.value)
+    assert not Job.objects.exists()
 
 
 def test_queue_yaml_carries_the_node_pool_label_both_ways() -> None:
