@@ -125,22 +125,26 @@ def portal_kubeconfig(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory
     """A kubeconfig for the portal's ServiceAccount, bound to the RBAC the project ships."""
     cluster.kubectl("apply", "-f", str(RBAC))
     wait_until(lambda: _account_exists(cluster), "the kai-portal ServiceAccount")
+    path = tmp_path_factory.mktemp("portal") / "portal.kubeconfig"
+    return kubeconfig_for(cluster, PORTAL_NAMESPACE, PORTAL_ACCOUNT, path)
+
+
+def kubeconfig_for(cluster: Cluster, namespace: str, account: str, path: Path) -> Path:
+    """A kubeconfig at ``path`` that talks to the test cluster as ServiceAccount ``namespace/account``,
+    with a one-hour token from the TokenRequest API (never the admin's credentials)."""
     request = client.AuthenticationV1TokenRequest(spec=client.V1TokenRequestSpec(
         audiences=[], expiration_seconds=3600))  # fmt: skip
-    token = cluster.core.create_namespaced_service_account_token(PORTAL_ACCOUNT, PORTAL_NAMESPACE, request)
+    token = cluster.core.create_namespaced_service_account_token(account, namespace, request)
     admin = yaml.safe_load(cluster.kubeconfig.read_text())
     cluster_entry = admin["clusters"][0]
     kubeconfig = {
         "apiVersion": "v1",
         "kind": "Config",
         "clusters": [cluster_entry],
-        "users": [{"name": PORTAL_ACCOUNT, "user": {"token": token.status.token}}],
-        "contexts": [
-            {"name": "portal", "context": {"cluster": cluster_entry["name"], "user": PORTAL_ACCOUNT}}
-        ],
-        "current-context": "portal",
+        "users": [{"name": account, "user": {"token": token.status.token}}],
+        "contexts": [{"name": account, "context": {"cluster": cluster_entry["name"], "user": account}}],
+        "current-context": account,
     }
-    path = tmp_path_factory.mktemp("portal") / "portal.kubeconfig"
     path.write_text(yaml.safe_dump(kubeconfig))
     return path
 

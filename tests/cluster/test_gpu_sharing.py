@@ -18,6 +18,7 @@ import secrets
 import socketserver
 import ssl
 import subprocess
+import tempfile
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,7 +30,7 @@ import redis
 import yaml
 from django.core.wsgi import get_wsgi_application
 from django.utils import timezone
-from kubernetes import client
+from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 from kubernetes.config import kube_config
 
@@ -44,7 +45,7 @@ from kai_portal.workloads.models import Pod
 from tests.kai_examples import GPU_SHARING_EXAMPLES, kai_file
 from tests.portal import factories
 
-from .conftest import REPO, Cluster, Nodes, _has_default_account, pod_body, wait_until
+from .conftest import REPO, Cluster, Nodes, _has_default_account, kubeconfig_for, pod_body, wait_until
 
 pytestmark = pytest.mark.django_db
 
@@ -168,25 +169,9 @@ def _gone(core: client.CoreV1Api, namespace: str, name: str) -> bool:
 # ----- the device plugin's part ----------------------------------------------------------
 
 
-def _account_kubeconfig(cluster: Cluster, namespace: str, account: str) -> dict[str, Any]:
-    """A kubeconfig for a ServiceAccount (token from the TokenRequest API)."""
-    request = client.AuthenticationV1TokenRequest(spec=client.V1TokenRequestSpec(audiences=[],
-                                                                               expiration_seconds=3600))
-    token = cluster.core.create_namespaced_service_account_token(account, namespace, request)
-    admin = yaml.safe_load(cluster.kubeconfig.read_text())
-    entry = admin["clusters"][0]
-    config = {"apiVersion": "v1", "kind": "Config", "clusters": [entry],
-              "users": [{"name": account, "user": {"token": token.status.token}}],
-              "contexts": [{"name": "c", "context": {"cluster": entry["name"], "user": account}}],
-              "current-context": "c"}  # fmt: skip
-    return config
-
-
 def _account_client(cluster: Cluster, namespace: str, account: str) -> client.ApiClient:
-    loader = kube_config.KubeConfigLoader(config_dict=_account_kubeconfig(cluster, namespace, account))
-    configuration = client.Configuration()
-    loader.load_and_set(configuration)
-    return client.ApiClient(configuration)
+    path = Path(tempfile.mkdtemp(prefix="kai-account-")) / "kubeconfig"
+    return config.new_client_from_config(config_file=str(kubeconfig_for(cluster, namespace, account, path)))
 
 
 class DevicePlugin:
@@ -496,9 +481,8 @@ def test_the_reservation_entrypoint_reports_its_gpu_as_its_own_account(
     name = f"gpu-reservation-entrypoint-{secrets.token_hex(3)}"
     body = pod_body(name, "nobody")
     core.create_namespaced_pod(reservation_namespace, body)
-    kubeconfig = tmp_path / "reservation.kubeconfig"
-    config = _account_kubeconfig(cluster, reservation_namespace, sharing.RESERVATION_SERVICE_ACCOUNT)
-    kubeconfig.write_text(yaml.safe_dump(config))
+    account = sharing.RESERVATION_SERVICE_ACCOUNT
+    kubeconfig = kubeconfig_for(cluster, reservation_namespace, account, tmp_path / "reservation.kubeconfig")
     env = {"PATH": "/usr/bin:/bin", "KUBECONFIG": str(kubeconfig), "POD_NAME": name,
            "POD_NAMESPACE": reservation_namespace}  # fmt: skip
     entrypoint = [str(REPO / ".venv" / "bin" / "python"), "-m", "kai_portal.cluster.reservation", "--once"]

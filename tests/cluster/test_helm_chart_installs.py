@@ -30,7 +30,7 @@ from kai_portal.workloads.models import Pod
 from tests.deploy.test_helm_chart import CHART, HELM, REQUIRED
 from tests.portal import factories
 
-from .conftest import Cluster, Nodes, pod_body, wait_until
+from .conftest import Cluster, Nodes, kubeconfig_for, pod_body, wait_until
 
 pytestmark = [
     pytest.mark.django_db,
@@ -76,20 +76,6 @@ def release(cluster: Cluster) -> Iterator[tuple[str, str]]:
     cluster.core.delete_namespace(namespace, propagation_policy="Background")
 
 
-def _kubeconfig_for(cluster: Cluster, namespace: str, account: str, path: Path) -> Path:
-    request = client.AuthenticationV1TokenRequest(spec=client.V1TokenRequestSpec(audiences=[]))
-    token = cluster.core.create_namespaced_service_account_token(account, namespace, request)
-    admin = yaml.safe_load(cluster.kubeconfig.read_text())
-    entry = admin["clusters"][0]
-    path.write_text(yaml.safe_dump({
-        "apiVersion": "v1", "kind": "Config", "clusters": [entry],
-        "users": [{"name": account, "user": {"token": token.status.token}}],
-        "contexts": [{"name": "chart", "context": {"cluster": entry["name"], "user": account}}],
-        "current-context": "chart",
-    }))  # fmt: skip
-    return path
-
-
 def test_the_chart_applies_and_its_service_account_runs_a_full_cycle(
     cluster: Cluster, release: tuple[str, str], namespace: str, scheduler_name: str, nodes: Nodes,
     settings: Any, tmp_path: Path,
@@ -101,7 +87,7 @@ def test_the_chart_applies_and_its_service_account_runs_a_full_cycle(
     assert cluster.can_i("create", "pods", subresource="binding", namespace="x",
                          user=f"system:serviceaccount:{chart_namespace}:{account}")  # fmt: skip
 
-    api = config.new_client_from_config(config_file=str(_kubeconfig_for(
+    api = config.new_client_from_config(config_file=str(kubeconfig_for(
         cluster, chart_namespace, account, tmp_path / "chart.kubeconfig")))  # fmt: skip
     backend = KubernetesBackend(api_client=api, scheduler_name=scheduler_name)
     review = client.AuthenticationV1Api(api).create_self_subject_review(client.V1SelfSubjectReview())
