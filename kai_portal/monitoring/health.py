@@ -43,7 +43,9 @@ def readiness_checks() -> list[Check]:
             logger.warning("readiness: database %s unreachable: %s", alias, error)
             checks.append(Check(f"database:{alias}", False, type(error).__name__))
     try:
-        redis.Redis.from_url(settings.REDIS_URL, socket_connect_timeout=0.5, socket_timeout=1).ping()
+        # Closed after each probe: a probe every few seconds must not pile up connections.
+        with redis.Redis.from_url(settings.REDIS_URL, socket_connect_timeout=0.5, socket_timeout=1) as probe:
+            probe.ping()
         checks.append(Check("redis", True))
     except redis.RedisError as error:
         logger.warning("readiness: redis unreachable (serving degraded): %s", error)
