@@ -1,7 +1,8 @@
 """Fairness audit for portal admins (issue 10): who is starved, who borrows, idle quota, blocked gangs.
 
 Findings come from the GPU usage history (``UsageSample``, one row per queue
-per cycle) and, for head-of-line blocking, from the engine:
+per cycle) and from what the scheduling worker stored after its last cycle (the
+forecast's queue positions and fit checks): a request never runs the engine.
 
 * **starved**: allocated < fair share - ``starved_margin`` while requested >
   allocated, continuously for at least ``starved_minutes``; not when every
@@ -28,17 +29,15 @@ from decimal import Decimal
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Avg, F, Max, Min, Q
+from django.db.models import Avg, Count, F, Max, Min, Q
 from django.utils import timezone
 
-import scheduler
+from kai_portal.cluster.models import Node
 from kai_portal.queues.models import Queue
-from kai_portal.scheduling.forecast import pool_orders
-from kai_portal.scheduling.models import UsageSample
-from kai_portal.scheduling.never_fits import queues_whose_demand_never_fits
-from kai_portal.scheduling.snapshot import build_snapshot
-from kai_portal.workloads.choices import JobState
-from kai_portal.workloads.models import Job
+from kai_portal.scheduling.forecast import UNKNOWN_NEVER_FITS
+from kai_portal.scheduling.models import JobForecast, UsageSample
+from kai_portal.workloads.choices import JobState, PodState, Preemptibility
+from kai_portal.workloads.models import Job, Pod
 
 DEFAULTS: dict[str, float] = {
     "starved_margin": 0.5,  # GPUs below fair share
@@ -161,9 +160,7 @@ def audit(now: datetime | None = None) -> list[Finding]:
         if qid in leaves
     }
     # Demand that can never be placed (bigger than every node, above a limit) is not starvation.
-    hopeless = (
-        queues_whose_demand_never_fits(build_snapshot(now), set(starved_runs)) if starved_runs else set()
-    )
+    hopeless = _queues_whose_demand_never_fits(set(starved_runs)) if starved_runs else set()
     for qid, (since, _last) in starved_runs.items():
         if qid in hopeless:
             continue
@@ -260,110 +257,130 @@ def audit(now: datetime | None = None) -> list[Finding]:
     return findings
 
 
+def _queues_whose_demand_never_fits(queue_ids: set[int]) -> set[int]:
+    """Those of ``queue_ids`` with pending jobs, every one of which the worker's fit check found
+    could never start (too big for every node, above a limit): that demand is no fairness problem.
+
+    A pending job not fit-checked yet counts as one that could start, so the finding stays.
+    """
+    pending = Job.objects.filter(queue_id__in=queue_ids, state=JobState.PENDING)
+    with_demand = set(pending.values_list("queue_id", flat=True))
+    could_start = set(
+        pending.exclude(stored_forecast__unknown=UNKNOWN_NEVER_FITS).values_list("queue_id", flat=True)
+    )
+    return with_demand - could_start
+
+
 def _head_of_line(now: datetime, t: dict[str, float], names: dict[int, str]) -> list[Finding]:
-    """Gangs at the head of their queue that the engine cannot place while smaller jobs wait behind."""
-    inp = build_snapshot(now)
-    index = inp.index
-    pending_rows = {
-        j.pk: j
-        for j in Job.objects.filter(
-            state=JobState.PENDING, pk__in={r.job_id for r in index.jobs.values()}
-        ).only(
-            "pk", "uid", "name", "created_at", "task_count", "min_member", "gpu_count", "queue_id", "priority"
+    """Gangs at the head of their queue that the last cycle could not place while smaller jobs wait behind.
+
+    Read from the forecast the worker stored after the last cycle: a job still pending there
+    was not placed by that cycle, and ``queue_position`` is KAI's job order in its queue.
+    """
+    waited_enough = now - timedelta(minutes=t["blocking_minutes"])
+    heads = (
+        JobForecast.objects.filter(
+            queue_position=1,
+            job__state=JobState.PENDING,
+            job__min_member__gt=1,
+            job__created_at__lte=waited_enough,
         )
-    }
-    if not pending_rows:
-        return []
-    result = scheduler.run_cycle(inp.snapshot, inp.config)
-    engine_jobs = {j.name: j for j in inp.snapshot.jobs}
-    free_by_pool = _free_gpus(inp.snapshot)
+        .select_related("job")
+        .order_by("pool", "cluster_position")
+    )
     out: list[Finding] = []
-    for pool, order in pool_orders(inp).items():
-        by_queue: dict[int, list[str]] = {}
-        for name in order:
-            ref = index.jobs[name]
-            if ref.job_id in pending_rows:
-                by_queue.setdefault(ref.queue_id, []).append(name)
-        for qid, names_in_queue in by_queue.items():
-            head = engine_jobs[names_in_queue[0]]
-            row = pending_rows[index.jobs[head.name].job_id]
-            if head.gang_min <= 1:
-                continue
-            waited = now - row.created_at
-            if waited < timedelta(minutes=t["blocking_minutes"]):
-                continue
-            if result.placed(task.name for task in head.tasks):
-                continue  # the engine places it now
-            need = sum(task.gpu for task in head.tasks[: head.gang_min])
-            behind = [
-                (index.jobs[n].name, sum(t.gpu for t in engine_jobs[n].tasks)) for n in names_in_queue[1:]
-            ]
-            # Jobs behind it in KAI's order that started while it waited: they went around it.
-            behind += [
-                (j.name, float(j.gpu_count * j.task_count))
-                for j in Job.objects.filter(
-                    queue_id=qid, state__in=JobState.active(), started_at__gte=row.created_at
-                ).exclude(pk=row.pk)
-                if (-j.priority, j.created_at) > (-row.priority, row.created_at)
-            ]
-            smaller = [name for name, gpus in behind if gpus < need]
-            if not smaller:
-                continue
-            free, reclaimable = free_by_pool.get(pool, (0.0, 0.0))
-            largest = max(free_by_pool.values(), key=lambda v: v[0] + v[1], default=(0.0, 0.0))
-            out.append(
-                Finding(
-                    queue=names[qid],
-                    kind=BLOCKING,
-                    since=row.created_at,
-                    job_uid=str(row.uid),
-                    evidence={
-                        "job": row.name,
-                        "gang_gpus": need,
-                        "gang_pods": head.gang_min,
-                        "waited_minutes": int(waited.total_seconds() // 60),
-                        "jobs_behind": len(behind),
-                        "smaller_jobs_behind": len(smaller),
-                        "pool": pool,
-                        "pool_free_gpus": free,
-                        "pool_free_after_reclaim": free + reclaimable,
-                    },
-                    summary=(
-                        f"Gang {row.name} ({head.gang_min} pods, "
-                        f"{_gpus(need)}) heads {names[qid]} and has waited "
-                        f"{_span(waited)}; {len(smaller)} smaller job{'s' if len(smaller) != 1 else ''} "
-                        "behind it went ahead of it or are waiting."
-                    ),
-                    action=(
-                        f"The gang needs {_gpus(need)}; the largest "
-                        f"pool has {largest[0] + largest[1]:g} free "
-                        "after reclaim"
-                        + (
-                            ": reduce its size or add nodes."
-                            if largest[0] + largest[1] < need
-                            else ": it can run once preemptible work elsewhere is reclaimed or ends; "
-                            "consider a higher priority for it, or a dedicated pool."
-                        )
-                    ),
-                    details=smaller[:10],
-                )
+    free_by_pool: dict[str, tuple[float, float]] | None = None
+    for forecast in heads:
+        row = forecast.job
+        need = _task_gpus(row) * row.min_member
+        waiting = (
+            JobForecast.objects.filter(job__queue_id=row.queue_id, pool=forecast.pool, queue_position__gt=1)
+            .select_related("job")
+            .order_by("queue_position")
+        )
+        behind = [(f.job.name, _task_gpus(f.job) * f.job.task_count) for f in waiting]
+        # Jobs behind it in KAI's order that started while it waited: they went around it.
+        behind += [
+            (j.name, _task_gpus(j) * j.task_count)
+            for j in Job.objects.filter(
+                queue_id=row.queue_id, state__in=JobState.active(), started_at__gte=row.created_at
+            ).exclude(pk=row.pk)
+            if (-j.priority, j.created_at) > (-row.priority, row.created_at)
+        ]
+        smaller = [name for name, gpus in behind if gpus < need]
+        if not smaller:
+            continue
+        if free_by_pool is None:
+            free_by_pool = _free_gpus()
+        free, reclaimable = free_by_pool.get(forecast.pool, (0.0, 0.0))
+        largest = max(free_by_pool.values(), key=lambda v: v[0] + v[1], default=(0.0, 0.0))
+        waited = now - row.created_at
+        out.append(
+            Finding(
+                queue=names[row.queue_id],
+                kind=BLOCKING,
+                since=row.created_at,
+                job_uid=str(row.uid),
+                evidence={
+                    "job": row.name,
+                    "gang_gpus": need,
+                    "gang_pods": row.min_member,
+                    "waited_minutes": int(waited.total_seconds() // 60),
+                    "jobs_behind": len(behind),
+                    "smaller_jobs_behind": len(smaller),
+                    "pool": forecast.pool,
+                    "pool_free_gpus": free,
+                    "pool_free_after_reclaim": free + reclaimable,
+                },
+                summary=(
+                    f"Gang {row.name} ({row.min_member} pods, "
+                    f"{_gpus(need)}) heads {names[row.queue_id]} and has waited "
+                    f"{_span(waited)}; {len(smaller)} smaller job{'s' if len(smaller) != 1 else ''} "
+                    "behind it went ahead of it or are waiting."
+                ),
+                action=(
+                    f"The gang needs {_gpus(need)}; the largest "
+                    f"pool has {largest[0] + largest[1]:g} free "
+                    "after reclaim"
+                    + (
+                        ": reduce its size or add nodes."
+                        if largest[0] + largest[1] < need
+                        else ": it can run once preemptible work elsewhere is reclaimed or ends; "
+                        "consider a higher priority for it, or a dedicated pool."
+                    )
+                ),
+                details=smaller[:10],
             )
+        )
     return out
 
 
-def _free_gpus(snap: scheduler.Snapshot) -> dict[str, tuple[float, float]]:
+def _task_gpus(job: Job) -> float:
+    """GPUs one task of the job asks for, as the engine counts them (a fraction counts as itself)."""
+    return float(job.gpu_fraction) if job.gpu_fraction is not None else float(job.gpu_count)
+
+
+def _free_gpus() -> dict[str, tuple[float, float]]:
     """Per pool: (free GPUs now, GPUs of running preemptible jobs that reclaim could free)."""
-    capacity: dict[str, float] = {}
-    for n in snap.nodes:
-        if not n.unschedulable:
-            capacity[n.pool] = capacity.get(n.pool, 0.0) + n.gpus
+    capacity = dict(
+        Node.objects.filter(schedulable=True, ready=True)
+        .values("pool__name")
+        .annotate(gpus=Count("gpus"))
+        .values_list("pool__name", "gpus")
+    )
     used: dict[str, float] = {}
     preemptible: dict[str, float] = {}
-    for j in snap.jobs:
-        held = sum(t.gpu for t in j.tasks if t.state != scheduler.TaskState.PENDING)
-        used[j.pool] = used.get(j.pool, 0.0) + held
-        if j.is_preemptible:
-            preemptible[j.pool] = preemptible.get(j.pool, 0.0) + held
+    holding = Pod.objects.filter(
+        node__isnull=False, state__in=[PodState.BOUND, PodState.RUNNING, PodState.RELEASING]
+    )
+    for pool, gpus, fraction, preemptibility, priority in holding.values_list(
+        "node__pool__name", "job__gpu_count", "job__gpu_fraction", "job__preemptibility", "job__priority"
+    ):
+        held = float(fraction) if fraction is not None else float(gpus)
+        used[pool] = used.get(pool, 0.0) + held
+        # KAI: an explicit preemptibility wins, otherwise priority < 100 means preemptible.
+        if preemptibility == Preemptibility.PREEMPTIBLE or (not preemptibility and priority < 100):
+            preemptible[pool] = preemptible.get(pool, 0.0) + held
     return {
         p: (round(max(0.0, c - used.get(p, 0.0)), 2), round(preemptible.get(p, 0.0), 2))
         for p, c in capacity.items()

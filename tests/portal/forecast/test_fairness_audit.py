@@ -9,7 +9,8 @@ import pytest
 from django.test import Client
 from rest_framework.test import APIClient
 
-from kai_portal.scheduling import fairness_audit
+import scheduler
+from kai_portal.scheduling import fairness_audit, forecast_store, snapshot
 from kai_portal.scheduling.models import UsageSample
 from tests.portal import factories
 from tests.portal.forecast.conftest import T0
@@ -105,10 +106,15 @@ def test_a_queue_whose_only_demand_can_never_fit_is_not_starved(department):
     factories.job(q, "too-big", gpu_count=16)
     factories.node("n1", gpus=8)
     samples(q, 60, allocated=0, requested=16, deserved=4, fair_share=4)
+    forecast_store.refresh(T0, budget_s=5)  # the worker's post-cycle fit check
     assert [f for f in fairness_audit.audit(T0) if f.kind == "starved"] == []
 
     # One job that could start makes the same history a starvation finding again.
     factories.job(q, "fits", gpu_count=2)
+    assert [(f.queue, f.kind) for f in fairness_audit.audit(T0) if f.kind == "starved"] == [
+        ("hopeless", "starved")
+    ], "a job the worker has not fit-checked yet counts as one that could start"
+    forecast_store.refresh(T0, budget_s=5)
     assert [(f.queue, f.kind) for f in fairness_audit.audit(T0) if f.kind == "starved"] == [
         ("hopeless", "starved")
     ]
@@ -119,4 +125,26 @@ def test_demand_above_the_queue_limit_is_not_starvation(department):
     factories.node("n1", gpus=8)
     factories.job(q, "over-limit", gpu_count=4)
     samples(q, 60, allocated=0, requested=4, deserved=2, fair_share=2)
+    forecast_store.refresh(T0, budget_s=5)
     assert [f for f in fairness_audit.audit(T0) if f.kind == "starved"] == []
+
+
+def test_the_audit_page_never_runs_the_engine(loop, leaf, portal_admin, monkeypatch):
+    """Large clusters make an engine run take seconds: the page reads what the worker stored."""
+    factories.node("n1", gpus=4)
+    gang = factories.job(leaf, "big-gang", gpu_count=2, task_count=4, min_member=4)
+    factories.job(leaf, "small", gpu_count=1)
+    from kai_portal.workloads.models import Job
+
+    Job.objects.filter(pk=gang.pk).update(created_at=loop.now - timedelta(hours=2))
+    loop.run()
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the fairness audit ran the engine inside a request")
+
+    monkeypatch.setattr(snapshot, "_nodes", refuse)  # every snapshot build goes through it
+    monkeypatch.setattr(scheduler, "run_cycle", refuse)
+    c = Client()
+    c.force_login(portal_admin)
+    page = c.get("/fairness/").content.decode()
+    assert "Head-of-line blocking" in page and "big-gang" in page
