@@ -16,6 +16,7 @@ from datetime import timedelta
 from decimal import Decimal
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import transaction
 
@@ -160,20 +161,28 @@ JOBS: list[dict[str, Any]] = [
 
 
 @transaction.atomic
-def seed() -> None:
-    """Create the demo cluster, teams, users, queue tree and jobs (idempotent)."""
-    _seed_cluster()
+def seed() -> bool:
+    """Create the demo cluster, teams, users, queue tree and jobs (idempotent).
+
+    Against a real cluster (``CLUSTER_BACKEND=kubernetes``) the cluster's own nodes are the
+    truth and a job is real pods, so only the pools, people and queues are made; returns
+    False then (no demo nodes or jobs).
+    """
+    simulated = settings.CLUSTER_BACKEND != "kubernetes"
+    _seed_cluster(with_nodes=simulated)
     users = _seed_people()
     _seed_queues()
-    _seed_jobs(users)
+    if simulated:
+        _seed_jobs(users)
+    return simulated
 
 
-def _seed_cluster() -> None:
+def _seed_cluster(*, with_nodes: bool) -> None:
     for spec in POOLS:
         pool, _ = NodePool.objects.update_or_create(
             name=spec.name, defaults={"description": spec.description, "gpu_sharing": spec.gpu_sharing}
         )
-        for n in range(1, spec.nodes + 1):
+        for n in range(1, spec.nodes + 1) if with_nodes else ():
             node, _ = Node.objects.update_or_create(
                 name=f"{spec.name}-node-{n:02d}",
                 defaults={

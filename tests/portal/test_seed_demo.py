@@ -38,3 +38,15 @@ def test_seed_demo_builds_a_cluster_tree_and_a_job_mix(django_user_model: object
     assert Job.objects.filter(state="pending").exists()
     admin = django_user_model.objects.get(username="admin")  # type: ignore[attr-defined]
     assert admin.is_portal_admin and admin.check_password("admin")
+
+
+def test_seed_demo_against_a_real_cluster_makes_no_nodes_or_jobs(settings: object) -> None:
+    """In kubernetes mode the cluster's nodes are the truth and a job is real pods: demo nodes would be
+    deleted by the first sync and demo jobs would have no pods, so the seed makes only people and queues."""
+    settings.CLUSTER_BACKEND = "kubernetes"  # type: ignore[attr-defined]
+    out = StringIO()
+    call_command("seed_demo", stdout=out)
+    assert "nodes and jobs come from the cluster" in out.getvalue()
+    assert not Node.objects.exists() and not Job.objects.exists()
+    assert Queue.objects.filter(children__isnull=True, team__isnull=False).count() >= 3
+    assert set(NodePool.objects.values_list("name", flat=True)) >= {"default", "h100", "inference"}

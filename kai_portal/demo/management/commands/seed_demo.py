@@ -13,7 +13,12 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         with acting_as(None, "command:seed_demo"):
-            seed()
+            simulated = seed()
+        if not simulated:
+            self.stdout.write(
+                "CLUSTER_BACKEND=kubernetes: made pools, teams, users and queues only; "
+                "nodes and jobs come from the cluster."
+            )
         self.stdout.write(
             "Demo data is in place. Sign in to /admin/ as 'admin' (DEMO_ADMIN_PASSWORD, default admin)."
         )
