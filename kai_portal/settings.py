@@ -13,7 +13,8 @@ Environment variables (all optional unless noted):
 ``DEBUG`` (default off), ``ALLOWED_HOSTS`` (default ``localhost,127.0.0.1``),
 ``CSRF_TRUSTED_ORIGINS`` (comma-separated, default none)
 ``DATABASE_URL`` (default ``sqlite:///<repo>/var/db.sqlite3``; PostgreSQL via
-    ``postgres://user:pass@host:5432/name``), ``DB_CONN_MAX_AGE`` (60 s)
+    ``postgres://user:pass@host:5432/name``), ``DB_CONN_MAX_AGE`` (60 s),
+    ``DB_CONNECT_TIMEOUT`` (PostgreSQL, 5 s)
 ``REDIS_URL`` (default ``redis://127.0.0.1:6379/0``: cache, Celery broker,
     cycle lock), ``CELERY_BROKER_URL`` (defaults to REDIS_URL)
 ``CLUSTER_BACKEND`` (``simulated`` | ``kubernetes``, default simulated),
@@ -157,6 +158,12 @@ SQLITE_OPTIONS = {
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     Path(DATABASES["default"]["NAME"]).parent.mkdir(parents=True, exist_ok=True)
     DATABASES["default"]["OPTIONS"] = {**SQLITE_OPTIONS, **DATABASES["default"].get("OPTIONS", {})}
+elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    # A blackholed or hung database must fail a connection (and /readyz) in seconds, not after the
+    # driver's default of waiting for ever; a ``?connect_timeout=`` in DATABASE_URL still wins.
+    DATABASES["default"].setdefault("OPTIONS", {}).setdefault(
+        "connect_timeout", env_int("DB_CONNECT_TIMEOUT", 5, minimum=1)
+    )
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_USER_MODEL = "accounts.User"

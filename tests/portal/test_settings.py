@@ -112,3 +112,22 @@ def test_management_commands_run_against_the_make_run_database_with_debug(tmp_pa
     assert "1 queue(s) created" in imported.stdout
     exported = _manage(["export_queues"], dev, tmp_path)
     assert exported.returncode == 0 and "name: research" in exported.stdout, exported.stderr
+
+
+def test_a_database_that_never_answers_fails_the_connection_instead_of_hanging(tmp_path: Path) -> None:
+    """A hung database (a host that accepts TCP and then says nothing) must fail a connection within
+    DB_CONNECT_TIMEOUT, so /readyz and a cycle report it instead of waiting for ever."""
+    import socket
+
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)  # the kernel completes the handshake; nobody ever answers the startup packet
+        port = silent.getsockname()[1]
+        result = _manage(
+            ["shell", "-c", "from django.db import connection; connection.ensure_connection()"],
+            {"DATABASE_URL": f"postgres://postgres@127.0.0.1:{port}/kai", "DB_CONNECT_TIMEOUT": "1",
+             "DEBUG": "1"},  # fmt: skip
+            tmp_path,
+        )
+    assert result.returncode != 0
+    assert "timeout expired" in result.stderr, result.stderr[-2000:]
