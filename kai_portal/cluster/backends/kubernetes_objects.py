@@ -124,8 +124,8 @@ def parse_pod(raw: Json, queue_label_keys: Sequence[str], pool_label: str | None
         annotations=annotations,
         resource_version=meta.get("resourceVersion"),
         node_selector=_node_selector(spec, labels, pool_label),
-        tolerations=tuple(_tolerations(spec)),
-        node_affinity=node_affinity(spec),
+        tolerations=tuple(tolerations_of(spec)),
+        node_affinity=node_affinity_of(spec),
     )
 
 
@@ -162,7 +162,7 @@ def _node_selector(spec: Json, labels: Mapping[str, str], pool_label: str | None
     return selector
 
 
-def _tolerations(spec: Json) -> Iterable[dict[str, str]]:
+def tolerations_of(spec: Json) -> Iterable[dict[str, str]]:
     for t in spec.get("tolerations") or []:
         operator = t.get("operator") or "Equal"
         if operator not in ("Equal", "Exists"):
@@ -175,7 +175,7 @@ def _tolerations(spec: Json) -> Iterable[dict[str, str]]:
         }
 
 
-def node_affinity(spec: Json) -> dict[str, list[Any]]:
+def node_affinity_of(spec: Json) -> dict[str, list[Any]]:
     """spec.affinity.nodeAffinity as the portal stores it: {"required": [term, ...],
     "preferred": [{"weight", "expressions"}]}, each term a list of {key, operator, values}.
 
