@@ -188,26 +188,31 @@ def node_affinity_of(spec: Json) -> dict[str, list[Any]]:
         terms = [_term(term) for term in required.get("nodeSelectorTerms") or []]
         # An empty term matches nothing, and so does a required part with no terms.
         out["required"] = [term or MATCHES_NOTHING for term in terms] or [MATCHES_NOTHING]
-    preferred = [
-        {"weight": int(p.get("weight") or 0), "expressions": _term(p.get("preference") or {})}
-        for p in affinity.get("preferredDuringSchedulingIgnoredDuringExecution") or []
-    ]
-    preferred = [p for p in preferred if p["weight"] > 0 and p["expressions"]]
+    preferred: list[dict[str, Any]] = []
+    for p in affinity.get("preferredDuringSchedulingIgnoredDuringExecution") or []:
+        weight = _positive_int(str(p.get("weight") or ""))  # 1..100 on a real API server
+        expressions = _term(p.get("preference") or {})
+        if weight and expressions:
+            preferred.append({"weight": min(weight, 100), "expressions": expressions})
     if preferred:
         out["preferred"] = preferred
     return out
 
 
 def _term(term: Json) -> list[dict[str, Any]]:
-    expressions = [*(term.get("matchExpressions") or [])]
+    def listed(key: str) -> list[Json]:
+        value = term.get(key) if isinstance(term, Mapping) else None
+        return [e for e in value if isinstance(e, Mapping)] if isinstance(value, list) else []
+
+    expressions = listed("matchExpressions")
     expressions += [
-        {**e, "key": HOSTNAME_LABEL} for e in term.get("matchFields") or [] if e.get("key") == "metadata.name"
+        {**e, "key": HOSTNAME_LABEL} for e in listed("matchFields") if e.get("key") == "metadata.name"
     ]
     return [
         {
             "key": str(e.get("key")),
             "operator": e.get("operator"),
-            "values": [str(v) for v in e.get("values") or []],
+            "values": [str(v) for v in e.get("values") or []] if isinstance(e.get("values"), list) else [],
         }
         for e in expressions
         if e.get("key") and e.get("operator") in MATCH_OPERATORS

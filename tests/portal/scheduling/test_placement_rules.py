@@ -10,7 +10,7 @@ import pytest
 from kai_portal.cluster.models import Node
 from kai_portal.scheduling.snapshot import build_snapshot
 from kai_portal.workloads.manifests import ManifestError, submit_manifest
-from kai_portal.workloads.models import Job
+from kai_portal.workloads.models import Job, Pod
 from tests.portal import factories
 
 from .conftest import T0
@@ -46,16 +46,47 @@ def test_a_manifests_selector_tolerations_and_affinity_place_its_pods(loop, node
         {"matchExpressions": [{"key": "disk", "operator": "DoesNotExist"}]}]}}}  # fmt: skip
     submit_manifest(_pod("no-disk", gpus=2, affinity=affinity), portal_admin)
 
-    loop.run()
+    cycle = loop.run()
 
+    assert cycle.status == "succeeded", cycle.error
+    placed = {p.name: (p.node.name if p.node else p.reason) for p in Pod.objects.all()}
     job = Job.objects.get(name="tolerates")
     assert (job.node_selector, job.tolerations) == ({"disk": "ssd"}, [toleration])
-    assert job.pods.get().node.name == "ssd"
-    assert Job.objects.get(name="no-disk").pods.get().node.name == "plain"
+    assert (placed["tolerates-0"], placed["no-disk-0"]) == ("ssd", "plain"), placed
     intolerant = Job.objects.get(name="intolerant").pods.get()
     assert intolerant.node is None
     assert "1 node(s) had untolerated taint {dedicated: ml}" in intolerant.reason
     assert "1 node(s) didn't match Pod's node affinity/selector" in intolerant.reason
+
+
+@pytest.mark.parametrize("spec", [
+    {"nodeSelector": ["disk"]},
+    {"tolerations": {"key": "a"}},
+    {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": [{"key": "a", "operator": "Near"}]}]}}}},
+    {"affinity": {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": ["zone"]}}},
+])  # fmt: skip
+def test_malformed_placement_rules_are_refused_with_a_path_never_a_server_error(
+    nodes, portal_admin, spec: dict[str, Any]
+) -> None:
+    with pytest.raises(ManifestError) as raised:
+        submit_manifest(_pod("bad", **spec), portal_admin)
+
+    assert raised.value.path.startswith("spec.")
+    assert not Job.objects.exists()
+
+
+def test_odd_but_valid_affinity_shapes_are_read_leniently(nodes, portal_admin) -> None:
+    exists = [{"key": "disk", "operator": "Exists"}]
+    term = {"matchFields": {"key": "metadata.name"}, "matchExpressions": exists}
+    heavy = [{"weight": "heavy", "preference": {}}]
+    required = {"nodeSelectorTerms": [term]}
+    affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": required,
+                                 "preferredDuringSchedulingIgnoredDuringExecution": heavy}}  # fmt: skip
+
+    job, _ = submit_manifest(_pod("odd", affinity=affinity), portal_admin)
+
+    assert job.node_affinity == {"required": [[{"key": "disk", "operator": "Exists", "values": []}]]}
 
 
 def test_a_bad_toleration_in_a_manifest_is_refused_at_its_path(nodes, portal_admin) -> None:
