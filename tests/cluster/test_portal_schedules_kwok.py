@@ -24,7 +24,7 @@ from kubernetes.config import kube_config
 
 from kai_portal.cluster import backends
 from kai_portal.cluster.backends.kubernetes import KubernetesBackend
-from kai_portal.cluster.models import Node
+from kai_portal.cluster.models import Node, NodePool
 from kai_portal.scheduling.cycle import run_scheduling_cycle
 from kai_portal.scheduling.lock import LOCK_NAME
 from kai_portal.workloads.models import Job, Pod
@@ -464,3 +464,49 @@ def test_a_gang_whose_pods_appear_over_cycles_waits_for_its_minimum_then_binds_w
 
     placed = [core.read_namespaced_pod(f"gang-{i}", namespace).spec.node_name for i in range(4)]
     assert all(placed), placed
+
+
+def test_preferred_node_affinity_picks_the_preferred_node_among_those_that_fit(
+    cluster: Cluster, portal: KubernetesBackend, namespace: str, scheduler_name: str, nodes: Nodes
+) -> None:
+    """KAI scores Kubernetes' preferred node affinity above its own resource scores (binpack would
+    otherwise pick the busier node)."""
+    core = cluster.core
+    busy = nodes.kwok("busy")
+    preferred = nodes.kwok("preferred", labels={"rack": "a"})
+    labels = {"kai.scheduler/queue": "team-a"}
+    core.create_namespaced_pod(namespace, pod_body("first", scheduler_name, gpus=4, labels=labels,
+                                                   nodeName=busy))  # fmt: skip
+    affinity = {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+        {"weight": 50, "preference": {"matchExpressions": [{"key": "rack", "operator": "In",
+                                                            "values": ["a"]}]}}]}}  # fmt: skip
+    core.create_namespaced_pod(namespace, pod_body("prefers", scheduler_name, gpus=2, labels=labels,
+                                                   affinity=affinity))  # fmt: skip
+    core.create_namespaced_pod(namespace, pod_body("packs", scheduler_name, gpus=2, labels=labels))
+
+    _cycle()
+
+    assert core.read_namespaced_pod("prefers", namespace).spec.node_name == preferred
+    assert core.read_namespaced_pod("packs", namespace).spec.node_name == busy  # binpack, no preference
+
+
+def test_a_pod_labelled_for_a_node_pool_runs_only_there_and_only_from_a_queue_of_that_pool(
+    cluster: Cluster, portal: KubernetesBackend, namespace: str, scheduler_name: str, nodes: Nodes
+) -> None:
+    """KAI's node pools are scheduling shards: a pod labelled kai.scheduler/node-pool=training is
+    scheduled by the training shard, on its nodes, for a queue of that shard."""
+    core = cluster.core
+    nodes.kwok("default-node")
+    training = nodes.kwok("training-node", labels={"kai.scheduler/node-pool": "training"})
+    _cycle()  # the training pool appears with its node
+    pool = NodePool.objects.get(name="training")
+    factories.queue("train-q", node_pool=pool, gpu_quota=8)
+    both = {"kai.scheduler/queue": "train-q", "kai.scheduler/node-pool": "training"}
+    wrong = {"kai.scheduler/queue": "team-a", "kai.scheduler/node-pool": "training"}
+    core.create_namespaced_pod(namespace, pod_body("trains", scheduler_name, gpus=2, labels=both))
+    core.create_namespaced_pod(namespace, pod_body("misfiled", scheduler_name, gpus=2, labels=wrong))
+
+    _cycle()
+
+    assert core.read_namespaced_pod("trains", namespace).spec.node_name == training
+    assert "team-a" in _pending_reason(core, namespace, "misfiled")
