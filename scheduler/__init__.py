@@ -5,6 +5,7 @@ from __future__ import annotations
 from scheduler.cycle import advance, run_cycle, run_rounds
 from scheduler.model import (
     Config,
+    ExternalUsage,
     Job,
     Node,
     Queue,
@@ -21,6 +22,7 @@ __all__ = [
     "CycleResult",
     "Event",
     "Eviction",
+    "ExternalUsage",
     "Job",
     "Node",
     "Queue",

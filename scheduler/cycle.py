@@ -60,11 +60,13 @@ def open_session(
             for task in job.tasks:
                 if bool(task.gpu_devices) == pinned:
                     session.load_task(task, job)
+    session.hold_external()
+    # What other schedulers' pods hold is nobody's fair share (KAI's proportion plugin).
     schedulable = [n for n in nodes if not n.unschedulable]
     session.capacity = {
-        "gpu": float(sum(n.gpus for n in schedulable)),
-        "cpu": float(sum(n.cpu_millis for n in schedulable)),
-        "memory": float(sum(n.memory_mib for n in schedulable)),
+        "gpu": float(sum(max(0, n.gpus - n.external.gpus) for n in schedulable)),
+        "cpu": float(sum(max(0.0, n.cpu_millis - n.external.cpu_millis) for n in schedulable)),
+        "memory": float(sum(max(0.0, n.memory_mib - n.external.memory_mib) for n in schedulable)),
     }
     requested: dict[str, dict[str, float]] = {}
     for job in jobs:

@@ -72,6 +72,24 @@ class PreferredTerm:
     expressions: tuple[MatchExpression, ...] = ()
 
 
+@dataclass(frozen=True)
+class ExternalUsage:
+    """What pods outside this scheduler hold on a node: another scheduler's pods, DaemonSets, static
+    pods. KAI charges every pod on a node to it, whichever scheduler placed it, and leaves what
+    other schedulers' pods hold out of the fair-share capacity (its proportion plugin).
+
+    ``gpus`` are whole devices; which ones is not known (the device plugin chose them), so the
+    session takes that many devices our own tasks do not hold."""
+
+    gpus: int = 0
+    cpu_millis: float = 0.0
+    memory_mib: float = 0.0
+    pods: int = 0
+
+    def __bool__(self) -> bool:
+        return bool(self.gpus or self.cpu_millis or self.memory_mib or self.pods)
+
+
 @dataclass
 class Node:
     name: str
@@ -84,6 +102,8 @@ class Node:
     unschedulable: bool = False
     max_pods: int = 110
     taints: list[Taint] = field(default_factory=list)
+    # Held by pods this scheduler does not manage (never evicted, never moved).
+    external: ExternalUsage = field(default_factory=ExternalUsage)
 
 
 @dataclass

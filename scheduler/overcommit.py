@@ -82,6 +82,18 @@ def _node_problems(
             devices.setdefault((o.node, d), []).append((o.name, share))
             if task.is_fractional:
                 shared.add((o.node, d))
+    # Pods outside the scheduler (Node.external) hold their CPU, memory, slots and whole devices.
+    for node in nodes.values():
+        held = node.external
+        if not held:
+            continue
+        cpu[node.name] = cpu.get(node.name, 0.0) + held.cpu_millis
+        mem[node.name] = mem.get(node.name, 0.0) + held.memory_mib
+        pods[node.name] = pods.get(node.name, 0) + held.pods
+        ours = sum(1 for node_name, _ in devices if node_name == node.name)
+        if held.gpus and ours + held.gpus > node.gpus:
+            out.append(f"{label}: {node.name} uses {ours} GPUs besides {held.gpus} held by other pods "
+                       f"> {node.gpus}")  # fmt: skip
     for (node_name, d), holders in sorted(devices.items()):
         if sum(s for _, s in holders) > 1 + EPS:
             names = ", ".join(n for n, _ in holders)

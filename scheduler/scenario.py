@@ -26,6 +26,7 @@ from scheduler.model import (
     RESOURCES,
     TAINT_EFFECTS,
     Config,
+    ExternalUsage,
     Job,
     MatchExpression,
     Node,
@@ -68,6 +69,7 @@ NODE_KEYS = {
     "unschedulable",
     "max_pods",
     "taints",  # docs/scenario-extensions.md
+    "external",  # docs/scenario-extensions.md
 }
 QUEUE_KEYS = {
     "name",
@@ -297,7 +299,24 @@ def _node(data: Mapping[str, Any], path: str) -> Node:
             _taint(t, f"node {d['name']}.taints[{i}]", path)
             for i, t in enumerate(_list(d.get("taints"), f"node {d['name']}.taints", path))
         ],
+        external=_external(d.get("external"), f"node {d['name']}.external", path),
     )
+
+
+def _external(data: Any, where: str, path: str) -> ExternalUsage:
+    d = _check_keys(data, {"gpus", "cpu_millis", "memory_mib", "pods"}, where, path)
+    try:
+        held = ExternalUsage(
+            gpus=int(d.get("gpus", 0)),
+            cpu_millis=float(d.get("cpu_millis", 0)),
+            memory_mib=float(d.get("memory_mib", 0)),
+            pods=int(d.get("pods", 0)),
+        )
+    except (TypeError, ValueError) as error:
+        raise ScenarioError(f"{path}: {where}: {error}") from error
+    if min(held.gpus, held.cpu_millis, held.memory_mib, held.pods) < 0:
+        raise ScenarioError(f"{path}: {where}: amounts must not be negative")
+    return held
 
 
 def _queue(data: Mapping[str, Any], index: int, path: str) -> Queue:

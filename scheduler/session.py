@@ -313,6 +313,26 @@ class Session:
         if not releasing:  # a releasing pod is no longer charged to its queue
             self._charge_queues(job, charge, +1)
 
+    def hold_external(self) -> None:
+        """Take out of each node what pods outside this scheduler hold (``Node.external``).
+
+        Called once our own tasks are loaded: their devices are known (pinned) or chosen then,
+        and the external whole GPUs take devices none of ours holds, highest index first. They
+        are held like a whole-GPU task that never leaves: no task may share, pipeline onto or
+        reclaim them. A node whose external pods already hold more than it has (an over-committed
+        cluster) just has nothing left."""
+        for ns in self.nodes.values():
+            held = ns.node.external
+            if not held:
+                continue
+            free = [d for d in reversed(ns.devices) if d.is_idle and not d.whole]
+            for d in free[: held.gpus]:
+                d.active = d.memory
+                d.whole = True
+            ns.cpu_idle = clean(ns.cpu_idle - held.cpu_millis)
+            ns.mem_idle = clean(ns.mem_idle - held.memory_mib)
+            ns.pods_idle -= held.pods
+
     def _initial_devices(self, ns: NodeState, task: Task) -> tuple[int, ...]:
         if task.gpu_devices:
             return tuple(i for i in task.gpu_devices if i < len(ns.devices))

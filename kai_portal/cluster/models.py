@@ -46,6 +46,16 @@ class Node(ValidatedModel):
     schedulable = models.BooleanField(default=True, help_text="Off when the node is cordoned.")
     ready = models.BooleanField(default=True)
     labels = models.JSONField(default=dict, blank=True)
+    max_pods = WholeNumberField(default=110, help_text="Allocatable pods (the kubelet's maxPods).")
+    taints = models.JSONField(
+        default=list, blank=True, help_text="Kubernetes taints: a list of {key, value, effect}."
+    )
+    # What pods this scheduler does not manage hold on the node (another scheduler's pods,
+    # DaemonSets, static pods): written by the cluster sync, charged to the node by the engine.
+    external_gpus = WholeNumberField(default=0, help_text="Whole GPUs held by other schedulers' pods.")
+    external_cpu_millicores = WholeNumberField(default=0)
+    external_memory_mib = WholeNumberField(default=0)
+    external_pods = WholeNumberField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

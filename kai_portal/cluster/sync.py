@@ -3,12 +3,21 @@
 The cluster is the source of truth for nodes and pods there:
 
 * nodes: one ``Node`` per observed node (created, updated, deleted), its pool
-  from the pool label, its ``GpuDevice`` rows ``0..gpu_count-1``;
+  from the pool label, its ``GpuDevice`` rows ``0..gpu_count-1``, its taints and
+  pod slots, and what pods of other schedulers hold there (``external_*``);
 * pods: grouped into jobs by their pod group (``JobRef``); a job seen for the
   first time becomes a ``Job`` row with ``cluster_key`` set, in the queue its
   pods name (``default-queue`` when they name none), its gang minimum from the
-  ``kai.scheduler/batch-min-member`` annotation (else 1), capped to the pods
-  seen; each pod's phase, node and GPU devices are copied onto its ``Pod`` row;
+  ``kai.scheduler/batch-min-member`` annotation (else 1) and its pods' placement
+  rules (node selector, tolerations, node affinity); each pod's phase, node, uid
+  and GPU devices are copied onto its ``Pod`` row;
+* the gang minimum is never capped to the pods seen so far: a batch Job whose
+  pods appear over several cycles waits until its minimum exist (KAI: the
+  PodGroup is not ready until minMember pods exist), so ``task_count`` is at
+  least the minimum;
+* a key (namespace/kind/name) is taken by its active job row; a finished row
+  keeps only the pods it had (by uid): a pod deleted and applied again under
+  the same name is a new job;
 * pods naming a queue that does not exist get no rows: ``sync_cluster_state``
   returns KAI's ``QueueDoesNotExist`` Unschedulable events for the pending ones
   (kai-semantics.md §1.1), which the cycle posts with its other events;
@@ -27,6 +36,7 @@ from decimal import Decimal
 from kai_portal.cluster.backends import (
     ClusterState,
     EventType,
+    NodeUsage,
     ObservedNode,
     ObservedPod,
     PodEvent,
@@ -36,6 +46,7 @@ from kai_portal.cluster.models import GpuDevice, Node, NodePool
 from kai_portal.queues.models import Queue
 from kai_portal.workloads import lifecycle
 from kai_portal.workloads.choices import PRIORITY_VALUES, JobState, PodState, PriorityClass
+from kai_portal.workloads.limits import MAX_TASKS
 from kai_portal.workloads.models import Job, Pod
 
 logger = logging.getLogger(__name__)
@@ -62,11 +73,11 @@ def sync_cluster_state(state: ClusterState, now: datetime) -> list[PodEvent]:
     Returns the events to post for pods that got no rows: a pending pod whose
     queue does not exist is told so, as KAI does (``QueueDoesNotExist``).
     """
-    nodes = _sync_nodes(state.nodes)
+    nodes = _sync_nodes(state.nodes, state.external)
     return _sync_pods(state.pods, nodes, now)
 
 
-def _sync_nodes(observed: dict[str, ObservedNode]) -> dict[str, Node]:
+def _sync_nodes(observed: dict[str, ObservedNode], external: dict[str, NodeUsage]) -> dict[str, Node]:
     pools = {p.name: p for p in NodePool.objects.all()}
     rows = {n.name: n for n in Node.objects.all()}
     for name in set(rows) - set(observed):
@@ -82,6 +93,13 @@ def _sync_nodes(observed: dict[str, ObservedNode]) -> dict[str, Node]:
         node.schedulable = not obs.unschedulable and not obs.pressure_conditions
         node.ready = obs.ready
         node.labels = dict(obs.labels)
+        node.max_pods = obs.max_pods
+        node.taints = [{"key": t.key, "value": t.value, "effect": t.effect} for t in obs.taints]
+        held = external.get(name) or NodeUsage()
+        node.external_gpus = held.gpus
+        node.external_cpu_millicores = held.cpu_millis
+        node.external_memory_mib = held.memory_mib
+        node.external_pods = held.pods
         node.save(validate=False)
         rows[name] = node
         devices = {d.index: d for d in node.gpus.all()}
@@ -100,44 +118,26 @@ def _sync_pods(
     by_job: dict[str, list[ObservedPod]] = defaultdict(list)
     for pod in observed.values():
         by_job[pod.job.key].append(pod)
-    jobs = {j.cluster_key: j for j in Job.objects.exclude(cluster_key="").select_related("queue")}
+    jobs = _jobs_by_key(set(by_job))
     queues = {q.name: q for q in Queue.objects.all()}
     seen: set[int] = set()
     touched: set[int] = set()
     events: list[PodEvent] = []
     for key, pods in by_job.items():
-        job = jobs.get(key) or _new_job(key, pods, queues)
-        if job is None:
-            events.extend(_queue_missing(pods))
-            continue
-        touched.add(job.pk)
-        rows = {p.name: p for p in job.pods.all()}
-        next_index = max((p.index for p in rows.values()), default=-1) + 1
-        for obs in sorted(pods, key=lambda p: p.name):
-            row = rows.get(obs.name)
-            if row is None:
-                row = Pod(job=job, index=next_index, name=obs.name)
-                next_index += 1
-            node = nodes.get(obs.node or "")
-            row.state = POD_STATE[obs.status]
-            row.node = node
-            row.releasing_since = obs.deletion_timestamp
-            if row.state == PodState.RUNNING and row.started_at is None:
-                row.started_at = now
-            row.save()
-            seen.add(row.pk)
-            device_ids = list(
-                GpuDevice.objects.filter(node=node, index__in=obs.gpu_devices).values_list("pk", flat=True)
-            ) if node else []  # fmt: skip
-            if sorted(device_ids) != sorted(row.gpu_devices.values_list("pk", flat=True)):
-                row.gpu_devices.set(device_ids)
-        task_count = max(next_index, job.task_count)
-        wanted = _min_member(pods)
-        if wanted is not None and min(wanted, task_count) != job.min_member:
-            # More pods of a batch job seen: the cap to the pods seen rises with them.
-            Job.objects.filter(pk=job.pk).update(task_count=task_count, min_member=min(wanted, task_count))
-        else:
-            Job.objects.filter(pk=job.pk).update(task_count=task_count)
+        job = jobs.get(key)
+        rows = {p.name: p for p in job.pods.all()} if job is not None else {}
+        if job is not None and job.state not in JobState.active():
+            # A finished job keeps the pods it had; any other pod of its key is a new job's
+            # (a row without a uid was written before uids were kept: its name decides).
+            known = {row.uid for row in rows.values() if row.uid}
+            named = {row.name for row in rows.values() if not row.uid}
+            pods = [p for p in by_job[key] if p.uid in known or p.name in named]
+            new = [p for p in by_job[key] if not (p.uid in known or p.name in named)]
+            if new:
+                events.extend(_sync_job(None, {}, new, key, nodes, queues, now, seen, touched))
+            if not pods:
+                continue
+        events.extend(_sync_job(job, rows, pods, key, nodes, queues, now, seen, touched))
     gone = (
         Pod.objects.exclude(job__cluster_key="")
         .exclude(pk__in=seen)
@@ -149,6 +149,70 @@ def _sync_pods(
     )
     lifecycle.refresh_job_states(touched, now)
     return events
+
+
+def _jobs_by_key(keys: set[str]) -> dict[str, Job]:
+    """The row each observed key belongs to: its active job, else its newest finished one.
+
+    Portal-submitted jobs carry the key of the pod group they will create (``<namespace>/PodGroup/<job>``)
+    and are active, so their pods find them here before the cluster has any."""
+    out: dict[str, Job] = {}
+    # All cluster jobs, not an IN over the keys: SQLite caps a query's parameters.
+    rows = Job.objects.exclude(cluster_key="").select_related("queue").order_by("pk")
+    for job in rows.iterator(chunk_size=2000):
+        if job.cluster_key not in keys:
+            continue
+        current = out.get(job.cluster_key)
+        if current is None or job.state in JobState.active() or current.state not in JobState.active():
+            out[job.cluster_key] = job
+    return out
+
+
+def _sync_job(
+    job: Job | None,
+    rows: dict[str, Pod],
+    pods: list[ObservedPod],
+    key: str,
+    nodes: dict[str, Node],
+    queues: dict[str, Queue],
+    now: datetime,
+    seen: set[int],
+    touched: set[int],
+) -> list[PodEvent]:
+    """One job's pods onto its rows (a new job row when ``job`` is None)."""
+    if job is None:
+        job = _new_job(key, pods, queues)
+        if job is None:
+            return _queue_missing(pods)
+    touched.add(job.pk)
+    next_index = max((p.index for p in rows.values()), default=-1) + 1
+    for obs in sorted(pods, key=lambda p: p.name):
+        row = rows.get(obs.name)
+        if row is None:
+            row = Pod(job=job, index=next_index, name=obs.name)
+            next_index += 1
+        node = nodes.get(obs.node or "")
+        row.uid = obs.uid
+        row.state = POD_STATE[obs.status]
+        row.node = node
+        row.releasing_since = obs.deletion_timestamp
+        if row.state == PodState.RUNNING and row.started_at is None:
+            row.started_at = now
+        row.save()
+        seen.add(row.pk)
+        device_ids = list(
+            GpuDevice.objects.filter(node=node, index__in=obs.gpu_devices).values_list("pk", flat=True)
+        ) if node else []  # fmt: skip
+        if sorted(device_ids) != sorted(row.gpu_devices.values_list("pk", flat=True)):
+            row.gpu_devices.set(device_ids)
+    # Never capped to the pods seen: a gang with fewer pods than its minimum waits (NotReady),
+    # as KAI's PodGroup is not ready until minMember pods exist.
+    wanted = _min_member(pods)
+    min_member = job.min_member if wanted is None else wanted
+    task_count = max(next_index, job.task_count, min_member)
+    if (task_count, min_member) != (job.task_count, job.min_member):
+        Job.objects.filter(pk=job.pk).update(task_count=task_count, min_member=min_member)
+    return []
 
 
 def _queue_name(pod: ObservedPod) -> str:
@@ -173,7 +237,7 @@ def _min_member(pods: list[ObservedPod]) -> int | None:
         except ValueError:
             continue
         if value >= 0:
-            return value
+            return min(value, MAX_TASKS)  # more could never exist; the job waits the same
     return None
 
 
@@ -188,6 +252,7 @@ def _new_job(key: str, pods: list[ObservedPod], queues: dict[str, Queue]) -> Job
     )
     gpu = first.gpu
     wanted = _min_member(pods)
+    min_member = 1 if wanted is None else wanted
     job = Job(
         name=first.job.name,
         namespace=first.namespace,
@@ -196,8 +261,8 @@ def _new_job(key: str, pods: list[ObservedPod], queues: dict[str, Queue]) -> Job
         priority_class=priority_class,
         priority=PRIORITY_VALUES[PriorityClass(priority_class)],
         preemptibility=first.preemptibility or "",
-        task_count=len(pods),
-        min_member=min(1 if wanted is None else wanted, len(pods)),
+        task_count=max(len(pods), min_member),
+        min_member=min_member,
         gpu_count=0 if gpu.shared else gpu.whole,
         gpu_fraction=Decimal(str(gpu.fraction)) if gpu.fraction is not None else None,
         gpu_memory_mib=gpu.memory_mib if gpu.fraction is None else None,
@@ -205,6 +270,10 @@ def _new_job(key: str, pods: list[ObservedPod], queues: dict[str, Queue]) -> Job
         cpu_millicores=first.cpu_millis,
         memory_mib=first.memory_mib,
         state=JobState.PENDING,
+        # A pod group's pods share one spec; the first pod's rules are the job's.
+        node_selector=dict(first.node_selector),
+        tolerations=[dict(t) for t in first.tolerations],
+        node_affinity=dict(first.node_affinity),
     )
     job.save(validate=False)
     return job

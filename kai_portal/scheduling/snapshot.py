@@ -26,6 +26,14 @@ from kai_portal.queues.models import Queue
 from kai_portal.scheduling import usage
 from kai_portal.workloads.choices import JobState, PodState, Preemptibility
 from kai_portal.workloads.models import Job, Pod
+from scheduler.model import (
+    MATCH_OPERATORS,
+    TAINT_EFFECTS,
+    MatchExpression,
+    PreferredTerm,
+    Taint,
+    Toleration,
+)
 
 DEFAULT_POOL = "default"
 DEFAULT_GPU_MEMORY_MIB = 81920
@@ -134,14 +142,78 @@ def _nodes(index: SnapshotIndex) -> list[scheduler.Node]:
             pool=row.pool.name,
             labels={str(k): str(v) for k, v in (row.labels or {}).items()},
             unschedulable=not (row.schedulable and row.ready),
+            max_pods=int(row.max_pods),
+            taints=_taints(row.taints),
+            external=scheduler.ExternalUsage(
+                gpus=int(row.external_gpus),
+                cpu_millis=float(row.external_cpu_millicores),
+                memory_mib=float(row.external_memory_mib),
+                pods=int(row.external_pods),
+            ),
         )
         if not node.unschedulable:
-            capacity["gpu"] += node.gpus
-            capacity["cpu"] += node.cpu_millis
-            capacity["memory"] += node.memory_mib
+            # What other schedulers' pods hold is nobody's share (as the engine's pool capacity).
+            capacity["gpu"] += max(0, node.gpus - node.external.gpus)
+            capacity["cpu"] += max(0.0, node.cpu_millis - node.external.cpu_millis)
+            capacity["memory"] += max(0.0, node.memory_mib - node.external.memory_mib)
         out.append(node)
     index.capacity = capacity
     return out
+
+
+def _taints(raw: object) -> list[Taint]:
+    """Node.taints rows ({key, value, effect}) as the engine's; a malformed entry is skipped
+    (the cluster sync writes only valid ones; a hand-edited row must not stop the cycle)."""
+    out = []
+    for t in raw if isinstance(raw, list) else []:
+        if isinstance(t, dict) and t.get("key") and t.get("effect") in TAINT_EFFECTS:
+            out.append(Taint(str(t["key"]), str(t.get("value") or ""), str(t["effect"])))
+    return out
+
+
+Placement = tuple[dict[str, str], list[Toleration], list[tuple[MatchExpression, ...]], list[PreferredTerm]]
+
+
+def _placement(job: Job) -> Placement:
+    """The job's placement rules (Kubernetes' shape in its JSON fields) as engine fields.
+
+    Raises ValueError on a malformed rule: the job is then left out and failed (``unhandled``),
+    never placed without the rule it asked for."""
+    selector = job.node_selector or {}
+    if not isinstance(selector, dict):
+        raise ValueError("node_selector must be a mapping")
+    tolerations = []
+    for t in job.tolerations or []:
+        if not isinstance(t, dict):
+            raise ValueError(f"bad toleration {t!r}")
+        operator = t.get("operator") or "Equal"
+        effect = t.get("effect") or ""
+        if operator not in ("Equal", "Exists") or (effect and effect not in TAINT_EFFECTS):
+            raise ValueError(f"bad toleration {t!r}")
+        tolerations.append(Toleration(str(t.get("key") or ""), operator, str(t.get("value") or ""), effect))
+    affinity = job.node_affinity or {}
+    if not isinstance(affinity, dict):
+        raise ValueError("node_affinity must be a mapping")
+    required = [_expressions(term) for term in affinity.get("required") or []]
+    preferred = [
+        PreferredTerm(int(p["weight"]), _expressions(p["expressions"]))
+        for p in affinity.get("preferred") or []
+    ]
+    return {str(k): str(v) for k, v in selector.items()}, tolerations, required, preferred
+
+
+def _expressions(term: object) -> tuple[MatchExpression, ...]:
+    if not isinstance(term, list) or not all(isinstance(e, dict) for e in term):
+        raise ValueError("a node affinity term must be a list of expressions")
+    out = []
+    for e in term:
+        if e.get("operator") not in MATCH_OPERATORS:
+            raise ValueError(f"bad node affinity operator {e.get('operator')!r}")
+        values = e.get("values") or []
+        if not isinstance(values, list):
+            raise ValueError("node affinity values must be a list")
+        out.append(MatchExpression(str(e["key"]), str(e["operator"]), tuple(str(v) for v in values)))
+    return tuple(out)
 
 
 def _seconds(value: object) -> float | None:
@@ -251,6 +323,7 @@ def _engine_job(
     job: Job, name: str, namespace: str, tasks: list[scheduler.Task], now: datetime
 ) -> scheduler.Job:
     explicit = {Preemptibility.PREEMPTIBLE: True, Preemptibility.NON_PREEMPTIBLE: False}
+    selector, tolerations, required, preferred = _placement(job)
     return scheduler.Job(
         name=name,
         queue=job.queue.name,
@@ -264,6 +337,10 @@ def _engine_job(
         pool=job.node_pool.name if job.node_pool else DEFAULT_POOL,
         stale_s=_age(now, job.stale_since),
         last_eviction_s=_age(now, job.last_evicted_at),
+        node_selector=selector,
+        tolerations=tolerations,
+        node_affinity=required,
+        preferred_node_affinity=preferred,
     )
 
 

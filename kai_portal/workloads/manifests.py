@@ -43,6 +43,12 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from kubernetes.utils import parse_quantity
 
+from kai_portal.cluster.backends.kubernetes_objects import (
+    MATCH_OPERATORS,
+    TAINT_EFFECTS,
+    node_affinity_of,
+    tolerations_of,
+)
 from kai_portal.cluster.models import NodePool
 from kai_portal.core import safe_yaml
 from kai_portal.queues.durations import parse_go_duration
@@ -297,6 +303,7 @@ def _parse(doc: dict[str, Any], user: Any) -> tuple[Job, _Source]:
     _resources(job, containers, containers_path, paths)
     _gpu_sharing(job, annotation, paths)
     _gang(job, kind, spec, annotation, paths)
+    _placement(job, pod_spec, pod_path)
 
     found = annotation(DURATION)
     if found is not None:
@@ -309,6 +316,47 @@ def _parse(doc: dict[str, Any], user: Any) -> tuple[Job, _Source]:
         if problem:
             raise ManifestError(paths["duration"], problem)
     return job, _Source(paths)
+
+
+def _placement(job: Job, pod_spec: dict[str, Any], pod_path: str) -> None:
+    """nodeSelector, tolerations and node affinity, kept in Kubernetes' shape (as the cluster sync
+    keeps them): the engine places the job's pods by them on any backend."""
+    path = f"{pod_path}spec"
+    job.node_selector = _string_map(pod_spec.get("nodeSelector"), f"{path}.nodeSelector")
+    tolerations = pod_spec.get("tolerations") or []
+    if not isinstance(tolerations, list):
+        raise ManifestError(f"{path}.tolerations", "must be a list")
+    for i, t in enumerate(tolerations):
+        where = f"{path}.tolerations[{i}]"
+        t = _mapping(t, where)
+        operator = t.get("operator") or "Equal"
+        if operator not in ("Equal", "Exists"):
+            raise ManifestError(f"{where}.operator", f"must be Equal or Exists (got {_short(operator)})")
+        if t.get("effect") and t.get("effect") not in TAINT_EFFECTS:
+            raise ManifestError(f"{where}.effect", f"must be one of {', '.join(TAINT_EFFECTS)}")
+        if operator == "Equal" and not t.get("key"):
+            raise ManifestError(f"{where}.key", "is required with operator Equal")
+    job.tolerations = list(tolerations_of({"tolerations": tolerations}))
+    affinity = _mapping(pod_spec.get("affinity"), f"{path}.affinity")
+    node_affinity = _mapping(affinity.get("nodeAffinity"), f"{path}.affinity.nodeAffinity")
+    required = _mapping(
+        node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution"),
+        f"{path}.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution",
+    )
+    terms = [*(required.get("nodeSelectorTerms") or []), *(
+        p.get("preference") if isinstance(p, dict) else None
+        for p in node_affinity.get("preferredDuringSchedulingIgnoredDuringExecution") or []
+    )]  # fmt: skip
+    for term in terms:
+        if not isinstance(term, dict):
+            raise ManifestError(f"{path}.affinity.nodeAffinity", "terms must be mappings")
+        for e in term.get("matchExpressions") or []:
+            if not isinstance(e, dict) or e.get("operator") not in MATCH_OPERATORS or not e.get("key"):
+                raise ManifestError(
+                    f"{path}.affinity.nodeAffinity",
+                    f"each expression needs a key and one of {', '.join(MATCH_OPERATORS)} (got {_short(e)})",
+                )
+    job.node_affinity = node_affinity_of(pod_spec)
 
 
 def _name(metadata: dict[str, Any]) -> str:

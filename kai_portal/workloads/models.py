@@ -161,6 +161,14 @@ class Job(ValidatedModel):
         help_text="namespace/kind/name of the pod group in the cluster.",
     )
 
+    # Placement rules of the job's pods, in Kubernetes' shape (jobs found in the cluster, or a
+    # manifest that had them): nodeSelector {label: value}; tolerations [{key, operator, value,
+    # effect}]; node affinity {"required": [[{key, operator, values}], ...] (terms, any one),
+    # "preferred": [{weight, expressions: [...]}]}. Empty: no rule.
+    node_selector = models.JSONField(default=dict, blank=True)
+    tolerations = models.JSONField(default=list, blank=True)
+    node_affinity = models.JSONField(default=dict, blank=True)
+
     # The client's Idempotency-Key of the submission: a retry with the same key (same
     # submitter) gets this job back instead of a duplicate (``submission.submit_once``).
     idempotency_key = models.CharField(max_length=255, blank=True, default="", editable=False)
@@ -314,6 +322,8 @@ class Pod(models.Model):
     job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="pods")
     index = WholeNumberField()
     name = models.CharField(max_length=253)
+    # The cluster pod's uid (Kubernetes backend): a pod re-created under the same name is another pod.
+    uid = models.CharField(max_length=64, blank=True, default="")
     state = models.CharField(max_length=16, choices=PodState.choices, default=PodState.PENDING)
     node = models.ForeignKey(
         "cluster.Node", null=True, blank=True, on_delete=models.SET_NULL, related_name="pods"

@@ -40,6 +40,7 @@ TESTBED = REPO / "deploy" / "k8s-testbed"
 RBAC = REPO / "deploy" / "rbac" / "kai-portal.yaml"
 PORTAL_NAMESPACE, PORTAL_ACCOUNT = "kai-portal", "kai-portal"
 KWOK_ANNOTATION = "kwok.x-k8s.io/node"
+NOT_READY_TAINT = "node.kubernetes.io/not-ready"
 
 
 @dataclass
@@ -210,10 +211,10 @@ class Nodes:
 
     def make(self, base: str, gpus: int = 8, labels: dict[str, str] | None = None, *,
              annotations: dict[str, str] | None = None, spec: dict[str, Any] | None = None,
-             conditions: list[dict[str, str]] | None = None) -> str:  # fmt: skip
+             conditions: list[dict[str, str]] | None = None, pods: int = 110) -> str:  # fmt: skip
         """A node object; without the KWOK annotation nothing updates its status."""
         name = self.name(base)
-        resources = {"nvidia.com/gpu": str(gpus), "cpu": "64", "memory": "512Gi", "pods": "110"}
+        resources = {"nvidia.com/gpu": str(gpus), "cpu": "64", "memory": "512Gi", "pods": str(pods)}
         body = {
             "apiVersion": "v1",
             "kind": "Node",
@@ -224,8 +225,16 @@ class Nodes:
                        "conditions": [{"type": "Ready", "status": "True"}] if conditions is None
                                      else conditions},
         }  # fmt: skip
-        self.core.create_node(body)
+        created = self.core.create_node(body)
         self.made.append(name)
+        # The TaintNodesByCondition admission plugin puts node.kubernetes.io/not-ready:NoSchedule on
+        # every new node, and in a cluster the node-lifecycle controller takes it off once the node
+        # is Ready. The testbed runs no such controller, so it is taken off here (the node's
+        # readiness is still what KWOK or the test reports); the portal honours taints (issue 16).
+        taints = [t for t in created.spec.taints or [] if t.key != NOT_READY_TAINT]
+        if len(taints) != len(created.spec.taints or []):
+            kept = [{"key": t.key, "value": t.value or "", "effect": t.effect} for t in taints]
+            self.core.patch_node(name, {"spec": {"taints": kept or None}})
         return name
 
     def delete_all(self) -> None:

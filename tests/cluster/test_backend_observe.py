@@ -140,9 +140,79 @@ def test_second_observe_follows_a_watch_instead_of_relisting(
     assert set(second.pods) == {(namespace, "second")}
     assert {first_node, second_node} <= set(second.nodes)
     assert [c.get("watch") for c in pods.calls] == [None, True]  # one list, then one watch
-    assert pods.calls[0]["field_selector"] == f"spec.schedulerName={scheduler_name}"
+    # Every pod, not only ours: other schedulers' pods hold room on their nodes (issue 16).
+    assert "field_selector" not in pods.calls[0] and "field_selector" not in pods.calls[1]
     assert pods.calls[1]["resource_version"] == first.pod_resource_version
-    assert pods.calls[1]["field_selector"] == f"spec.schedulerName={scheduler_name}"
     assert [c.get("watch") for c in node_calls.calls] == [None, True]
     assert int(second.pod_resource_version or 0) > int(first.pod_resource_version or 0)
 
+
+
+def test_taints_and_a_pods_placement_rules_are_parsed(
+    cluster: Cluster, namespace: str, nodes: Nodes, scheduler_name: str, backend: KubernetesBackend
+) -> None:
+    """What KAI's predicates read: node taints, the pod's tolerations, nodeSelector, node affinity
+    (required and preferred) and KAI's node-pool label on the pod."""
+    tainted = nodes.make("tainted", spec={"taints": [
+        {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"},
+        {"key": "spot", "effect": "PreferNoSchedule"}]})  # fmt: skip
+    affinity = {"nodeAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+            {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a", "b"]}]},
+            {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [tainted]}]}]},
+        "preferredDuringSchedulingIgnoredDuringExecution": [
+            {"weight": 20,
+             "preference": {"matchExpressions": [{"key": "rack", "operator": "Exists"}]}}]}}  # fmt: skip
+    cluster.core.create_namespaced_pod(namespace, pod_body(
+        "rules", scheduler_name, labels={"kai.scheduler/node-pool": "training"},
+        nodeSelector={"disk": "ssd"}, affinity=affinity,
+        tolerations=[{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
+                     {"key": "spot", "value": "yes"}]))  # fmt: skip
+
+    state = backend.observe()
+
+    node = state.nodes[tainted]
+    assert [(t.key, t.value, t.effect) for t in node.taints] == [
+        ("nvidia.com/gpu", "present", "NoSchedule"), ("spot", "", "PreferNoSchedule")]  # fmt: skip
+    pod = state.pods[namespace, "rules"]
+    assert pod.node_selector == {"disk": "ssd", "kai.scheduler/node-pool": "training"}
+    # The DefaultTolerationSeconds admission plugin adds its not-ready / unreachable ones after ours.
+    assert pod.tolerations[:2] == (
+        {"key": "nvidia.com/gpu", "operator": "Exists", "value": "", "effect": "NoSchedule"},
+        {"key": "spot", "operator": "Equal", "value": "yes", "effect": ""})  # fmt: skip
+    assert pod.node_affinity == {
+        "required": [[{"key": "zone", "operator": "In", "values": ["a", "b"]}],
+                     [{"key": "kubernetes.io/hostname", "operator": "In", "values": [tainted]}]],
+        "preferred": [{"weight": 20,
+                       "expressions": [{"key": "rack", "operator": "Exists", "values": []}]}]}  # fmt: skip
+
+
+def test_other_schedulers_pods_are_charged_to_their_nodes_and_nothing_else_is_kept(
+    cluster: Cluster, namespace: str, nodes: Nodes, scheduler_name: str, backend: KubernetesBackend
+) -> None:
+    """KAI charges every bound, unfinished pod on a node to it, whichever scheduler placed it."""
+    core = cluster.core
+    node = nodes.kwok("shared")
+    empty = nodes.kwok("empty")
+    requests = {"cpu": "1500m", "memory": "1Gi"}
+    core.create_namespaced_pod(namespace, pod_body("theirs", "default-scheduler", gpus=3, requests=requests,
+                                                   nodeName=node))  # fmt: skip
+    core.create_namespaced_pod(namespace, pod_body("daemon", "default-scheduler", requests={"cpu": "100m"},
+                                                   nodeName=node))  # fmt: skip
+    core.create_namespaced_pod(namespace, pod_body("waiting", "default-scheduler", gpus=8))  # never bound
+    core.create_namespaced_pod(namespace, pod_body("done", "default-scheduler", gpus=8, nodeName=empty))
+    backend.observe()
+    core.patch_namespaced_pod_status("done", namespace, {"status": {"phase": "Succeeded"}})
+
+    def usage() -> Any:
+        held = backend.observe().external
+        return held if held.get(node) and held[node].pods == 2 and empty not in held else None
+
+    held = wait_until(usage, "the watch to show both bound pods and the finished one gone")
+
+    mine = held[node]
+    assert (mine.gpus, mine.cpu_millis, mine.memory_mib, mine.pods) == (3, 1600, 1024, 2)
+    assert not any(key[0] == namespace for key in backend.observe().pods)  # never ours to bind or evict
+    core.delete_namespaced_pod("theirs", namespace, grace_period_seconds=0)
+    wait_until(lambda: backend.observe().external[node].pods == 1, "the deleted pod to free its room")
+    assert backend.observe().external[node].gpus == 0

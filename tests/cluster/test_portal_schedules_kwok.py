@@ -24,6 +24,7 @@ from kubernetes.config import kube_config
 
 from kai_portal.cluster import backends
 from kai_portal.cluster.backends.kubernetes import KubernetesBackend
+from kai_portal.cluster.models import Node, NodePool
 from kai_portal.scheduling.cycle import run_scheduling_cycle
 from kai_portal.scheduling.lock import LOCK_NAME
 from kai_portal.workloads.models import Job, Pod
@@ -170,7 +171,6 @@ def test_one_cycle_binds_what_fits_and_explains_what_cannot_and_never_binds_twic
     assert Pod.objects.get(name="fits").state == "running"
 
 
-@pytest.mark.xfail(strict=True, reason="issue 16: the backend charges only its own pods to nodes")
 def test_a_node_shared_with_another_schedulers_pod_is_not_over_committed(
     cluster: Cluster, portal: KubernetesBackend, namespace: str, scheduler_name: str, nodes: Nodes
 ) -> None:
@@ -186,9 +186,18 @@ def test_a_node_shared_with_another_schedulers_pod_is_not_over_committed(
     labels = {"kai.scheduler/queue": "team-a"}
     core.create_namespaced_pod(namespace, pod_body("ours", scheduler_name, gpus=4, labels=labels))
 
+    core.create_namespaced_pod(namespace, pod_body("fits", scheduler_name, gpus=2, labels=labels))
+
     _cycle()
 
     assert core.read_namespaced_pod("ours", namespace).spec.node_name is None  # 8 - 6 < 4
+    fits = core.read_namespaced_pod("fits", namespace)
+    assert fits.spec.node_name == node  # the 2 GPUs the other pod left
+    assert Pod.objects.get(name="ours").reason.endswith("didn't have enough resources: GPUs.")
+    # Their pod is never ours: no binding, eviction or event touches it.
+    assert not [e for e in core.list_namespaced_event(namespace).items if e.involved_object.name == "theirs"]
+    row = Node.objects.get(name=node)
+    assert (row.external_gpus, row.external_pods, row.gpus.count()) == (6, 1, 8)  # devices kept
 
 
 def _bound_within(core: client.CoreV1Api, namespace: str, pod: str, cycles: int = 6) -> str | None:
@@ -201,9 +210,6 @@ def _bound_within(core: client.CoreV1Api, namespace: str, pod: str, cycles: int 
     return None
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "issue 16: kai_portal/cluster/sync.py keys cluster jobs by namespace/kind/name, so the re-created "
-    "pod joins the finished Job row of the deleted one and is never scheduled"))
 def test_a_pod_deleted_and_applied_again_under_the_same_name_is_bound(
     cluster: Cluster, portal: KubernetesBackend, namespace: str, scheduler_name: str, nodes: Nodes
 ) -> None:
@@ -219,6 +225,10 @@ def test_a_pod_deleted_and_applied_again_under_the_same_name_is_bound(
     core.create_namespaced_pod(namespace, body)
 
     assert _bound_within(core, namespace, "again"), "the re-created pod was never bound"
+    # Two jobs of one key: the finished one keeps its pod, the new pod is a new job.
+    first, second = Job.objects.filter(cluster_key=f"{namespace}/Pod/again").order_by("pk")
+    assert first.state == "failed" and second.state in ("running", "pending")
+    assert first.pods.get().uid != second.pods.get().uid
 
 
 def test_the_job_controllers_replacement_for_a_failed_pod_is_bound(
@@ -317,3 +327,186 @@ def test_a_pod_whose_node_was_deleted_is_never_bound_again(
     events = core.list_namespaced_event(namespace).items
     assert [e.reason for e in events if e.involved_object.name == "orphan"] == ["Scheduled"]
     assert core.read_namespaced_pod("orphan", namespace).spec.node_name == doomed
+
+
+def _pending_reason(core: client.CoreV1Api, namespace: str, pod: str) -> str:
+    """The PodScheduled=False message the portal wrote on a waiting pod (as kube-scheduler does)."""
+    read = core.read_namespaced_pod(pod, namespace)
+    assert read.spec.node_name is None, f"{pod} was bound to {read.spec.node_name}"
+    [condition] = [c for c in read.status.conditions or [] if c.type == "PodScheduled"]
+    assert (condition.status, condition.reason) == ("False", "Unschedulable")
+    return str(condition.message)
+
+
+def test_a_tainted_gpu_node_takes_only_pods_that_tolerate_its_taint(
+    cluster: Cluster, portal: KubernetesBackend, namespace: str, scheduler_name: str, nodes: Nodes
+) -> None:
+    """KAI runs kube-scheduler's TaintToleration filter: a NoSchedule taint keeps every pod that
+    does not tolerate it off the node."""
+    core = cluster.core
+    taint = {"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}
+    tainted = nodes.kwok("tainted", spec={"taints": [taint]})
+    nodes.kwok("cpu-only", gpus=0)
+    labels = {"kai.scheduler/queue": "team-a"}
+    tolerations = [{"key": "dedicated", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"}]
+    core.create_namespaced_pod(namespace, pod_body("tolerates", scheduler_name, gpus=2, labels=labels,
+                                                   tolerations=tolerations))  # fmt: skip
+    core.create_namespaced_pod(namespace, pod_body("intolerant", scheduler_name, gpus=2, labels=labels))
+
+    _cycle()
+
+    assert core.read_namespaced_pod("tolerates", namespace).spec.node_name == tainted
+    reason = _pending_reason(core, namespace, "intolerant")
+    assert "1 node(s) had untolerated taint {dedicated: gpu}" in reason
+    # The DefaultTolerationSeconds admission plugin adds its not-ready / unreachable ones after ours.
+    assert Job.objects.get(cluster_key=f"{namespace}/Pod/tolerates").tolerations[0] == (
+        {"key": "dedicated", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"})  # fmt: skip
+
+
+def test_the_control_plane_node_and_its_taint_get_no_pods(
+    cluster: Cluster, portal: KubernetesBackend, namespace: str, scheduler_name: str, nodes: Nodes
+) -> None:
+    """A control-plane node carries node-role.kubernetes.io/control-plane:NoSchedule. CPU-only pods
+    would prefer it (it has no GPUs); the taint keeps them on the worker."""
+    core = cluster.core
+    control = nodes.kwok("control-plane", gpus=0, labels={"node-role.kubernetes.io/control-plane": ""},
+                         spec={"taints": [{"key": "node-role.kubernetes.io/control-plane",
+                                           "effect": "NoSchedule"}]})  # fmt: skip
+    worker = nodes.kwok("worker")
+    labels = {"kai.scheduler/queue": "team-a"}
+    for name in ("cpu-a", "cpu-b"):
+        core.create_namespaced_pod(namespace, pod_body(name, scheduler_name, labels=labels,
+                                                       requests={"cpu": "1"}))  # fmt: skip
+
+    _cycle()
+
+    placed = {core.read_namespaced_pod(n, namespace).spec.node_name for n in ("cpu-a", "cpu-b")}
+    assert placed == {worker}
+    assert Node.objects.get(name=control).taints == [
+        {"key": "node-role.kubernetes.io/control-plane", "value": "", "effect": "NoSchedule"}]  # fmt: skip
+
+
+def test_a_pods_node_selector_and_required_affinity_keep_it_on_matching_nodes(
+    cluster: Cluster, portal: KubernetesBackend, namespace: str, scheduler_name: str, nodes: Nodes
+) -> None:
+    """KAI runs kube-scheduler's NodeAffinity filter: nodeSelector and required node affinity."""
+    core = cluster.core
+    matching = nodes.kwok("x", labels={"accelerator": "x"})
+    nodes.kwok("other", labels={"accelerator": "y"})
+    labels = {"kai.scheduler/queue": "team-a"}
+    affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": "accelerator", "operator": "In", "values": ["x"]}]}]}}}  # fmt: skip
+    core.create_namespaced_pod(namespace, pod_body("selector", scheduler_name, gpus=4, labels=labels,
+                                                   nodeSelector={"accelerator": "x"}))  # fmt: skip
+    core.create_namespaced_pod(namespace, pod_body("affinity", scheduler_name, gpus=4, labels=labels,
+                                                   affinity=affinity))  # fmt: skip
+    _cycle()
+    # x is full now; the other node is empty but does not match.
+    core.create_namespaced_pod(namespace, pod_body("no-room", scheduler_name, gpus=1, labels=labels,
+                                                   nodeSelector={"accelerator": "x"}))  # fmt: skip
+
+    _cycle()
+
+    for name in ("selector", "affinity"):
+        assert core.read_namespaced_pod(name, namespace).spec.node_name == matching
+    reason = _pending_reason(core, namespace, "no-room")
+    assert "1 node(s) didn't match Pod's node affinity/selector" in reason
+
+
+def test_a_nodes_max_pods_is_respected(
+    cluster: Cluster, portal: KubernetesBackend, namespace: str, scheduler_name: str, nodes: Nodes
+) -> None:
+    """A node takes no more pods than its allocatable pods (the kubelet's maxPods), other
+    schedulers' pods included."""
+    core = cluster.core
+    small = nodes.kwok("small", pods=3)
+    core.create_namespaced_pod(namespace, pod_body("theirs", "default-scheduler", nodeName=small))
+    labels = {"kai.scheduler/queue": "team-a"}
+    for i in range(3):
+        core.create_namespaced_pod(namespace, pod_body(f"p-{i}", scheduler_name, gpus=1, labels=labels))
+
+    _cycle()
+
+    bound = [i for i in range(3) if core.read_namespaced_pod(f"p-{i}", namespace).spec.node_name == small]
+    assert len(bound) == 2  # 3 slots, one taken by their pod
+    [waiting] = {0, 1, 2} - set(bound)
+    assert "pod number exceeded" in _pending_reason(core, namespace, f"p-{waiting}")
+
+
+def test_a_gang_whose_pods_appear_over_cycles_waits_for_its_minimum_then_binds_whole(
+    cluster: Cluster, portal: KubernetesBackend, namespace: str, scheduler_name: str, nodes: Nodes
+) -> None:
+    """KAI: a PodGroup is not ready for scheduling until minMember pods exist; a gang of 4 whose
+    first 2 pods fit is never bound 2 of 4."""
+    core = cluster.core
+    nodes.kwok("gpu-a")
+    nodes.kwok("gpu-b")
+    labels = {"kai.scheduler/queue": "team-a"}
+    annotations = {"pod-group-name": "gang", "kai.scheduler/batch-min-member": "4"}
+
+    def create(name: str) -> None:
+        core.create_namespaced_pod(namespace, pod_body(name, scheduler_name, gpus=3, labels=labels,
+                                                       annotations=annotations))  # fmt: skip
+
+    create("gang-0")
+    create("gang-1")
+    _cycle()
+    _cycle()
+
+    assert "Waiting for 4 pods, currently 2 exist" in _pending_reason(core, namespace, "gang-0")
+    assert core.read_namespaced_pod("gang-1", namespace).spec.node_name is None
+    row = Job.objects.get(cluster_key=f"{namespace}/PodGroup/gang")
+    assert (row.min_member, row.task_count, row.state) == (4, 4, "pending")
+
+    create("gang-2")
+    create("gang-3")
+    _cycle()
+
+    placed = [core.read_namespaced_pod(f"gang-{i}", namespace).spec.node_name for i in range(4)]
+    assert all(placed), placed
+
+
+def test_preferred_node_affinity_picks_the_preferred_node_among_those_that_fit(
+    cluster: Cluster, portal: KubernetesBackend, namespace: str, scheduler_name: str, nodes: Nodes
+) -> None:
+    """KAI scores Kubernetes' preferred node affinity above its own resource scores (binpack would
+    otherwise pick the busier node)."""
+    core = cluster.core
+    busy = nodes.kwok("busy")
+    preferred = nodes.kwok("preferred", labels={"rack": "a"})
+    labels = {"kai.scheduler/queue": "team-a"}
+    core.create_namespaced_pod(namespace, pod_body("first", scheduler_name, gpus=4, labels=labels,
+                                                   nodeName=busy))  # fmt: skip
+    affinity = {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+        {"weight": 50, "preference": {"matchExpressions": [{"key": "rack", "operator": "In",
+                                                            "values": ["a"]}]}}]}}  # fmt: skip
+    core.create_namespaced_pod(namespace, pod_body("prefers", scheduler_name, gpus=2, labels=labels,
+                                                   affinity=affinity))  # fmt: skip
+    core.create_namespaced_pod(namespace, pod_body("packs", scheduler_name, gpus=2, labels=labels))
+
+    _cycle()
+
+    assert core.read_namespaced_pod("prefers", namespace).spec.node_name == preferred
+    assert core.read_namespaced_pod("packs", namespace).spec.node_name == busy  # binpack, no preference
+
+
+def test_a_pod_labelled_for_a_node_pool_runs_only_there_and_only_from_a_queue_of_that_pool(
+    cluster: Cluster, portal: KubernetesBackend, namespace: str, scheduler_name: str, nodes: Nodes
+) -> None:
+    """KAI's node pools are scheduling shards: a pod labelled kai.scheduler/node-pool=training is
+    scheduled by the training shard, on its nodes, for a queue of that shard."""
+    core = cluster.core
+    nodes.kwok("default-node")
+    training = nodes.kwok("training-node", labels={"kai.scheduler/node-pool": "training"})
+    _cycle()  # the training pool appears with its node
+    pool = NodePool.objects.get(name="training")
+    factories.queue("train-q", node_pool=pool, gpu_quota=8)
+    both = {"kai.scheduler/queue": "train-q", "kai.scheduler/node-pool": "training"}
+    wrong = {"kai.scheduler/queue": "team-a", "kai.scheduler/node-pool": "training"}
+    core.create_namespaced_pod(namespace, pod_body("trains", scheduler_name, gpus=2, labels=both))
+    core.create_namespaced_pod(namespace, pod_body("misfiled", scheduler_name, gpus=2, labels=wrong))
+
+    _cycle()
+
+    assert core.read_namespaced_pod("trains", namespace).spec.node_name == training
+    assert "team-a" in _pending_reason(core, namespace, "misfiled")

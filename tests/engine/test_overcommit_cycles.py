@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from scheduler import Config, Job, Node, Queue, QueueResource, Snapshot, Task, TaskState, run_cycle
 from scheduler.gang import meets_minimum
-from scheduler.model import SubGroup
+from scheduler.model import ExternalUsage, SubGroup
 from scheduler.overcommit import problems
 from scheduler.result import CycleResult
 
@@ -38,17 +38,24 @@ class World:
 
 @st.composite
 def worlds(draw: st.DrawFn) -> World:
-    nodes = [
-        Node(
+    nodes = []
+    for i in range(draw(st.integers(1, 3))):
+        gpus = draw(st.sampled_from([0, 2, 4, 4, 8]))
+        # Pods of other schedulers on the node (issue 16): never handed out, never evicted.
+        external = ExternalUsage(
+            gpus=draw(st.integers(0, gpus // 2)),
+            cpu_millis=draw(st.sampled_from([0, 0, 1000])),
+            pods=draw(st.integers(0, 1)),
+        )
+        nodes.append(Node(
             f"n{i}",
-            gpus=draw(st.sampled_from([0, 2, 4, 4, 8])),
+            gpus=gpus,
             gpu_memory_mib=1000,
             cpu_millis=draw(st.sampled_from([4000, 64000])),
             max_pods=draw(st.integers(2, 8)),
             unschedulable=i > 0 and draw(st.integers(0, 9)) == 0,
-        )
-        for i in range(draw(st.integers(1, 3)))
-    ]
+            external=external,
+        ))  # fmt: skip
     queues = [Queue("root", resources={"gpu": QueueResource(-1, draw(st.sampled_from([-1, 8])), 1)})]
     for i in range(draw(st.integers(1, 3))):
         queues.append(

@@ -34,6 +34,15 @@ class TaskStatus(enum.StrEnum):
 
 
 @dataclass(frozen=True)
+class NodeTaint:
+    """A node taint (spec.taints): NoSchedule, PreferNoSchedule or NoExecute."""
+
+    key: str
+    value: str
+    effect: str
+
+
+@dataclass(frozen=True)
 class ObservedNode:
     """One node as the scheduler needs it."""
 
@@ -54,6 +63,7 @@ class ObservedNode:
     memory_mib: int
     max_pods: int
     resource_version: str | None = None
+    taints: tuple[NodeTaint, ...] = ()
 
     @property
     def schedulable(self) -> bool:
@@ -119,10 +129,48 @@ class ObservedPod:
     labels: dict[str, str]
     annotations: dict[str, str]
     resource_version: str | None = None
+    # Placement rules, in Kubernetes' shape as the portal stores them (``Job.node_selector``,
+    # ``tolerations``, ``node_affinity``): plain JSON, so the loop keeps them without converting.
+    node_selector: dict[str, str] = field(default_factory=dict)
+    tolerations: tuple[dict[str, str], ...] = ()
+    node_affinity: dict[str, list[object]] = field(default_factory=dict)
 
     @property
     def key(self) -> tuple[str, str]:
         return (self.namespace, self.name)
+
+
+@dataclass(frozen=True)
+class ForeignPod:
+    """A pod another scheduler placed (or a DaemonSet's, a static pod): only what it holds.
+
+    KAI charges every pod on a node to the node, whichever scheduler placed it. Such pods are
+    never bound, evicted or given events; only their node and requests are kept."""
+
+    namespace: str
+    name: str
+    node: str
+    gpus: int  # whole nvidia.com/gpu
+    cpu_millis: int
+    memory_mib: int
+
+
+@dataclass(frozen=True)
+class NodeUsage:
+    """The sum of what foreign pods hold on one node."""
+
+    gpus: int = 0
+    cpu_millis: int = 0
+    memory_mib: int = 0
+    pods: int = 0
+
+    def plus(self, pod: ForeignPod) -> NodeUsage:
+        return NodeUsage(
+            self.gpus + pod.gpus,
+            self.cpu_millis + pod.cpu_millis,
+            self.memory_mib + pod.memory_mib,
+            self.pods + 1,
+        )
 
 
 @dataclass(frozen=True)
@@ -133,6 +181,8 @@ class ClusterState:
     pods: dict[tuple[str, str], ObservedPod]
     node_resource_version: str | None = None
     pod_resource_version: str | None = None
+    # Node name -> what pods we do not schedule hold there (nodes without any are left out).
+    external: dict[str, NodeUsage] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

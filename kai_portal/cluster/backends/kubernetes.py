@@ -1,10 +1,13 @@
 """The Kubernetes cluster backend, on the official `kubernetes` client.
 
-Observation: the first observe() lists nodes and our pods (field selector
-`spec.schedulerName=<ours>`, paged) and keeps each list's resourceVersion;
-later calls open a short watch from that version and apply the deltas to a
-cached state, so a cycle never re-lists a large cluster. A 410 Gone (the
-version was compacted away) falls back to a fresh list.
+Observation: the first observe() lists nodes and all pods (paged) and keeps
+each list's resourceVersion; later calls open a short watch from that version
+and apply the deltas to a cached state, so a cycle never re-lists a large
+cluster. A 410 Gone (the version was compacted away) falls back to a fresh
+list. Pods naming our scheduler are parsed in full; of every other pod only
+its node and requests are kept while it is bound and not finished
+(`ForeignPod`): KAI charges every pod on a node to it, whichever scheduler
+placed it, and those pods are never bound, evicted or given events.
 
 Writes, each caught on its own so one bad pod never stops the others:
 - bind: POST pods/<pod>/binding. The chosen GPU devices travel as annotations
@@ -50,6 +53,8 @@ from .base import (
     ClusterState,
     EventType,
     Evict,
+    ForeignPod,
+    NodeUsage,
     ObservedNode,
     ObservedPod,
     OperationResult,
@@ -57,7 +62,13 @@ from .base import (
     PodSpecRequest,
     TaskStatus,
 )
-from .gpu_sharing import GpuSharing, GpuSharingUnavailable
+from .gpu_sharing import (
+    RESERVATION_APP,
+    RESERVATION_APP_LABEL,
+    RESERVED_BY_LABEL,
+    GpuSharing,
+    GpuSharingUnavailable,
+)
 from .kubernetes_objects import (
     BATCH_MIN_MEMBER_ANNOTATION,
     GPU_DEVICES_ANNOTATION,
@@ -68,6 +79,7 @@ from .kubernetes_objects import (
     POD_GROUP_ANNOTATION,
     PREEMPTIBILITY_LABEL,
     PRIORITY_CLASS_LABEL,
+    parse_foreign_pod,
     parse_node,
     parse_pod,
 )
@@ -108,6 +120,10 @@ class KubernetesBackend:
         self.gpu_sharing = gpu_sharing or GpuSharing(self.core, scheduler_name=scheduler_name)
         self._nodes: dict[str, ObservedNode] = {}
         self._pods: dict[tuple[str, str], ObservedPod] = {}
+        # Bound, unfinished pods of other schedulers: what they hold on their nodes.
+        self._foreign: dict[tuple[str, str], ForeignPod] = {}
+        # Our own reservation pods (gpu_sharing.py) are no foreign load: the engine models their room.
+        self._own_reservations = {RESERVATION_APP_LABEL: RESERVATION_APP, RESERVED_BY_LABEL: scheduler_name}
         self._node_rv: str | None = None
         self._pod_rv: str | None = None
         # (namespace, kind, name, type, reason, message) -> (event name, count)
@@ -120,20 +136,21 @@ class KubernetesBackend:
     # ----- observe -------------------------------------------------------
 
     def observe(self) -> ClusterState:
-        """Return nodes and our pods; lists once, then follows watches."""
+        """Return nodes, our pods and what other pods hold; lists once, then follows watches."""
         self._node_rv = self._sync(self._node_rv, self._list_nodes, self.core.list_node, self._apply_node)
         self._pod_rv = self._sync(
-            self._pod_rv,
-            self._list_pods,
-            self.core.list_pod_for_all_namespaces,
-            self._apply_pod,
-            field_selector=self._pod_selector,
+            self._pod_rv, self._list_pods, self.core.list_pod_for_all_namespaces, self._apply_pod
         )
+        external: dict[str, NodeUsage] = {}
+        for pod in self._foreign.values():
+            if pod.node in self._nodes:  # a deleted node's pods go with it
+                external[pod.node] = external.get(pod.node, NodeUsage()).plus(pod)
         return ClusterState(
             nodes=dict(self._nodes),
             pods={key: pod for key, pod in self._pods.items() if not self._orphaned(pod)},
             node_resource_version=self._node_rv,
             pod_resource_version=self._pod_rv,
+            external=external,
         )
 
     def _orphaned(self, pod: ObservedPod) -> bool:
@@ -145,10 +162,6 @@ class KubernetesBackend:
         """
         finished = pod.status in (TaskStatus.SUCCEEDED, TaskStatus.FAILED)
         return bool(pod.node) and pod.node not in self._nodes and not finished
-
-    @property
-    def _pod_selector(self) -> str:
-        return f"spec.schedulerName={self.scheduler_name}"
 
     def _sync(
         self,
@@ -204,11 +217,12 @@ class KubernetesBackend:
         return resource_version
 
     def _list_pods(self) -> str | None:
-        items, resource_version = self._list_all(
-            self.core.list_pod_for_all_namespaces, field_selector=self._pod_selector
-        )
+        # Every pod, not only ours (no field selector): other schedulers' pods hold room too.
+        items, resource_version = self._list_all(self.core.list_pod_for_all_namespaces)
         pods = (self._parse_pod(item) for item in items if self._is_ours(item))
         self._pods = {pod.key: pod for pod in pods}
+        foreign = (self._parse_foreign(item) for item in items if not self._is_ours(item))
+        self._foreign = {(f.namespace, f.name): f for f in foreign if f is not None}
         return resource_version
 
     def _list_all(self, list_call: Callable[..., Any], **selectors: str) -> tuple[list[Any], str | None]:
@@ -235,6 +249,13 @@ class KubernetesBackend:
 
     def _apply_pod(self, event_type: str, raw: dict[str, Any]) -> None:
         if not self._is_ours(raw):
+            meta = raw.get("metadata") or {}
+            key = (meta.get("namespace", ""), meta.get("name", ""))
+            foreign = self._parse_foreign(raw) if event_type != "DELETED" else None
+            if foreign is None:
+                self._foreign.pop(key, None)  # gone, finished or not bound: holds nothing
+            else:
+                self._foreign[key] = foreign
             return
         pod = self._parse_pod(raw)
         if event_type == "DELETED":
@@ -242,8 +263,11 @@ class KubernetesBackend:
         else:
             self._pods[pod.key] = pod
 
+    def _parse_foreign(self, raw: dict[str, Any]) -> ForeignPod | None:
+        return parse_foreign_pod(raw, ignore=self._own_reservations)
+
     def _parse_pod(self, raw: dict[str, Any]) -> ObservedPod:
-        pod = parse_pod(raw, self.queue_label_keys)
+        pod = parse_pod(raw, self.queue_label_keys, self.pool_label)
         owner = _job_owner(raw)
         if owner is None or (pod.queue and BATCH_MIN_MEMBER_ANNOTATION in pod.annotations):
             return pod
@@ -271,8 +295,8 @@ class KubernetesBackend:
         return self._job_owners[uid]
 
     def _is_ours(self, raw: dict[str, Any]) -> bool:
-        # The server filters by field selector already; this guards a server or
-        # proxy that ignores it, since binding another scheduler's pod is harmful.
+        # Only these pods are ever bound, evicted or given events (binding another
+        # scheduler's pod is harmful); every other pod is a ForeignPod.
         return bool((raw.get("spec") or {}).get("schedulerName") == self.scheduler_name)
 
     # ----- apply ---------------------------------------------------------

@@ -15,7 +15,7 @@ from typing import Any
 
 from kubernetes.utils import parse_quantity
 
-from .base import GpuRequest, JobRef, ObservedNode, ObservedPod, TaskStatus
+from .base import ForeignPod, GpuRequest, JobRef, NodeTaint, ObservedNode, ObservedPod, TaskStatus
 
 GPU_RESOURCE = "nvidia.com/gpu"
 GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
@@ -32,6 +32,11 @@ PREEMPTIBILITY_LABEL = "kai.scheduler/preemptibility"
 # Written by this backend at bind time (see kubernetes.py): the devices chosen.
 GPU_DEVICES_ANNOTATION = "kai.scheduler/gpu-devices"
 
+TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+MATCH_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+# A required term that matches no node: Kubernetes' reading of a term with no requirements.
+MATCHES_NOTHING = [{"key": HOSTNAME_LABEL, "operator": "In", "values": []}]
 PRESSURE_CONDITIONS = ("MemoryPressure", "DiskPressure", "PIDPressure", "NetworkUnavailable")
 MIB = 2**20
 Json = Mapping[str, Any]
@@ -57,6 +62,11 @@ def parse_node(raw: Json, pool_label: str) -> ObservedNode:
         memory_mib=int(_quantity(allocatable.get("memory")) // MIB),
         max_pods=int(_quantity(allocatable.get("pods"))),
         resource_version=meta.get("resourceVersion"),
+        taints=tuple(
+            NodeTaint(str(t.get("key") or ""), str(t.get("value") or ""), str(t.get("effect")))
+            for t in (raw.get("spec") or {}).get("taints") or []
+            if t.get("key") and t.get("effect") in TAINT_EFFECTS
+        ),
     )
 
 
@@ -78,8 +88,11 @@ def gpu_memory_from_label(value: str | None) -> int | None:
     return rounded if rounded > 0 else None
 
 
-def parse_pod(raw: Json, queue_label_keys: Sequence[str]) -> ObservedPod:
-    """Parse a Pod object."""
+def parse_pod(raw: Json, queue_label_keys: Sequence[str], pool_label: str | None = None) -> ObservedPod:
+    """Parse a Pod object.
+
+    KAI's node-pool label on the pod (``pool_label``) names the shard the pod asks for; the
+    engine reads that as a node selector on the pool label, so it is added to the selector."""
     meta = raw.get("metadata") or {}
     spec = raw.get("spec") or {}
     status = raw.get("status") or {}
@@ -110,7 +123,100 @@ def parse_pod(raw: Json, queue_label_keys: Sequence[str]) -> ObservedPod:
         labels=labels,
         annotations=annotations,
         resource_version=meta.get("resourceVersion"),
+        node_selector=_node_selector(spec, labels, pool_label),
+        tolerations=tuple(tolerations_of(spec)),
+        node_affinity=node_affinity_of(spec),
     )
+
+
+def parse_foreign_pod(raw: Json, ignore: Mapping[str, str] | None = None) -> ForeignPod | None:
+    """What a pod of another scheduler holds on its node; None when it holds nothing.
+
+    A pod holds its requests from binding until it finishes (Succeeded / Failed) or is gone;
+    a terminating pod still holds them. Pods carrying every label of ``ignore`` are left out
+    (our own reservation pods, whose room the engine models itself)."""
+    meta = raw.get("metadata") or {}
+    spec = raw.get("spec") or {}
+    node = spec.get("nodeName")
+    phase = (raw.get("status") or {}).get("phase")
+    if not node or phase in ("Succeeded", "Failed"):
+        return None
+    labels = meta.get("labels") or {}
+    if ignore and all(labels.get(k) == v for k, v in ignore.items()):
+        return None
+    cpu, memory = _pod_cpu_memory(spec)
+    return ForeignPod(
+        namespace=meta.get("namespace", ""),
+        name=meta.get("name", ""),
+        node=str(node),
+        gpus=sum(int(_quantity(_resources(c).get(GPU_RESOURCE))) for c in spec.get("containers") or []),
+        cpu_millis=math.ceil(cpu * 1000),
+        memory_mib=math.ceil(memory / MIB),
+    )
+
+
+def _node_selector(spec: Json, labels: Mapping[str, str], pool_label: str | None) -> dict[str, str]:
+    selector = {str(k): str(v) for k, v in (spec.get("nodeSelector") or {}).items()}
+    if pool_label and labels.get(pool_label) and pool_label not in selector:
+        selector[pool_label] = str(labels[pool_label])
+    return selector
+
+
+def tolerations_of(spec: Json) -> Iterable[dict[str, str]]:
+    for t in spec.get("tolerations") or []:
+        operator = t.get("operator") or "Equal"
+        if operator not in ("Equal", "Exists"):
+            continue  # the API server refuses others; never guess what one would mean
+        yield {
+            "key": str(t.get("key") or ""),
+            "operator": operator,
+            "value": str(t.get("value") or "") if operator == "Equal" else "",
+            "effect": str(t.get("effect") or ""),
+        }
+
+
+def node_affinity_of(spec: Json) -> dict[str, list[Any]]:
+    """spec.affinity.nodeAffinity as the portal stores it: {"required": [term, ...],
+    "preferred": [{"weight", "expressions"}]}, each term a list of {key, operator, values}.
+
+    A node matches the required part when it matches every expression of one term. ``matchFields``
+    (only ``metadata.name`` exists) reads as the hostname label, which names the node."""
+    affinity = (spec.get("affinity") or {}).get("nodeAffinity") or {}
+    out: dict[str, list[Any]] = {}
+    required = affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
+    if required is not None:
+        terms = [_term(term) for term in required.get("nodeSelectorTerms") or []]
+        # An empty term matches nothing, and so does a required part with no terms.
+        out["required"] = [term or MATCHES_NOTHING for term in terms] or [MATCHES_NOTHING]
+    preferred: list[dict[str, Any]] = []
+    for p in affinity.get("preferredDuringSchedulingIgnoredDuringExecution") or []:
+        weight = _positive_int(str(p.get("weight") or ""))  # 1..100 on a real API server
+        expressions = _term(p.get("preference") or {})
+        if weight and expressions:
+            preferred.append({"weight": min(weight, 100), "expressions": expressions})
+    if preferred:
+        out["preferred"] = preferred
+    return out
+
+
+def _term(term: Json) -> list[dict[str, Any]]:
+    def listed(key: str) -> list[Json]:
+        value = term.get(key) if isinstance(term, Mapping) else None
+        return [e for e in value if isinstance(e, Mapping)] if isinstance(value, list) else []
+
+    expressions = listed("matchExpressions")
+    expressions += [
+        {**e, "key": HOSTNAME_LABEL} for e in listed("matchFields") if e.get("key") == "metadata.name"
+    ]
+    return [
+        {
+            "key": str(e.get("key")),
+            "operator": e.get("operator"),
+            "values": [str(v) for v in e.get("values") or []] if isinstance(e.get("values"), list) else [],
+        }
+        for e in expressions
+        if e.get("key") and e.get("operator") in MATCH_OPERATORS
+    ]
 
 
 def _default_priority(meta: Json) -> str | None:

@@ -53,13 +53,18 @@ def test_batch_min_member_sets_the_gang_minimum(
     assert Job.objects.get(cluster_key="team-a/Pod/plain").min_member == 1
 
 
-def test_batch_min_member_is_capped_to_the_pods_seen_and_rises_with_them(
+def test_batch_min_member_is_never_capped_to_the_pods_seen_so_the_gang_waits_for_them(
     loop, team_queue, core: client.CoreV1Api, backend: KubernetesBackend
 ):
-    _batch_pod(core, "train-0", "3")  # no node: the pods stay pending
+    """KAI: a PodGroup is not ready for scheduling until minMember pods exist (issue 16)."""
+    make_node(core, "gpu-1", gpus=8)
+    _batch_pod(core, "train-0", "3")
     loop.run(backend=backend)
     job = Job.objects.get(cluster_key="team-a/PodGroup/train")
-    assert (job.task_count, job.min_member) == (1, 1)
+    assert (job.task_count, job.min_member) == (3, 3)
+    pod = Pod.objects.get(name="train-0")
+    assert pod.state == "pending" and pod.node is None
+    assert "Waiting for 3 pods, currently 1 exist" in job.message + pod.reason
 
     _batch_pod(core, "train-1", "3")
     _batch_pod(core, "train-2", "3")

@@ -76,3 +76,16 @@ def test_query_count_does_not_grow_with_nodes(
     client = client_for("member")
     with django_assert_max_num_queries(10):
         assert client.get("/cluster/nodes/").status_code == 200
+
+
+def test_a_nodes_taints_and_other_schedulers_pods_are_shown(world: dict, client_for: Any) -> None:
+    """Issue 16: what another scheduler's pods hold on a node, and its taints, as the engine sees them."""
+    Node.objects.filter(name="gpu-node-1").update(
+        external_gpus=6, external_pods=2, external_cpu_millicores=1500, external_memory_mib=1024,
+        taints=[{"key": "dedicated", "value": "ml", "effect": "NoSchedule"}],
+    )  # fmt: skip
+
+    html = client_for("member").get("/cluster/nodes/").content.decode()
+
+    assert "other schedulers' pods: 2 pods, 6 GPUs, 1500m CPU, 1024 MiB" in html
+    assert "<code>dedicated=ml:NoSchedule</code>" in html
