@@ -119,6 +119,10 @@ class ObservedPod:
     labels: dict[str, str]
     annotations: dict[str, str]
     resource_version: str | None = None
+    # The pod group's gang minimum from its owner or PodGroup (None: the pods' own annotation, else 1)
+    min_member: int | None = None
+    # The numeric priority of priority_class in this cluster (None: the portal's built-in value)
+    priority: int | None = None
 
     @property
     def key(self) -> tuple[str, str]:

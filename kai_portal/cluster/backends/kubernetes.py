@@ -19,9 +19,15 @@ Writes, each caught on its own so one bad pod never stops the others:
   PATCH pods/<pod>/status, as kube-scheduler and KAI write it, so cluster
   autoscalers and `kubectl describe pod` see why it waits. Written when the
   message changes, not every cycle.
-- batch Jobs: a pod a Job owns takes the Job's `kai.scheduler/batch-min-member`
-  annotation and queue label when it has none of its own (KAI reads both from
-  the owner); each Job is read once (GET, cached by uid).
+- pod groups (owners.py): a pod's job is the pod group KAI's pod-grouper would
+  make, from its top owner (ownerReferences followed with GETs, each owner read
+  once and cached by uid): queue label, gang minimum, priority class and
+  preemptibility come from the owners. A pod naming a KAI `PodGroup`
+  (scheduling.run.ai/v2alpha2, listed and watched when the CRD exists) takes that
+  object's spec instead. Priorities are the values of the cluster's
+  PriorityClasses (listed and watched), KAI's built-in classes (train 50,
+  build-preemptible 75, build 100, inference 125) standing in for any the
+  cluster lacks, as if KAI's chart had installed them.
 - events: core/v1 Events (involvedObject, reason, message, type,
   source.component, first/lastTimestamp, count). That is what client-go's
   classic recorder writes and what `kubectl describe pod` and
@@ -59,7 +65,6 @@ from .base import (
 )
 from .gpu_sharing import GpuSharing, GpuSharingUnavailable
 from .kubernetes_objects import (
-    BATCH_MIN_MEMBER_ANNOTATION,
     GPU_DEVICES_ANNOTATION,
     GPU_FRACTION_ANNOTATION,
     GPU_MEMORY_ANNOTATION,
@@ -71,11 +76,14 @@ from .kubernetes_objects import (
     parse_node,
     parse_pod,
 )
+from .owners import CUSTOM_OWNERS, Grouping, Json, api_group, group_pod
+from .pod_groups import PodGroupSpec, PriorityClasses, finish_pod, parse_pod_group
 
 GPU_FRACTION_GRANTED_ANNOTATION = "kai.scheduler/gpu-fraction"
 # Set on every pod the portal creates; cancel() finds a job's pods by it.
 PORTAL_JOB_LABEL = "kai.scheduler/portal-job"
 POD_GROUP_API_VERSION = "scheduling.run.ai/v2alpha2"
+POD_GROUP_API = ("scheduling.run.ai", "v2alpha2", "podgroups")
 LIST_PAGE_SIZE = 500
 EVENT_CACHE_LIMIT = 10_000
 UNSCHEDULABLE = "Unschedulable"
@@ -99,6 +107,9 @@ class KubernetesBackend:
         self.api_client = api_client or _load_api_client()
         self.core = client.CoreV1Api(self.api_client)
         self.batch = client.BatchV1Api(self.api_client)
+        self.apps = client.AppsV1Api(self.api_client)
+        self.scheduling = client.SchedulingV1Api(self.api_client)
+        self.custom = client.CustomObjectsApi(self.api_client)
         self.scheduler_name = scheduler_name
         self.queue_label_keys = tuple(queue_label_keys)
         self.pool_label = pool_label
@@ -112,8 +123,14 @@ class KubernetesBackend:
         self._pod_rv: str | None = None
         # (namespace, kind, name, type, reason, message) -> (event name, count)
         self._recent_events: dict[tuple[str, ...], tuple[str, int]] = {}
-        # Job uid -> (batch-min-member, queue) read from the Job object
-        self._job_owners: dict[str, tuple[str | None, str | None]] = {}
+        # Owner uid -> the owner object as read (apiVersion, kind, metadata, spec, status)
+        self._owners: dict[str, Json] = {}
+        # Each pod as parsed with the pod group its owners give it; _pods is the finished view.
+        self._grouped: dict[tuple[str, str], tuple[ObservedPod, Grouping]] = {}
+        self._pod_groups: dict[tuple[str, str], PodGroupSpec] = {}
+        self._pod_group_rv: str | None = None
+        self._priority_classes = PriorityClasses()
+        self._priority_class_rv: str | None = None
         # (namespace, pod, uid) -> the Unschedulable message last written to its PodScheduled condition
         self._unschedulable: dict[tuple[str, str, str], str] = {}
 
@@ -129,6 +146,9 @@ class KubernetesBackend:
             self._apply_pod,
             field_selector=self._pod_selector,
         )
+        settings_changed = self._follow_settings()
+        if settings_changed:
+            self._pods = {key: self._finish(*grouped) for key, grouped in self._grouped.items()}
         return ClusterState(
             nodes=dict(self._nodes),
             pods={key: pod for key, pod in self._pods.items() if not self._orphaned(pod)},
@@ -207,8 +227,12 @@ class KubernetesBackend:
         items, resource_version = self._list_all(
             self.core.list_pod_for_all_namespaces, field_selector=self._pod_selector
         )
-        pods = (self._parse_pod(item) for item in items if self._is_ours(item))
-        self._pods = {pod.key: pod for pod in pods}
+        self._grouped = {}
+        for item in items:
+            if self._is_ours(item):
+                pod, grouping = self._parse_pod(item)
+                self._grouped[pod.key] = (pod, grouping)
+        self._pods = {key: self._finish(*grouped) for key, grouped in self._grouped.items()}
         return resource_version
 
     def _list_all(self, list_call: Callable[..., Any], **selectors: str) -> tuple[list[Any], str | None]:
@@ -236,39 +260,124 @@ class KubernetesBackend:
     def _apply_pod(self, event_type: str, raw: dict[str, Any]) -> None:
         if not self._is_ours(raw):
             return
-        pod = self._parse_pod(raw)
         if event_type == "DELETED":
-            self._pods.pop(pod.key, None)
-        else:
-            self._pods[pod.key] = pod
+            meta = raw.get("metadata") or {}
+            key = (meta.get("namespace", ""), meta.get("name", ""))
+            self._grouped.pop(key, None)
+            self._pods.pop(key, None)
+            return
+        pod, grouping = self._parse_pod(raw)
+        self._grouped[pod.key] = (pod, grouping)
+        self._pods[pod.key] = self._finish(pod, grouping)
 
-    def _parse_pod(self, raw: dict[str, Any]) -> ObservedPod:
+    def _parse_pod(self, raw: dict[str, Any]) -> tuple[ObservedPod, Grouping]:
+        """The pod, its spec.priority (set by admission from its class), and its pod group."""
         pod = parse_pod(raw, self.queue_label_keys)
-        owner = _job_owner(raw)
-        if owner is None or (pod.queue and BATCH_MIN_MEMBER_ANNOTATION in pod.annotations):
-            return pod
-        min_member, queue = self._job_settings(pod.namespace, owner)
-        annotations = pod.annotations
-        if min_member is not None and BATCH_MIN_MEMBER_ANNOTATION not in annotations:
-            annotations = {**annotations, BATCH_MIN_MEMBER_ANNOTATION: min_member}
-        return replace(pod, annotations=annotations, queue=pod.queue or queue)
+        priority = (raw.get("spec") or {}).get("priority")
+        if isinstance(priority, int) and not isinstance(priority, bool):
+            pod = replace(pod, priority=priority)
+        return pod, group_pod(raw, self.queue_label_keys, self._read_owner)
 
-    def _job_settings(self, namespace: str, owner: tuple[str, str]) -> tuple[str | None, str | None]:
-        """The owning Job's batch-min-member annotation and queue label, read once per Job."""
-        name, uid = owner
-        if uid not in self._job_owners:
-            try:
-                # Raw JSON (a urllib3 response) like the lists: cheaper than the client's models.
-                response: Any = self.batch.read_namespaced_job(name, namespace, _preload_content=False)
-                meta = json.loads(response.data).get("metadata") or {}
-            except CALL_ERRORS:
-                return None, None  # gone or unreadable: the pod's own settings stand; retried next time
-            labels = meta.get("labels") or {}
-            queue = next((labels[k] for k in self.queue_label_keys if labels.get(k)), None)
-            self._job_owners[uid] = ((meta.get("annotations") or {}).get(BATCH_MIN_MEMBER_ANNOTATION), queue)
-            if len(self._job_owners) > EVENT_CACHE_LIMIT:
-                self._job_owners.pop(next(iter(self._job_owners)))
-        return self._job_owners[uid]
+    def _finish(self, pod: ObservedPod, grouping: Grouping) -> ObservedPod:
+        return finish_pod(pod, grouping, self._pod_groups, self._priority_classes)
+
+    def _read_owner(self, namespace: str, ref: Json) -> Json | None:
+        """An owner object, read once per uid; None when it cannot be read (retried next time).
+
+        Core, apps and batch kinds go through their typed clients; the CRD kinds KAI groups
+        (owners.CUSTOM_OWNERS) through CustomObjectsApi on the reference's group/version.
+        """
+        uid = str(ref.get("uid") or "")
+        if uid and uid in self._owners:
+            return self._owners[uid]
+        api_version, kind, name = str(ref.get("apiVersion", "")), str(ref["kind"]), str(ref["name"])
+        group, _, version = api_version.rpartition("/")
+        typed: dict[tuple[str, str], Callable[..., Any]] = {
+            ("", "Pod"): self.core.read_namespaced_pod,
+            ("apps", "ReplicaSet"): self.apps.read_namespaced_replica_set,
+            ("apps", "Deployment"): self.apps.read_namespaced_deployment,
+            ("apps", "StatefulSet"): self.apps.read_namespaced_stateful_set,
+            ("batch", "Job"): self.batch.read_namespaced_job,
+            ("batch", "CronJob"): self.batch.read_namespaced_cron_job,
+        }
+        try:
+            # Raw JSON (a urllib3 response) like the lists: cheaper than the client's models.
+            if (group, kind) in typed:
+                response: Any = typed[group, kind](name, namespace, _preload_content=False)
+            elif (group, kind) in CUSTOM_OWNERS:
+                plural = CUSTOM_OWNERS[group, kind]
+                response = self.custom.get_namespaced_custom_object(
+                    group, version, namespace, plural, name, _preload_content=False
+                )
+            else:
+                return None
+            raw = json.loads(response.data)
+        except CALL_ERRORS:
+            return None  # refused, gone or unreachable: grouping stops at the last owner read
+        meta = raw.get("metadata") or {}
+        owner: Json = {
+            "apiVersion": api_version,
+            "kind": kind,
+            "metadata": {k: meta.get(k) for k in ("name", "uid", "labels", "annotations", "ownerReferences")},
+            # Only the kinds whose grouping reads their spec keep it (a pod template is large).
+            "spec": raw.get("spec") if api_group(api_version) not in ("", "apps") else {},
+            "status": {},
+        }
+        if uid:
+            if len(self._owners) >= EVENT_CACHE_LIMIT:
+                self._owners.pop(next(iter(self._owners)))
+            self._owners[uid] = owner
+        return owner
+
+    def _follow_settings(self) -> bool:
+        """List, then watch, PodGroups and PriorityClasses; True when either changed.
+
+        Neither may fail a cycle: without the PodGroup CRD (a cluster without KAI) or
+        without the right to read them, pods keep the settings their owners give them,
+        and the next cycle lists again.
+        """
+        before = (len(self._pod_groups), self._pod_group_rv, self._priority_class_rv)
+        group, version, plural = POD_GROUP_API
+        list_pod_groups = partial(self.custom.list_cluster_custom_object, group, version, plural)
+        try:
+            self._pod_group_rv = self._sync(
+                self._pod_group_rv, self._list_pod_groups, list_pod_groups, self._apply_pod_group
+            )
+        except CALL_ERRORS:
+            self._pod_groups, self._pod_group_rv = {}, None
+        try:
+            self._priority_class_rv = self._sync(
+                self._priority_class_rv,
+                self._list_priority_classes,
+                self.scheduling.list_priority_class,
+                self._apply_priority_class,
+            )
+        except CALL_ERRORS:
+            self._priority_classes, self._priority_class_rv = PriorityClasses(), None
+        return before != (len(self._pod_groups), self._pod_group_rv, self._priority_class_rv)
+
+    def _list_pod_groups(self) -> str | None:
+        group, version, plural = POD_GROUP_API
+        items, resource_version = self._list_all(
+            partial(self.custom.list_cluster_custom_object, group, version, plural)
+        )
+        self._pod_groups = dict(parse_pod_group(item) for item in items)
+        return resource_version
+
+    def _apply_pod_group(self, event_type: str, raw: dict[str, Any]) -> None:
+        key, spec = parse_pod_group(raw)
+        if event_type == "DELETED":
+            self._pod_groups.pop(key, None)
+        else:
+            self._pod_groups[key] = spec
+
+    def _list_priority_classes(self) -> str | None:
+        items, resource_version = self._list_all(self.scheduling.list_priority_class)
+        self._priority_classes = PriorityClasses.from_items(items)
+        return resource_version
+
+    def _apply_priority_class(self, event_type: str, raw: dict[str, Any]) -> None:
+        self._priority_classes = self._priority_classes.changed(event_type, raw)
 
     def _is_ours(self, raw: dict[str, Any]) -> bool:
         # The server filters by field selector already; this guards a server or
@@ -534,14 +643,6 @@ def _load_api_client() -> client.ApiClient:
     except config.ConfigException:
         config.load_kube_config()
     return client.ApiClient()
-
-
-def _job_owner(raw: dict[str, Any]) -> tuple[str, str] | None:
-    """(name, uid) of the batch/v1 Job controlling the pod, if one does."""
-    for ref in (raw.get("metadata") or {}).get("ownerReferences") or []:
-        if ref.get("kind") == "Job" and ref.get("apiVersion") == "batch/v1" and ref.get("controller"):
-            return ref.get("name", ""), ref.get("uid", "")
-    return None
 
 
 def _container(request: PodSpecRequest) -> dict[str, Any]:
