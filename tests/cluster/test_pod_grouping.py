@@ -17,6 +17,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from kai_portal.cluster.backends.kubernetes import POD_GROUP_API, KubernetesBackend
 from kai_portal.workloads.models import Job, Pod
 
 from .conftest import REPO, Cluster, Nodes, pod_body, wait_until
@@ -220,3 +221,35 @@ def test_priorities_are_the_clusters_priorityclass_values_and_order_the_queue(
     flagged = rows["urgent-but-preemptible"]
     assert (flagged.priority, flagged.is_preemptible) == (1000, True)
     assert (rows["unknown-class"].priority_class, rows["unknown-class"].priority) == ("train", 50)
+
+
+def test_podgroups_and_priorityclasses_made_after_the_first_list_are_followed(
+    cluster: Cluster, namespace: str, scheduler_name: str, backend: KubernetesBackend, podgroup_crd: None
+) -> None:
+    """KAI's scheduler follows PodGroups and PriorityClasses through informers; the portal's
+    watches (short windows, so a cycle does not wait on objects that rarely change) see one
+    created, changed or deleted after its first list."""
+    pod = pod_body("late-0", scheduler_name, annotations={"pod-group-name": "late"})
+    cluster.core.create_namespaced_pod(namespace, pod)
+    first = backend.observe().pods[namespace, "late-0"]
+    assert (first.job.key, first.min_member, first.queue) == (f"{namespace}/PodGroup/late", None, None)
+
+    pod_groups = client.CustomObjectsApi(cluster.api)
+    later = f"later-{scheduler_name}"
+    body = {"apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup", "metadata": {"name": "late"},
+            "spec": {"minMember": 2, "queue": "team-a", "priorityClassName": later}}  # fmt: skip
+    pod_groups.create_namespaced_custom_object(*POD_GROUP_API[:2], namespace, "podgroups", body)
+    classes = client.SchedulingV1Api(cluster.api)
+    classes.create_priority_class({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                                   "metadata": {"name": later}, "value": 321})  # fmt: skip
+    try:
+        seen = wait_until(lambda: (p := backend.observe().pods[namespace, "late-0"]).priority == 321 and p,
+                          "the new PodGroup and PriorityClass", timeout=20)  # fmt: skip
+        assert (seen.min_member, seen.queue, seen.priority_class) == (2, "team-a", later)
+
+        pod_groups.delete_namespaced_custom_object(*POD_GROUP_API[:2], namespace, "podgroups", "late")
+        gone = wait_until(lambda: (p := backend.observe().pods[namespace, "late-0"]).min_member is None and p,
+                          "the PodGroup's deletion", timeout=20)  # fmt: skip
+        assert (gone.queue, gone.priority) == (None, 50)
+    finally:
+        classes.delete_priority_class(later)

@@ -76,7 +76,7 @@ from .kubernetes_objects import (
     parse_node,
     parse_pod,
 )
-from .owners import CUSTOM_OWNERS, Grouping, Json, api_group, group_pod
+from .owners import CUSTOM_OWNERS, Grouping, Json, group_pod
 from .pod_groups import PodGroupSpec, PriorityClasses, finish_pod, parse_pod_group
 
 GPU_FRACTION_GRANTED_ANNOTATION = "kai.scheduler/gpu-fraction"
@@ -85,6 +85,8 @@ PORTAL_JOB_LABEL = "kai.scheduler/portal-job"
 POD_GROUP_API_VERSION = "scheduling.run.ai/v2alpha2"
 POD_GROUP_API = ("scheduling.run.ai", "v2alpha2", "podgroups")
 LIST_PAGE_SIZE = 500
+# PodGroups and PriorityClasses change rarely: their watches end after this quiet time.
+SETTINGS_WATCH_WINDOW = 0.25
 EVENT_CACHE_LIMIT = 10_000
 UNSCHEDULABLE = "Unschedulable"
 # Errors that mean "this one call failed", as opposed to a bug in our code.
@@ -176,12 +178,13 @@ class KubernetesBackend:
         relist: Callable[[], str | None],
         list_call: Callable[..., Any],
         apply_event: Callable[[str, dict[str, Any]], None],
+        window: float | None = None,
         **selectors: str,
     ) -> str | None:
         if resource_version is None:
             return relist()
         try:
-            return self._watch(resource_version, list_call, apply_event, **selectors)
+            return self._watch(resource_version, list_call, apply_event, window, **selectors)
         except ApiException as error:
             if error.status == 410:  # compacted: our version is too old to resume from
                 return relist()
@@ -192,8 +195,15 @@ class KubernetesBackend:
         resource_version: str,
         list_call: Callable[..., Any],
         apply_event: Callable[[str, dict[str, Any]], None],
+        window: float | None = None,
         **selectors: str,
     ) -> str:
+        """Apply the events since ``resource_version``; return the last version seen.
+
+        ``window`` (seconds) ends the watch once the server has been quiet that long
+        instead of after the server's own timeout: the events since our version come at
+        once, so rarely changing objects cost a cycle a fraction of a second, not one.
+        """
         # return_type "object" keeps events as plain dicts while the client still
         # tracks resource versions and turns ERROR events into ApiException.
         watcher = watch.Watch(return_type="object")
@@ -203,7 +213,7 @@ class KubernetesBackend:
             timeout_seconds=self.watch_timeout_seconds,
             allow_watch_bookmarks=True,
             # A hung connection must not hang the cycle; the server closes first normally.
-            _request_timeout=(5, self.watch_timeout_seconds + 5),
+            _request_timeout=(5, window if window is not None else self.watch_timeout_seconds + 5),
             **selectors,
         )
         try:
@@ -320,7 +330,7 @@ class KubernetesBackend:
             "kind": kind,
             "metadata": {k: meta.get(k) for k in ("name", "uid", "labels", "annotations", "ownerReferences")},
             # Only the kinds whose grouping reads their spec keep it (a pod template is large).
-            "spec": raw.get("spec") if api_group(api_version) not in ("", "apps") else {},
+            "spec": raw.get("spec") if (group, kind) in CUSTOM_OWNERS else {},
             "status": {},
         }
         if uid:
@@ -341,7 +351,11 @@ class KubernetesBackend:
         list_pod_groups = partial(self.custom.list_cluster_custom_object, group, version, plural)
         try:
             self._pod_group_rv = self._sync(
-                self._pod_group_rv, self._list_pod_groups, list_pod_groups, self._apply_pod_group
+                self._pod_group_rv,
+                self._list_pod_groups,
+                list_pod_groups,
+                self._apply_pod_group,
+                window=SETTINGS_WATCH_WINDOW,
             )
         except CALL_ERRORS:
             self._pod_groups, self._pod_group_rv = {}, None
@@ -351,6 +365,7 @@ class KubernetesBackend:
                 self._list_priority_classes,
                 self.scheduling.list_priority_class,
                 self._apply_priority_class,
+                window=SETTINGS_WATCH_WINDOW,
             )
         except CALL_ERRORS:
             self._priority_classes, self._priority_class_rv = PriorityClasses(), None
