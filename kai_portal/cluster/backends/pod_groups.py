@@ -84,9 +84,10 @@ class PriorityClasses:
         return name in self.values or name in BUILTIN_PRIORITIES
 
     def value(self, name: str | None) -> int:
-        if name in self.values:
+        """The class's value; a name the cluster lacks (or none) gets the default priority."""
+        if name is not None and name in self.values:
             return self.values[name]
-        if name in BUILTIN_PRIORITIES:
+        if name is not None and name in BUILTIN_PRIORITIES:
             return BUILTIN_PRIORITIES[name]
         return self.values[self.global_default] if self.global_default else DEFAULT_PRIORITY
 
