@@ -10,7 +10,9 @@ here, on owner objects the backend reads (``OwnerReader``). What is kept from KA
 * top owner: ownerReferences are followed until an object has none. An owner we may
   not read (an unknown kind, a refused or failed GET) ends the walk at the last owner
   we could read, as KAI does for Forbidden (``handleGetOwnerError``); if not even the
-  pod's own owner is readable, the pods group by that owner reference.
+  pod's own owner is readable, the pods group by that owner reference. The first
+  reference is followed (KAI gives up on an owner with several; the portal follows
+  the first so the pods are still scheduled).
 * plugins (min = the PodGroup's minMember):
   - Deployment (plugins/deployment): one pod group *per pod* (each replica is its
     own gang of 1), default priority class ``inference``;
@@ -172,9 +174,9 @@ def group_pod(raw: Json, queue_label_keys: Sequence[str], read: OwnerReader) -> 
 
 
 def _owner_ref(meta: Json) -> Json | None:
-    """The reference KAI follows: the controller when one is marked, else the first."""
+    """The reference KAI follows: the first (podgrouper.go getResourceOwners)."""
     refs = [r for r in meta.get("ownerReferences") or [] if r.get("kind") and r.get("name")]
-    return next((r for r in refs if r.get("controller")), refs[0] if refs else None)
+    return refs[0] if refs else None
 
 
 def _owner_chain(namespace: str, ref: Json, read: OwnerReader) -> list[Json]:
