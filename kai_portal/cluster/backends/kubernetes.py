@@ -346,7 +346,8 @@ class KubernetesBackend:
         without the right to read them, pods keep the settings their owners give them,
         and the next cycle lists again.
         """
-        before = (len(self._pod_groups), self._pod_group_rv, self._priority_class_rv)
+        # Compared by content: a bookmark moves the versions without changing anything.
+        before = (dict(self._pod_groups), self._priority_classes)
         group, version, plural = POD_GROUP_API
         list_pod_groups = partial(self.custom.list_cluster_custom_object, group, version, plural)
         try:
@@ -369,7 +370,7 @@ class KubernetesBackend:
             )
         except CALL_ERRORS:
             self._priority_classes, self._priority_class_rv = PriorityClasses(), None
-        return before != (len(self._pod_groups), self._pod_group_rv, self._priority_class_rv)
+        return before != (self._pod_groups, self._priority_classes)
 
     def _list_pod_groups(self) -> str | None:
         group, version, plural = POD_GROUP_API
