@@ -90,5 +90,7 @@ def test_a_refused_owner_read_or_podgroup_list_never_fails_observe(
     pod = backend.observe().pods["team-a", "p"]
 
     assert not emulator.faults, "both faults were served"
+    reads = [r.url.path for r in emulator.request_log if r.method == "GET"]
+    assert reads.count("/apis/apps/v1/namespaces/team-a/replicasets/rs") == 1, "a refusal is not asked again"
     assert (pod.job.key, pod.queue) == ("team-a/ReplicaSet/rs", "team-a")
     assert (pod.priority_class, pod.priority) == ("train", 50)

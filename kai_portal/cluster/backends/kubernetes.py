@@ -39,8 +39,10 @@ Writes, each caught on its own so one bad pod never stops the others:
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from datetime import UTC, datetime
 from functools import partial
@@ -76,7 +78,7 @@ from .kubernetes_objects import (
     parse_node,
     parse_pod,
 )
-from .owners import CUSTOM_OWNERS, Grouping, Json, group_pod
+from .owners import CUSTOM_OWNERS, MAX_OWNER_DEPTH, Grouping, Json, group_pod, owner_ref, readable
 from .pod_groups import PodGroupSpec, PriorityClasses, finish_pod, parse_pod_group
 
 GPU_FRACTION_GRANTED_ANNOTATION = "kai.scheduler/gpu-fraction"
@@ -87,6 +89,7 @@ POD_GROUP_API = ("scheduling.run.ai", "v2alpha2", "podgroups")
 LIST_PAGE_SIZE = 500
 # PodGroups and PriorityClasses change rarely: their watches end after this quiet time.
 SETTINGS_WATCH_WINDOW = 0.25
+OWNER_RETRY_SECONDS = 30
 EVENT_CACHE_LIMIT = 10_000
 UNSCHEDULABLE = "Unschedulable"
 # Errors that mean "this one call failed", as opposed to a bug in our code.
@@ -105,6 +108,7 @@ class KubernetesBackend:
         namespace: str = "default",
         watch_timeout_seconds: int = 1,
         gpu_sharing: GpuSharing | None = None,
+        owner_read_threads: int = 8,
     ) -> None:
         self.api_client = api_client or _load_api_client()
         self.core = client.CoreV1Api(self.api_client)
@@ -117,6 +121,8 @@ class KubernetesBackend:
         self.pool_label = pool_label
         self.namespace = namespace
         self.watch_timeout_seconds = watch_timeout_seconds
+        # Owner GETs of a full list run this many at a time (benchmarks/owner-reads.md).
+        self.owner_read_threads = owner_read_threads
         # Shared GPUs: reservation pods and the pods' ConfigMaps (gpu_sharing.py).
         self.gpu_sharing = gpu_sharing or GpuSharing(self.core, scheduler_name=scheduler_name)
         self._nodes: dict[str, ObservedNode] = {}
@@ -127,6 +133,9 @@ class KubernetesBackend:
         self._recent_events: dict[tuple[str, ...], tuple[str, int]] = {}
         # Owner uid -> the owner object as read (apiVersion, kind, metadata, spec, status)
         self._owners: dict[str, Json] = {}
+        self._owners_lock = threading.Lock()
+        # Owner uid -> when a read of it failed; not asked again for OWNER_RETRY_SECONDS.
+        self._unreadable: dict[str, float] = {}
         # Each pod as parsed with the pod group its owners give it; _pods is the finished view.
         self._grouped: dict[tuple[str, str], tuple[ObservedPod, Grouping]] = {}
         self._pod_groups: dict[tuple[str, str], PodGroupSpec] = {}
@@ -237,11 +246,12 @@ class KubernetesBackend:
         items, resource_version = self._list_all(
             self.core.list_pod_for_all_namespaces, field_selector=self._pod_selector
         )
+        items = [item for item in items if self._is_ours(item)]
+        self._prefetch_owners(items)
         self._grouped = {}
         for item in items:
-            if self._is_ours(item):
-                pod, grouping = self._parse_pod(item)
-                self._grouped[pod.key] = (pod, grouping)
+            pod, grouping = self._parse_pod(item)
+            self._grouped[pod.key] = (pod, grouping)
         self._pods = {key: self._finish(*grouped) for key, grouped in self._grouped.items()}
         return resource_version
 
@@ -291,6 +301,36 @@ class KubernetesBackend:
     def _finish(self, pod: ObservedPod, grouping: Grouping) -> ObservedPod:
         return finish_pod(pod, grouping, self._pod_groups, self._priority_classes)
 
+    def _prefetch_owners(self, items: list[dict[str, Any]]) -> None:
+        """Read the owners of many pods at once, level by level up their chains.
+
+        One GET per distinct owner is unavoidable on a first list (KAI's pod-grouper
+        reads them too); running them side by side keeps a large cluster's first
+        cycle short. The walk in owners.group_pod then finds them all cached.
+        """
+        level = [
+            ((i.get("metadata") or {}).get("namespace", ""), owner_ref(i.get("metadata") or {}))
+            for i in items
+        ]
+        for _ in range(MAX_OWNER_DEPTH):
+            todo = {
+                str(ref.get("uid")): (namespace, ref)
+                for namespace, ref in level
+                if ref is not None
+                and ref.get("uid")
+                and str(ref.get("uid")) not in self._owners
+                and readable(str(ref.get("apiVersion", "")), str(ref["kind"]))
+            }
+            if not todo:
+                return
+            with ThreadPoolExecutor(max_workers=max(1, self.owner_read_threads)) as pool:
+                found = list(pool.map(lambda args: self._read_owner(*args), todo.values()))
+            level = [
+                (namespace, owner_ref(owner.get("metadata") or {}))
+                for (namespace, _), owner in zip(todo.values(), found, strict=True)
+                if owner is not None
+            ]
+
     def _read_owner(self, namespace: str, ref: Json) -> Json | None:
         """An owner object, read once per uid; None when it cannot be read (retried next time).
 
@@ -300,6 +340,9 @@ class KubernetesBackend:
         uid = str(ref.get("uid") or "")
         if uid and uid in self._owners:
             return self._owners[uid]
+        failed_at = self._unreadable.get(uid)
+        if failed_at is not None and time.monotonic() - failed_at < OWNER_RETRY_SECONDS:
+            return None
         api_version, kind, name = str(ref.get("apiVersion", "")), str(ref["kind"]), str(ref["name"])
         group, _, version = api_version.rpartition("/")
         typed: dict[tuple[str, str], Callable[..., Any]] = {
@@ -323,7 +366,13 @@ class KubernetesBackend:
                 return None
             raw = json.loads(response.data)
         except CALL_ERRORS:
-            return None  # refused, gone or unreachable: grouping stops at the last owner read
+            # Refused, gone or unreachable: grouping stops at the last owner read. Pods of
+            # one owner must not each ask again, but a passing fault is retried soon.
+            with self._owners_lock:
+                if len(self._unreadable) >= EVENT_CACHE_LIMIT:
+                    self._unreadable.clear()
+                self._unreadable[uid] = time.monotonic()
+            return None
         meta = raw.get("metadata") or {}
         owner: Json = {
             "apiVersion": api_version,
@@ -333,10 +382,12 @@ class KubernetesBackend:
             "spec": raw.get("spec") if (group, kind) in CUSTOM_OWNERS else {},
             "status": {},
         }
-        if uid:
-            if len(self._owners) >= EVENT_CACHE_LIMIT:
-                self._owners.pop(next(iter(self._owners)))
-            self._owners[uid] = owner
+        # Cached under the object's own uid: a new object of the old name is not the old owner.
+        if meta.get("uid"):
+            with self._owners_lock:  # prefetch threads write here side by side
+                if len(self._owners) >= EVENT_CACHE_LIMIT:
+                    self._owners.pop(next(iter(self._owners)))
+                self._owners[str(meta["uid"])] = owner
         return owner
 
     def _follow_settings(self) -> bool:

@@ -133,7 +133,7 @@ def group_pod(raw: Json, queue_label_keys: Sequence[str], read: OwnerReader) -> 
     """The pod group KAI's pod-grouper would put this pod in (its PodGroup annotation aside)."""
     meta = raw.get("metadata") or {}
     namespace, pod_name = meta.get("namespace", ""), meta.get("name", "")
-    first = _owner_ref(meta)
+    first = owner_ref(meta)
     if first is None:  # plugins/podjob: the pod is its own top owner
         return _default(raw, raw, [raw], queue_label_keys, JobRef(namespace, "Pod", pod_name))
     chain = _owner_chain(namespace, first, read)
@@ -173,7 +173,7 @@ def group_pod(raw: Json, queue_label_keys: Sequence[str], read: OwnerReader) -> 
     return grouping
 
 
-def _owner_ref(meta: Json) -> Json | None:
+def owner_ref(meta: Json) -> Json | None:
     """The reference KAI follows: the first (podgrouper.go getResourceOwners)."""
     refs = [r for r in meta.get("ownerReferences") or [] if r.get("kind") and r.get("name")]
     return refs[0] if refs else None
@@ -189,7 +189,7 @@ def _owner_chain(namespace: str, ref: Json, read: OwnerReader) -> list[Json]:
         if obj is None or (uid and (obj.get("metadata") or {}).get("uid") != uid):
             break  # unreadable, or a new object of the same name (KAI: "owner ... not found")
         chain.append({"apiVersion": api_version, "kind": kind, **obj})
-        next_ref = _owner_ref(obj.get("metadata") or {})
+        next_ref = owner_ref(obj.get("metadata") or {})
     return chain
 
 
