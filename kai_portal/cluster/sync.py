@@ -230,7 +230,11 @@ def _queue_missing(pods: list[ObservedPod]) -> list[PodEvent]:
 
 
 def _min_member(pods: list[ObservedPod]) -> int | None:
-    """The ``batch-min-member`` annotation of the job's pods (first by name carrying a valid one)."""
+    """The group's minimum from its owner or PodGroup, else the ``batch-min-member`` annotation
+    of the job's pods (first by name carrying a valid one)."""
+    for pod in sorted(pods, key=lambda p: p.name):
+        if pod.min_member is not None:
+            return pod.min_member
     for pod in sorted(pods, key=lambda p: p.name):
         try:
             value = int(pod.annotations.get(BATCH_MIN_MEMBER_ANNOTATION, ""))
@@ -250,6 +254,8 @@ def _new_job(key: str, pods: list[ObservedPod], queues: dict[str, Queue]) -> Job
     priority_class = (
         first.priority_class if first.priority_class in PriorityClass.values else PriorityClass.TRAIN
     )
+    # The cluster's own value (its PriorityClass), so the engine orders by the real priorities.
+    priority = PRIORITY_VALUES[PriorityClass(priority_class)] if first.priority is None else first.priority
     gpu = first.gpu
     wanted = _min_member(pods)
     min_member = 1 if wanted is None else wanted
@@ -259,7 +265,7 @@ def _new_job(key: str, pods: list[ObservedPod], queues: dict[str, Queue]) -> Job
         cluster_key=key,
         queue=queue,
         priority_class=priority_class,
-        priority=PRIORITY_VALUES[PriorityClass(priority_class)],
+        priority=priority,
         preemptibility=first.preemptibility or "",
         task_count=max(len(pods), min_member),
         min_member=min_member,

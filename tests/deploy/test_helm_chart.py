@@ -21,6 +21,8 @@ import yaml
 from django.core.management import get_commands
 
 from kai_portal.cluster.backends.gpu_sharing import RESERVATION_NAMESPACE
+from kai_portal.cluster.backends.kubernetes import POD_GROUP_API
+from kai_portal.cluster.backends.owners import CUSTOM_OWNERS
 from kai_portal.cluster.webhook import WEBHOOK_PATH
 from kai_portal.monitoring.middleware import ENDPOINTS
 from kai_portal.queues import kai_yaml
@@ -72,14 +74,21 @@ def container(doc: dict) -> dict:
     return only
 
 
-API_GROUPS = {"core": "", "batch": "batch"}
+API_GROUPS = {"core": "", "batch": "batch", "apps": "apps", "scheduling": "scheduling.k8s.io"}
+# Client names that are one word in a resource name (the rest of "_" marks a subresource).
+COMPOUND_KINDS = {"config_map": "configmap", "replica_set": "replicaset", "stateful_set": "statefulset",
+                  "cron_job": "cronjob", "priority_class": "priorityclass"}  # fmt: skip
 
 
 def backend_calls() -> set[tuple[str, str, str]]:
     """``(API group, resource, verb)`` of every client call in the backends (``self.core`` is
-    CoreV1Api, ``self.batch`` BatchV1Api); what ``_sync`` lists it also watches."""
+    CoreV1Api, ``self.batch`` BatchV1Api, ``self.apps`` AppsV1Api, ``self.scheduling``
+    SchedulingV1Api; ``self.custom`` CustomObjectsApi reads the owner kinds of owners.py and
+    lists KAI's PodGroups); what ``_sync`` lists it also watches."""
     sources = [path.read_text() for path in BACKENDS]
-    methods = {m for source in sources for m in re.findall(r"self\.(core|batch)\.(\w+)", source)}
+    methods = {
+        m for source in sources for m in re.findall(r"self\.(core|batch|apps|scheduling)\.(\w+)", source)
+    }
     watched = {
         arg.attr
         for source in sources
@@ -88,7 +97,7 @@ def backend_calls() -> set[tuple[str, str, str]]:
         for arg in node.args
         if isinstance(arg, ast.Attribute)
         and isinstance(arg.value, ast.Attribute)
-        and arg.value.attr == "core"
+        and arg.value.attr in API_GROUPS
     }
     assert methods and watched, "the backend's calls could not be found; has kubernetes.py moved?"
     verbs = {"list": "list", "create": "create", "delete": "delete", "patch": "patch", "read": "get",
@@ -99,11 +108,21 @@ def backend_calls() -> set[tuple[str, str, str]]:
             r"(list|create|delete|patch|read|replace)_(?:namespaced_)?(\w+?)(?:_for_all_namespaces)?", method
         )
         assert match, f"unknown client call {api}.{method}"
-        kind, *sub = match.group(2).replace("config_map", "configmap").split("_")
-        resource = kind + "s" + "".join(f"/{s}" for s in sub)
+        name = match.group(2)
+        for compound, word in COMPOUND_KINDS.items():
+            name = name.replace(compound, word)
+        kind, *sub = name.split("_")
+        resource = kind + ("es" if kind.endswith("s") else "s") + "".join(f"/{s}" for s in sub)
         calls.add((API_GROUPS[api], resource, verbs[match.group(1)]))
         if method in watched:
             calls.add((API_GROUPS[api], resource, "watch"))
+    custom = {m for source in sources for m in re.findall(r"self\.custom\.(\w+)", source)}
+    assert custom <= {"get_namespaced_custom_object", "list_cluster_custom_object"}, custom
+    if "get_namespaced_custom_object" in custom:  # owners of the kinds KAI groups by
+        calls |= {(group, plural, "get") for (group, _), plural in CUSTOM_OWNERS.items()}
+    if "list_cluster_custom_object" in custom:  # KAI's PodGroups, listed and watched
+        group, _, plural = POD_GROUP_API
+        calls |= {(group, plural, "list"), (group, plural, "watch")}
     return calls
 
 

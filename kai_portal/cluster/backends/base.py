@@ -134,6 +134,10 @@ class ObservedPod:
     node_selector: dict[str, str] = field(default_factory=dict)
     tolerations: tuple[dict[str, str], ...] = ()
     node_affinity: dict[str, list[object]] = field(default_factory=dict)
+    # The pod group's gang minimum from its owner or PodGroup (None: the pods' own annotation, else 1)
+    min_member: int | None = None
+    # The numeric priority of priority_class in this cluster (None: the portal's built-in value)
+    priority: int | None = None
 
     @property
     def key(self) -> tuple[str, str]:

@@ -22,9 +22,15 @@ Writes, each caught on its own so one bad pod never stops the others:
   PATCH pods/<pod>/status, as kube-scheduler and KAI write it, so cluster
   autoscalers and `kubectl describe pod` see why it waits. Written when the
   message changes, not every cycle.
-- batch Jobs: a pod a Job owns takes the Job's `kai.scheduler/batch-min-member`
-  annotation and queue label when it has none of its own (KAI reads both from
-  the owner); each Job is read once (GET, cached by uid).
+- pod groups (owners.py): a pod's job is the pod group KAI's pod-grouper would
+  make, from its top owner (ownerReferences followed with GETs, each owner read
+  once and cached by uid): queue label, gang minimum, priority class and
+  preemptibility come from the owners. A pod naming a KAI `PodGroup`
+  (scheduling.run.ai/v2alpha2, listed and watched when the CRD exists) takes that
+  object's spec instead. Priorities are the values of the cluster's
+  PriorityClasses (listed and watched), KAI's built-in classes (train 50,
+  build-preemptible 75, build 100, inference 125) standing in for any the
+  cluster lacks, as if KAI's chart had installed them.
 - events: core/v1 Events (involvedObject, reason, message, type,
   source.component, first/lastTimestamp, count). That is what client-go's
   classic recorder writes and what `kubectl describe pod` and
@@ -36,8 +42,10 @@ Writes, each caught on its own so one bad pod never stops the others:
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from datetime import UTC, datetime
 from functools import partial
@@ -70,7 +78,6 @@ from .gpu_sharing import (
     GpuSharingUnavailable,
 )
 from .kubernetes_objects import (
-    BATCH_MIN_MEMBER_ANNOTATION,
     GPU_DEVICES_ANNOTATION,
     GPU_FRACTION_ANNOTATION,
     GPU_MEMORY_ANNOTATION,
@@ -83,12 +90,18 @@ from .kubernetes_objects import (
     parse_node,
     parse_pod,
 )
+from .owners import CUSTOM_OWNERS, MAX_OWNER_DEPTH, Grouping, Json, group_pod, owner_ref, readable
+from .pod_groups import PodGroupSpec, PriorityClasses, finish_pod, parse_pod_group
 
 GPU_FRACTION_GRANTED_ANNOTATION = "kai.scheduler/gpu-fraction"
 # Set on every pod the portal creates; cancel() finds a job's pods by it.
 PORTAL_JOB_LABEL = "kai.scheduler/portal-job"
 POD_GROUP_API_VERSION = "scheduling.run.ai/v2alpha2"
+POD_GROUP_API = ("scheduling.run.ai", "v2alpha2", "podgroups")
 LIST_PAGE_SIZE = 500
+# PodGroups and PriorityClasses change rarely: their watches end after this quiet time.
+SETTINGS_WATCH_WINDOW = 0.25
+OWNER_RETRY_SECONDS = 30
 EVENT_CACHE_LIMIT = 10_000
 UNSCHEDULABLE = "Unschedulable"
 # Errors that mean "this one call failed", as opposed to a bug in our code.
@@ -107,15 +120,21 @@ class KubernetesBackend:
         namespace: str = "default",
         watch_timeout_seconds: int = 1,
         gpu_sharing: GpuSharing | None = None,
+        owner_read_threads: int = 8,
     ) -> None:
         self.api_client = api_client or _load_api_client()
         self.core = client.CoreV1Api(self.api_client)
         self.batch = client.BatchV1Api(self.api_client)
+        self.apps = client.AppsV1Api(self.api_client)
+        self.scheduling = client.SchedulingV1Api(self.api_client)
+        self.custom = client.CustomObjectsApi(self.api_client)
         self.scheduler_name = scheduler_name
         self.queue_label_keys = tuple(queue_label_keys)
         self.pool_label = pool_label
         self.namespace = namespace
         self.watch_timeout_seconds = watch_timeout_seconds
+        # Owner GETs of a full list run this many at a time (benchmarks/owner-reads.md).
+        self.owner_read_threads = owner_read_threads
         # Shared GPUs: reservation pods and the pods' ConfigMaps (gpu_sharing.py).
         self.gpu_sharing = gpu_sharing or GpuSharing(self.core, scheduler_name=scheduler_name)
         self._nodes: dict[str, ObservedNode] = {}
@@ -128,8 +147,17 @@ class KubernetesBackend:
         self._pod_rv: str | None = None
         # (namespace, kind, name, type, reason, message) -> (event name, count)
         self._recent_events: dict[tuple[str, ...], tuple[str, int]] = {}
-        # Job uid -> (batch-min-member, queue) read from the Job object
-        self._job_owners: dict[str, tuple[str | None, str | None]] = {}
+        # Owner uid -> the owner object as read (apiVersion, kind, metadata, spec, status)
+        self._owners: dict[str, Json] = {}
+        self._owners_lock = threading.Lock()
+        # Owner uid -> when a read of it failed; not asked again for OWNER_RETRY_SECONDS.
+        self._unreadable: dict[str, float] = {}
+        # Each pod as parsed with the pod group its owners give it; _pods is the finished view.
+        self._grouped: dict[tuple[str, str], tuple[ObservedPod, Grouping]] = {}
+        self._pod_groups: dict[tuple[str, str], PodGroupSpec] = {}
+        self._pod_group_rv: str | None = None
+        self._priority_classes = PriorityClasses()
+        self._priority_class_rv: str | None = None
         # (namespace, pod, uid) -> the Unschedulable message last written to its PodScheduled condition
         self._unschedulable: dict[tuple[str, str, str], str] = {}
 
@@ -141,6 +169,9 @@ class KubernetesBackend:
         self._pod_rv = self._sync(
             self._pod_rv, self._list_pods, self.core.list_pod_for_all_namespaces, self._apply_pod
         )
+        settings_changed = self._follow_settings()
+        if settings_changed:
+            self._pods = {key: self._finish(*grouped) for key, grouped in self._grouped.items()}
         external: dict[str, NodeUsage] = {}
         for pod in self._foreign.values():
             if pod.node in self._nodes:  # a deleted node's pods go with it
@@ -169,12 +200,13 @@ class KubernetesBackend:
         relist: Callable[[], str | None],
         list_call: Callable[..., Any],
         apply_event: Callable[[str, dict[str, Any]], None],
+        window: float | None = None,
         **selectors: str,
     ) -> str | None:
         if resource_version is None:
             return relist()
         try:
-            return self._watch(resource_version, list_call, apply_event, **selectors)
+            return self._watch(resource_version, list_call, apply_event, window, **selectors)
         except ApiException as error:
             if error.status == 410:  # compacted: our version is too old to resume from
                 return relist()
@@ -185,8 +217,15 @@ class KubernetesBackend:
         resource_version: str,
         list_call: Callable[..., Any],
         apply_event: Callable[[str, dict[str, Any]], None],
+        window: float | None = None,
         **selectors: str,
     ) -> str:
+        """Apply the events since ``resource_version``; return the last version seen.
+
+        ``window`` (seconds) ends the watch once the server has been quiet that long
+        instead of after the server's own timeout: the events since our version come at
+        once, so rarely changing objects cost a cycle a fraction of a second, not one.
+        """
         # return_type "object" keeps events as plain dicts while the client still
         # tracks resource versions and turns ERROR events into ApiException.
         watcher = watch.Watch(return_type="object")
@@ -196,7 +235,7 @@ class KubernetesBackend:
             timeout_seconds=self.watch_timeout_seconds,
             allow_watch_bookmarks=True,
             # A hung connection must not hang the cycle; the server closes first normally.
-            _request_timeout=(5, self.watch_timeout_seconds + 5),
+            _request_timeout=(5, window if window is not None else self.watch_timeout_seconds + 5),
             **selectors,
         )
         try:
@@ -219,10 +258,15 @@ class KubernetesBackend:
     def _list_pods(self) -> str | None:
         # Every pod, not only ours (no field selector): other schedulers' pods hold room too.
         items, resource_version = self._list_all(self.core.list_pod_for_all_namespaces)
-        pods = (self._parse_pod(item) for item in items if self._is_ours(item))
-        self._pods = {pod.key: pod for pod in pods}
         foreign = (self._parse_foreign(item) for item in items if not self._is_ours(item))
         self._foreign = {(f.namespace, f.name): f for f in foreign if f is not None}
+        items = [item for item in items if self._is_ours(item)]
+        self._prefetch_owners(items)
+        self._grouped = {}
+        for item in items:
+            pod, grouping = self._parse_pod(item)
+            self._grouped[pod.key] = (pod, grouping)
+        self._pods = {key: self._finish(*grouped) for key, grouped in self._grouped.items()}
         return resource_version
 
     def _list_all(self, list_call: Callable[..., Any], **selectors: str) -> tuple[list[Any], str | None]:
@@ -257,42 +301,174 @@ class KubernetesBackend:
             else:
                 self._foreign[key] = foreign
             return
-        pod = self._parse_pod(raw)
         if event_type == "DELETED":
-            self._pods.pop(pod.key, None)
-        else:
-            self._pods[pod.key] = pod
+            meta = raw.get("metadata") or {}
+            key = (meta.get("namespace", ""), meta.get("name", ""))
+            self._grouped.pop(key, None)
+            self._pods.pop(key, None)
+            return
+        pod, grouping = self._parse_pod(raw)
+        self._grouped[pod.key] = (pod, grouping)
+        self._pods[pod.key] = self._finish(pod, grouping)
 
     def _parse_foreign(self, raw: dict[str, Any]) -> ForeignPod | None:
         return parse_foreign_pod(raw, ignore=self._own_reservations)
 
-    def _parse_pod(self, raw: dict[str, Any]) -> ObservedPod:
+    def _parse_pod(self, raw: dict[str, Any]) -> tuple[ObservedPod, Grouping]:
+        """The pod, its spec.priority (set by admission from its class), and its pod group."""
         pod = parse_pod(raw, self.queue_label_keys, self.pool_label)
-        owner = _job_owner(raw)
-        if owner is None or (pod.queue and BATCH_MIN_MEMBER_ANNOTATION in pod.annotations):
-            return pod
-        min_member, queue = self._job_settings(pod.namespace, owner)
-        annotations = pod.annotations
-        if min_member is not None and BATCH_MIN_MEMBER_ANNOTATION not in annotations:
-            annotations = {**annotations, BATCH_MIN_MEMBER_ANNOTATION: min_member}
-        return replace(pod, annotations=annotations, queue=pod.queue or queue)
+        priority = (raw.get("spec") or {}).get("priority")
+        if isinstance(priority, int) and not isinstance(priority, bool):
+            pod = replace(pod, priority=priority)
+        return pod, group_pod(raw, self.queue_label_keys, self._read_owner)
 
-    def _job_settings(self, namespace: str, owner: tuple[str, str]) -> tuple[str | None, str | None]:
-        """The owning Job's batch-min-member annotation and queue label, read once per Job."""
-        name, uid = owner
-        if uid not in self._job_owners:
-            try:
-                # Raw JSON (a urllib3 response) like the lists: cheaper than the client's models.
-                response: Any = self.batch.read_namespaced_job(name, namespace, _preload_content=False)
-                meta = json.loads(response.data).get("metadata") or {}
-            except CALL_ERRORS:
-                return None, None  # gone or unreadable: the pod's own settings stand; retried next time
-            labels = meta.get("labels") or {}
-            queue = next((labels[k] for k in self.queue_label_keys if labels.get(k)), None)
-            self._job_owners[uid] = ((meta.get("annotations") or {}).get(BATCH_MIN_MEMBER_ANNOTATION), queue)
-            if len(self._job_owners) > EVENT_CACHE_LIMIT:
-                self._job_owners.pop(next(iter(self._job_owners)))
-        return self._job_owners[uid]
+    def _finish(self, pod: ObservedPod, grouping: Grouping) -> ObservedPod:
+        return finish_pod(pod, grouping, self._pod_groups, self._priority_classes)
+
+    def _prefetch_owners(self, items: list[dict[str, Any]]) -> None:
+        """Read the owners of many pods at once, level by level up their chains.
+
+        One GET per distinct owner is unavoidable on a first list (KAI's pod-grouper
+        reads them too); running them side by side keeps a large cluster's first
+        cycle short. The walk in owners.group_pod then finds them all cached.
+        """
+        level = [
+            ((i.get("metadata") or {}).get("namespace", ""), owner_ref(i.get("metadata") or {}))
+            for i in items
+        ]
+        for _ in range(MAX_OWNER_DEPTH):
+            todo = {
+                str(ref.get("uid")): (namespace, ref)
+                for namespace, ref in level
+                if ref is not None
+                and ref.get("uid")
+                and str(ref.get("uid")) not in self._owners
+                and readable(str(ref.get("apiVersion", "")), str(ref["kind"]))
+            }
+            if not todo:
+                return
+            with ThreadPoolExecutor(max_workers=max(1, self.owner_read_threads)) as pool:
+                found = list(pool.map(lambda args: self._read_owner(*args), todo.values()))
+            level = [
+                (namespace, owner_ref(owner.get("metadata") or {}))
+                for (namespace, _), owner in zip(todo.values(), found, strict=True)
+                if owner is not None
+            ]
+
+    def _read_owner(self, namespace: str, ref: Json) -> Json | None:
+        """An owner object, read once per uid; None when it cannot be read (retried next time).
+
+        Core, apps and batch kinds go through their typed clients; the CRD kinds KAI groups
+        (owners.CUSTOM_OWNERS) through CustomObjectsApi on the reference's group/version.
+        """
+        uid = str(ref.get("uid") or "")
+        if uid and uid in self._owners:
+            return self._owners[uid]
+        failed_at = self._unreadable.get(uid)
+        if failed_at is not None and time.monotonic() - failed_at < OWNER_RETRY_SECONDS:
+            return None
+        api_version, kind, name = str(ref.get("apiVersion", "")), str(ref["kind"]), str(ref["name"])
+        group, _, version = api_version.rpartition("/")
+        typed: dict[tuple[str, str], Callable[..., Any]] = {
+            ("", "Pod"): self.core.read_namespaced_pod,
+            ("apps", "ReplicaSet"): self.apps.read_namespaced_replica_set,
+            ("apps", "Deployment"): self.apps.read_namespaced_deployment,
+            ("apps", "StatefulSet"): self.apps.read_namespaced_stateful_set,
+            ("batch", "Job"): self.batch.read_namespaced_job,
+            ("batch", "CronJob"): self.batch.read_namespaced_cron_job,
+        }
+        try:
+            # Raw JSON (a urllib3 response) like the lists: cheaper than the client's models.
+            if (group, kind) in typed:
+                response: Any = typed[group, kind](name, namespace, _preload_content=False)
+            elif (group, kind) in CUSTOM_OWNERS:
+                plural = CUSTOM_OWNERS[group, kind]
+                response = self.custom.get_namespaced_custom_object(
+                    group, version, namespace, plural, name, _preload_content=False
+                )
+            else:
+                return None
+            raw = json.loads(response.data)
+        except CALL_ERRORS:
+            # Refused, gone or unreachable: grouping stops at the last owner read. Pods of
+            # one owner must not each ask again, but a passing fault is retried soon.
+            with self._owners_lock:
+                if len(self._unreadable) >= EVENT_CACHE_LIMIT:
+                    self._unreadable.clear()
+                self._unreadable[uid] = time.monotonic()
+            return None
+        meta = raw.get("metadata") or {}
+        owner: Json = {
+            "apiVersion": api_version,
+            "kind": kind,
+            "metadata": {k: meta.get(k) for k in ("name", "uid", "labels", "annotations", "ownerReferences")},
+            # Only the kinds whose grouping reads their spec keep it (a pod template is large).
+            "spec": raw.get("spec") if (group, kind) in CUSTOM_OWNERS else {},
+            "status": {},
+        }
+        # Cached under the object's own uid: a new object of the old name is not the old owner.
+        if meta.get("uid"):
+            with self._owners_lock:  # prefetch threads write here side by side
+                if len(self._owners) >= EVENT_CACHE_LIMIT:
+                    self._owners.pop(next(iter(self._owners)))
+                self._owners[str(meta["uid"])] = owner
+        return owner
+
+    def _follow_settings(self) -> bool:
+        """List, then watch, PodGroups and PriorityClasses; True when either changed.
+
+        Neither may fail a cycle: without the PodGroup CRD (a cluster without KAI) or
+        without the right to read them, pods keep the settings their owners give them,
+        and the next cycle lists again.
+        """
+        # Compared by content: a bookmark moves the versions without changing anything.
+        before = (dict(self._pod_groups), self._priority_classes)
+        group, version, plural = POD_GROUP_API
+        list_pod_groups = partial(self.custom.list_cluster_custom_object, group, version, plural)
+        try:
+            self._pod_group_rv = self._sync(
+                self._pod_group_rv,
+                self._list_pod_groups,
+                list_pod_groups,
+                self._apply_pod_group,
+                window=SETTINGS_WATCH_WINDOW,
+            )
+        except CALL_ERRORS:
+            self._pod_groups, self._pod_group_rv = {}, None
+        try:
+            self._priority_class_rv = self._sync(
+                self._priority_class_rv,
+                self._list_priority_classes,
+                self.scheduling.list_priority_class,
+                self._apply_priority_class,
+                window=SETTINGS_WATCH_WINDOW,
+            )
+        except CALL_ERRORS:
+            self._priority_classes, self._priority_class_rv = PriorityClasses(), None
+        return before != (self._pod_groups, self._priority_classes)
+
+    def _list_pod_groups(self) -> str | None:
+        group, version, plural = POD_GROUP_API
+        items, resource_version = self._list_all(
+            partial(self.custom.list_cluster_custom_object, group, version, plural)
+        )
+        self._pod_groups = dict(parse_pod_group(item) for item in items)
+        return resource_version
+
+    def _apply_pod_group(self, event_type: str, raw: dict[str, Any]) -> None:
+        key, spec = parse_pod_group(raw)
+        if event_type == "DELETED":
+            self._pod_groups.pop(key, None)
+        else:
+            self._pod_groups[key] = spec
+
+    def _list_priority_classes(self) -> str | None:
+        items, resource_version = self._list_all(self.scheduling.list_priority_class)
+        self._priority_classes = PriorityClasses.from_items(items)
+        return resource_version
+
+    def _apply_priority_class(self, event_type: str, raw: dict[str, Any]) -> None:
+        self._priority_classes = self._priority_classes.changed(event_type, raw)
 
     def _is_ours(self, raw: dict[str, Any]) -> bool:
         # Only these pods are ever bound, evicted or given events (binding another
@@ -558,14 +734,6 @@ def _load_api_client() -> client.ApiClient:
     except config.ConfigException:
         config.load_kube_config()
     return client.ApiClient()
-
-
-def _job_owner(raw: dict[str, Any]) -> tuple[str, str] | None:
-    """(name, uid) of the batch/v1 Job controlling the pod, if one does."""
-    for ref in (raw.get("metadata") or {}).get("ownerReferences") or []:
-        if ref.get("kind") == "Job" and ref.get("apiVersion") == "batch/v1" and ref.get("controller"):
-            return ref.get("name", ""), ref.get("uid", "")
-    return None
 
 
 def _container(request: PodSpecRequest) -> dict[str, Any]:

@@ -26,8 +26,6 @@ GPU_FRACTION_ANNOTATION = "gpu-fraction"
 GPU_MEMORY_ANNOTATION = "gpu-memory"
 GPU_NUM_DEVICES_ANNOTATION = "gpu-fraction-num-devices"
 PRIORITY_CLASS_LABEL = "priorityClassName"
-DEPLOYMENT_HASH_LABEL = "pod-template-hash"  # set by the Deployment controller on its pods
-INFERENCE = "inference"
 PREEMPTIBILITY_LABEL = "kai.scheduler/preemptibility"
 # Written by this backend at bind time (see kubernetes.py): the devices chosen.
 GPU_DEVICES_ANNOTATION = "kai.scheduler/gpu-devices"
@@ -110,9 +108,8 @@ def parse_pod(raw: Json, queue_label_keys: Sequence[str], pool_label: str | None
         status=task_status(phase, spec, meta),
         queue=next((labels[key] for key in queue_label_keys if labels.get(key)), None),
         job=job_of(namespace, meta, annotations),
-        priority_class=(
-            labels.get(PRIORITY_CLASS_LABEL) or spec.get("priorityClassName") or _default_priority(meta)
-        ),
+        # The pod's own class; the backend then applies KAI's grouping and defaults (owners.py).
+        priority_class=labels.get(PRIORITY_CLASS_LABEL) or spec.get("priorityClassName"),
         preemptibility=_preemptibility(labels.get(PREEMPTIBILITY_LABEL)),
         gpu=gpu_request(spec, annotations),
         cpu_millis=math.ceil(cpu * 1000),
@@ -219,19 +216,6 @@ def _term(term: Json) -> list[dict[str, Any]]:
     ]
 
 
-def _default_priority(meta: Json) -> str | None:
-    """KAI's default priority class by workload kind (§1.7): a Deployment's pods are inference.
-
-    A Deployment's pods are owned by its ReplicaSet and carry the pod-template-hash
-    label the Deployment controller adds; other kinds get no class here (train later).
-    """
-    owners = meta.get("ownerReferences") or []
-    by_deployment = any(o.get("kind") == "ReplicaSet" and o.get("controller") for o in owners)
-    if by_deployment and DEPLOYMENT_HASH_LABEL in (meta.get("labels") or {}):
-        return INFERENCE
-    return None
-
-
 def task_status(phase: str, spec: Json, meta: Json) -> TaskStatus:
     """KAI's task status from the pod (§1.3); deletion wins over the phase."""
     if phase in ("Succeeded", "Failed"):
@@ -252,8 +236,8 @@ def task_status(phase: str, spec: Json, meta: Json) -> TaskStatus:
 def job_of(namespace: str, meta: Json, annotations: Mapping[str, str]) -> JobRef:
     """Group by pod-group annotation, else the controlling owner, else the pod itself.
 
-    Only the pod's own owner references are visible without extra reads, so a
-    Deployment's pods group by their ReplicaSet (one revision of it).
+    This is what the pod alone tells; the Kubernetes backend replaces it with the
+    top owner's pod group (owners.py), which needs reads of the owners.
     """
     pod_group = annotations.get(POD_GROUP_ANNOTATION)
     if pod_group:
