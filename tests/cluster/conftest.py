@@ -206,8 +206,16 @@ class Nodes:
         """A node KWOK plays the kubelet for: it turns Ready and runs pods bound to it.
 
         No conditions of our own: KWOK's node-initialize stage takes only nodes not yet Ready.
+        Returns once KWOK has reported it Ready, so a cycle right after sees it schedulable (on a
+        loaded machine KWOK can take a moment, and a test would race it).
         """
-        return self.make(base, gpus, labels, annotations={KWOK_ANNOTATION: "fake"}, conditions=[], **extra)
+        name = self.make(base, gpus, labels, annotations={KWOK_ANNOTATION: "fake"}, conditions=[], **extra)
+        wait_until(lambda: self._ready(name), f"KWOK to report node {name} Ready")
+        return name
+
+    def _ready(self, name: str) -> bool:
+        conditions = self.core.read_node(name).status.conditions or []
+        return any(c.type == "Ready" and c.status == "True" for c in conditions)
 
     def make(self, base: str, gpus: int = 8, labels: dict[str, str] | None = None, *,
              annotations: dict[str, str] | None = None, spec: dict[str, Any] | None = None,
