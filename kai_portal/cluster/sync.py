@@ -12,7 +12,10 @@ The cluster is the source of truth for nodes and pods there:
 * pods naming a queue that does not exist get no rows: ``sync_cluster_state``
   returns KAI's ``QueueDoesNotExist`` Unschedulable events for the pending ones
   (kai-semantics.md §1.1), which the cycle posts with its other events;
-* a pod row of a cluster job whose pod is gone from the cluster ends as failed.
+* a pod row of a cluster job whose pod is gone from the cluster ends as failed; a cancelled
+  job's pods (deleted by the portal) end with the cancel's reason and the job stays cancelled;
+* portal-submitted jobs (``workloads/cluster_jobs.py``) carry ``cluster_key`` from the start,
+  so their pods come back to their own rows.
 
 The simulated backend never needs this: its rows are its cluster.
 """
@@ -32,10 +35,12 @@ from kai_portal.cluster.backends import (
     PodEvent,
     TaskStatus,
 )
+from kai_portal.cluster.backends.kubernetes_objects import PORTAL_JOB_UID_LABEL
 from kai_portal.cluster.models import GpuDevice, Node, NodePool
 from kai_portal.queues.models import Queue
 from kai_portal.workloads import lifecycle
 from kai_portal.workloads.choices import PRIORITY_VALUES, JobState, PodState, PriorityClass
+from kai_portal.workloads.cluster_jobs import UNCLAIMED_GRACE
 from kai_portal.workloads.models import Job, Pod
 
 logger = logging.getLogger(__name__)
@@ -44,6 +49,7 @@ DEFAULT_POOL = "default"
 DEFAULT_QUEUE = "default-queue"  # KAI's fallback for a pod naming no queue (§1.7)
 BATCH_MIN_MEMBER_ANNOTATION = "kai.scheduler/batch-min-member"  # overrides minMember (§1.7)
 UNKNOWN_GPU_MEMORY_MIB = 1  # "not synced": no GPU-memory request fits (ObservedNode.gpu_memory_mib None)
+ENDED_PODS = [PodState.SUCCEEDED, PodState.FAILED]
 POD_STATE = {
     TaskStatus.PENDING: PodState.PENDING,
     TaskStatus.GATED: PodState.PENDING,
@@ -100,17 +106,21 @@ def _sync_pods(
     by_job: dict[str, list[ObservedPod]] = defaultdict(list)
     for pod in observed.values():
         by_job[pod.job.key].append(pod)
-    jobs = {j.cluster_key: j for j in Job.objects.exclude(cluster_key="").select_related("queue")}
+    jobs = _rows_by_key()
     queues = {q.name: q for q in Queue.objects.all()}
     seen: set[int] = set()
     touched: set[int] = set()
     events: list[PodEvent] = []
     for key, pods in by_job.items():
-        job = jobs.get(key) or _new_job(key, pods, queues)
+        job = jobs.get(key)
+        if job is None and _unclaimed(pods, now):
+            continue  # a portal submission whose transaction has not committed yet
+        job = job or _new_job(key, pods, queues)
         if job is None:
             events.extend(_queue_missing(pods))
             continue
         touched.add(job.pk)
+        ended = job.state not in JobState.active()
         rows = {p.name: p for p in job.pods.all()}
         next_index = max((p.index for p in rows.values()), default=-1) + 1
         for obs in sorted(pods, key=lambda p: p.name):
@@ -118,6 +128,11 @@ def _sync_pods(
             if row is None:
                 row = Pod(job=job, index=next_index, name=obs.name)
                 next_index += 1
+            elif ended and row.state in ENDED_PODS:
+                # A cancelled job's pod ended with the cancel: it stays ended (with its reason)
+                # while the cluster deletes it, and never holds resources again.
+                seen.add(row.pk)
+                continue
             node = nodes.get(obs.node or "")
             row.state = POD_STATE[obs.status]
             row.node = node
@@ -138,17 +153,41 @@ def _sync_pods(
             Job.objects.filter(pk=job.pk).update(task_count=task_count, min_member=min(wanted, task_count))
         else:
             Job.objects.filter(pk=job.pk).update(task_count=task_count)
-    gone = (
-        Pod.objects.exclude(job__cluster_key="")
-        .exclude(pk__in=seen)
-        .exclude(state__in=[PodState.SUCCEEDED, PodState.FAILED])
-    )
+    gone = Pod.objects.exclude(job__cluster_key="").exclude(pk__in=seen).exclude(state__in=ENDED_PODS)
     touched.update(gone.values_list("job_id", flat=True))
+    # A pod of an ended job (cancelled: the portal deleted it) keeps the reason it ended with.
+    gone.exclude(job__state__in=JobState.active()).update(
+        state=PodState.FAILED, node=None, finished_at=now, releasing_since=None
+    )
     gone.update(
         state=PodState.FAILED, node=None, finished_at=now, reason="The pod no longer exists in the cluster."
     )
     lifecycle.refresh_job_states(touched, now)
     return events
+
+
+def _rows_by_key() -> dict[str, Job]:
+    """Job rows by cluster key; where several share one (a portal job submitted again under the
+    name of a finished one), the active row, else the newest, takes the pods."""
+    rows: dict[str, Job] = {}
+    active = JobState.active()
+    for job in Job.objects.exclude(cluster_key="").select_related("queue").order_by("created_at", "pk"):
+        held = rows.get(job.cluster_key)
+        if held is None or not (held.state in active and job.state not in active):
+            rows[job.cluster_key] = job
+    return rows
+
+
+def _unclaimed(pods: list[ObservedPod], now: datetime) -> bool:
+    """Pods the portal created (its uid label) for a job row not visible yet: the submitting
+    request's transaction commits after it created them. Left alone for ``UNCLAIMED_GRACE``;
+    after that (the commit failed and the cleanup too) they are adopted like any cluster pods."""
+    first = pods[0]
+    if PORTAL_JOB_UID_LABEL not in first.labels or first.created_at is None:
+        return False
+    if now - first.created_at > UNCLAIMED_GRACE:
+        return False
+    return not Job.objects.filter(uid=first.labels[PORTAL_JOB_UID_LABEL]).exists()
 
 
 def _queue_name(pod: ObservedPod) -> str:

@@ -25,6 +25,7 @@ from .base import (
     OperationResult,
     PodEvent,
     PodSpecRequest,
+    PodTemplate,
     TaskStatus,
 )
 
@@ -76,6 +77,7 @@ __all__ = [
     "OperationResult",
     "PodEvent",
     "PodSpecRequest",
+    "PodTemplate",
     "TaskStatus",
     "get_backend",
 ]

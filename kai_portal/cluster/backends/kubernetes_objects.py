@@ -29,6 +29,10 @@ PRIORITY_CLASS_LABEL = "priorityClassName"
 DEPLOYMENT_HASH_LABEL = "pod-template-hash"  # set by the Deployment controller on its pods
 INFERENCE = "inference"
 PREEMPTIBILITY_LABEL = "kai.scheduler/preemptibility"
+# Set on every pod the portal creates: the job's name, and its uid (cancel() finds a job's pods
+# by the uid; the sync knows a portal pod whose job row is not committed yet by it).
+PORTAL_JOB_LABEL = "kai.scheduler/portal-job"
+PORTAL_JOB_UID_LABEL = "kai.scheduler/portal-job-uid"
 # Written by this backend at bind time (see kubernetes.py): the devices chosen.
 GPU_DEVICES_ANNOTATION = "kai.scheduler/gpu-devices"
 
