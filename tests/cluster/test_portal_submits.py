@@ -10,7 +10,9 @@ Cancel deletes them. What the cluster refuses is the user's error and nothing is
 from __future__ import annotations
 
 import secrets
+import uuid
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +27,7 @@ from kubernetes.config import kube_config
 from rest_framework.test import APIClient
 
 from kai_portal.accounts.models import User
-from kai_portal.cluster import backends
+from kai_portal.cluster import backends, sync
 from kai_portal.cluster.backends import gpu_sharing as sharing
 from kai_portal.cluster.backends.kubernetes import KubernetesBackend
 from kai_portal.scheduling.cycle import run_scheduling_cycle
@@ -36,7 +38,7 @@ from tests.kai_examples import kai_file
 from tests.portal import factories
 
 from . import test_gpu_sharing as gpu_sharing
-from .conftest import REPO, Cluster, Nodes, wait_until
+from .conftest import REPO, Cluster, Nodes, pod_body, wait_until
 from .test_gpu_sharing import GPU_MEMORY_LABEL, DevicePlugin, _configmap, _groups
 
 # The GPU-sharing examples need test_gpu_sharing's webhook (over loopback TLS) and device plugin.
@@ -350,3 +352,28 @@ def test_a_missing_team_namespace_is_refused_naming_it_and_nothing_is_saved(
         except ApiException as error:
             if error.status != 404:
                 raise
+
+
+def test_pods_of_a_submission_not_yet_committed_wait_for_their_row_then_are_adopted(
+    cluster: Cluster, portal: KubernetesBackend, namespace: str, scheduler_name: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    """A submission creates its pods before its transaction commits: a cycle in between must not
+    make them a second job (KAI would see one pod group; so does the portal). Pods whose row never
+    comes (the commit failed, and so did the cleanup) are adopted like any pod group after the grace."""
+    _member(namespace, f"q-{namespace}")
+    labels = {"kai.scheduler/queue": f"q-{namespace}", "kai.scheduler/portal-job-uid": str(uuid.uuid4())}
+    cluster.core.create_namespaced_pod(namespace, pod_body(
+        "orphan-0", scheduler_name, labels=labels, annotations={"pod-group-name": "orphan"}))  # fmt: skip
+
+    def observed() -> bool:
+        _cycle()
+        return (namespace, "orphan-0") in portal.observe().pods
+
+    wait_until(observed, "the pod observed by a cycle")
+    assert not Job.objects.filter(name="orphan").exists()
+
+    monkeypatch.setattr(sync, "UNCLAIMED_GRACE", timedelta(0))
+    _cycle()
+    [adopted] = Job.objects.filter(name="orphan")
+    assert adopted.cluster_key == f"{namespace}/PodGroup/orphan" and adopted.namespace == namespace
