@@ -22,7 +22,7 @@ from django.db import transaction
 from kai_portal.cluster.models import GpuDevice, Node, NodePool
 from kai_portal.queues.models import Queue
 from kai_portal.teams.models import Membership, Team
-from kai_portal.workloads import submission
+from kai_portal.workloads import cluster_jobs, submission
 from kai_portal.workloads.models import Job
 
 GIB = 1024  # MiB per GiB
@@ -237,6 +237,10 @@ def _seed_queues() -> None:
 
 
 def _seed_jobs(users: dict[str, Any]) -> None:
+    if cluster_jobs.enabled():
+        # Kubernetes mode: a portal job is real pods in its team's namespace, which a demo
+        # cluster does not have; jobs come from the portal's users or from the cluster.
+        return
     for row in JOBS:
         values = dict(row)
         queue = Queue.objects.select_related("team", "node_pool").get(name=values.pop("queue"))

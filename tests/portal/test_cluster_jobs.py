@@ -144,3 +144,14 @@ def test_an_unreachable_cluster_is_a_503_and_nothing_is_saved_or_cancelled(
     assert "not cancelled" in cancel.data["detail"]
     job.refresh_from_db()
     assert job.state == "pending" and set(job.pods.values_list("state", flat=True)) == {"pending"}
+
+
+def test_the_demo_seeds_no_jobs_in_kubernetes_mode(db: Any, settings: Any,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """`CLUSTER_BACKEND=kubernetes make run` seeds people and queues; jobs would need namespaces."""
+    from kai_portal.demo.seed import seed
+
+    settings.CLUSTER_BACKEND = "kubernetes"
+    monkeypatch.setattr(cluster_jobs, "get_backend", lambda: pytest.fail("the seed called the cluster"))
+    seed()
+    assert Job.objects.count() == 0 and User.objects.exists()
