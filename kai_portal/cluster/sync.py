@@ -27,6 +27,8 @@ from collections import defaultdict
 from datetime import datetime
 from decimal import Decimal
 
+from django.utils import timezone
+
 from kai_portal.cluster.backends import (
     ClusterState,
     EventType,
@@ -154,6 +156,10 @@ def _sync_pods(
         else:
             Job.objects.filter(pk=job.pk).update(task_count=task_count)
     gone = Pod.objects.exclude(job__cluster_key="").exclude(pk__in=seen).exclude(state__in=ENDED_PODS)
+    # A portal job's pods are created in its submit request: one committed after this cycle's
+    # observation is not in it yet, and is not gone. (Wall clock: rows are stamped with it.)
+    fresh = timezone.now() - UNCLAIMED_GRACE
+    gone = gone.exclude(state=PodState.PENDING, job__submitter__isnull=False, job__created_at__gt=fresh)
     touched.update(gone.values_list("job_id", flat=True))
     # A pod of an ended job (cancelled: the portal deleted it) keeps the reason it ended with.
     gone.exclude(job__state__in=JobState.active()).update(

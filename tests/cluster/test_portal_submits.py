@@ -377,3 +377,43 @@ def test_pods_of_a_submission_not_yet_committed_wait_for_their_row_then_are_adop
     _cycle()
     [adopted] = Job.objects.filter(name="orphan")
     assert adopted.cluster_key == f"{namespace}/PodGroup/orphan" and adopted.namespace == namespace
+
+
+def test_a_job_submitted_while_a_cycle_runs_is_neither_gone_nor_bound_blind(
+    cluster: Cluster, portal: KubernetesBackend, namespace: str, nodes: Nodes, webhook: str,
+    device_plugin: DevicePlugin, monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    """A submission landing between a cycle's observation and its sync: its pods are not in the
+    observation, so that cycle must neither end them as gone nor bind the shared-GPU pod before
+    its annotations are seen (KAI reserves a shared GPU only for a pod it has read); the next
+    cycle schedules it with its reservation pod and ConfigMap."""
+    core = cluster.core
+    node = nodes.kwok("race", gpus=4, labels=GPU_MEMORY_LABEL)
+    device_plugin.gpus[node] = 4
+    user, queue = _member(namespace, f"q-{namespace}")
+    _cycle()
+    observe = portal.observe
+    submitted: list[Job] = []
+
+    def observe_then_submit() -> Any:
+        state = observe()
+        if not submitted:
+            made = _api(user).post("/api/v1/jobs/", {"name": "late", "queue": queue.name,
+                                                     "gpu_fraction": "0.5"}, format="json")  # fmt: skip
+            assert made.status_code == 201, made.content
+            submitted.append(Job.objects.get(uid=made.data["uid"]))
+        return state
+
+    monkeypatch.setattr(portal, "observe", observe_then_submit)
+    _cycle()
+    [job] = submitted
+    job.refresh_from_db()
+    [row] = job.pods.all()
+    assert (job.state, row.state) == ("pending", "pending") and "no longer exists" not in row.reason
+    [pod] = _pods(core, namespace, "late")
+    assert pod.spec.node_name is None
+
+    monkeypatch.setattr(portal, "observe", observe)
+    wait_until(lambda: _running(core, namespace, job), "the late job running", timeout=90, every=0.5)
+    [pod] = _pods(core, namespace, "late")
+    assert _configmap(core, namespace, pod)["GPU_PORTION"] == "0.5"

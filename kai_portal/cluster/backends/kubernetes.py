@@ -337,6 +337,11 @@ class KubernetesBackend:
         if bind.gpu_fraction is not None:
             annotations[GPU_FRACTION_GRANTED_ANNOTATION] = f"{bind.gpu_fraction:g}"
         cached = self._pods.get((bind.namespace, bind.pod))
+        if cached is None and bind.gpu_fraction is not None:
+            # A pod created since this cycle's observation (a portal submission): its shared GPU
+            # can only be reserved once its annotations are seen; the next cycle binds it.
+            error = "the pod was created after this cycle observed the cluster; it is bound next cycle"
+            return OperationResult("bind", bind.namespace, bind.pod, ok=False, error=error)
         if cached is not None and cached.gpu.shared:
             # A shared GPU is reserved and made visible before the pod is bound, never after.
             try:
