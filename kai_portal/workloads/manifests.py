@@ -26,6 +26,11 @@ What is read (kai-semantics §1.7):
 
 Every error is a ``ManifestError`` naming the manifest path that is wrong;
 nothing is written until the job is valid as a whole (``submit_manifest``).
+
+In kubernetes mode the job's pods are the manifest's own pod (template): its spec
+(containers, env, tolerations, nodeSelector...), labels and annotations, with the
+portal's scheduler name and labels added (``workloads/cluster_jobs.py``);
+``metadata.namespace`` must be the queue's namespace and ``nodeName`` is refused.
 """
 
 from __future__ import annotations
