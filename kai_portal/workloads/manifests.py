@@ -321,12 +321,12 @@ def _parse(doc: dict[str, Any], user: Any) -> tuple[Job, _Source, cluster_jobs.M
         problem = bounds.duration_error(job.duration)
         if problem:
             raise ManifestError(paths["duration"], problem)
-    template = PodTemplate(
+    pod = PodTemplate(
         spec=pod_spec,
         labels=_string_map(pod_meta.get("labels"), f"{pod_path}metadata.labels"),
         annotations=_string_map(pod_meta.get("annotations"), f"{pod_path}metadata.annotations"),
     )
-    return job, _Source(paths), cluster_jobs.Manifest(template, pod_path)
+    return job, _Source(paths), cluster_jobs.Manifest(pod, pod_path)
 
 
 def _name(metadata: dict[str, Any]) -> str:
