@@ -20,6 +20,7 @@ as it was and says why. In simulated mode (the default) none of this runs.
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -93,6 +94,9 @@ def place(job: Job) -> None:
     another namespace than its queue's is refused: a team's jobs stay in its namespace."""
     if not enabled():
         return
+    if not job.image.strip():
+        message = "A container image is required: the job's pods run it on the cluster."
+        raise ClusterRefused(message, path="image")
     namespace = namespace_for(job.queue)
     if job.namespace and job.namespace != namespace:
         raise ClusterRefused(
@@ -150,9 +154,9 @@ def _request(job: Job, manifest: Manifest | None) -> PodSpecRequest:
         namespace=job.namespace,
         job_name=job.name,
         queue=job.queue.name,
-        image=job.image or "busybox",
+        image=job.image,
         num_tasks=job.task_count,
-        command=job.command.split() if job.command else [],
+        command=_words(job.command),
         gpus=job.gpu_count,
         gpu_fraction=float(job.gpu_fraction) if job.gpu_fraction is not None else None,
         gpu_memory_mib=job.gpu_memory_mib,
@@ -167,6 +171,14 @@ def _request(job: Job, manifest: Manifest | None) -> PodSpecRequest:
         min_member=job.min_member,
         pod_template=template,
     )
+
+
+def _words(command: str) -> list[str]:
+    """A form job's command as the container's argv (shell quoting honoured, as typed)."""
+    try:
+        return shlex.split(command)
+    except ValueError:  # an unbalanced quote: the words as they stand
+        return command.split()
 
 
 def _status(result: OperationResult) -> int:

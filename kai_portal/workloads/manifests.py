@@ -202,7 +202,7 @@ def submit_manifest(
     except cluster_jobs.ClusterRefused as exc:
         if exc.status != 400:
             raise
-        path = source.path(exc.path) if exc.path == "queue" else exc.path
+        path = source.path(exc.path) if exc.path in ("queue", "image") else exc.path
         raise ManifestError(path, exc.message) from None
 
 
@@ -374,6 +374,7 @@ def _resources(job: Job, containers: list[Any], path: str, paths: dict[str, str]
             if not isinstance(image, str):
                 raise ManifestError(f"{here}.image", "must be a string")
             job.image = image[:500]
+            paths["image"] = f"{here}.image"
             words = [*(container.get("command") or []), *(container.get("args") or [])]
             if not all(isinstance(w, str) for w in words):
                 raise ManifestError(f"{here}.command", "must be a list of strings")

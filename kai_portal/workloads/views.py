@@ -211,7 +211,7 @@ def job_submit(request: HttpRequest) -> HttpResponse:
             try:
                 job = submission.submit(form.instance)
             except cluster_jobs.ClusterRefused as exc:  # kubernetes mode: nothing was saved
-                form.add_error("queue" if exc.path == "queue" else None, exc.message)
+                form.add_error(exc.path if exc.path in form.fields else None, exc.message)
             else:
                 messages.success(request, f"Job {job.name} submitted to {job.queue.name}.")
                 return redirect("workloads:job_detail", uid=job.uid)

@@ -130,7 +130,8 @@ def test_form_submit_creates_a_gang_in_the_team_namespace_that_a_cycle_binds_tog
     _cycle()  # the node reaches the portal, so the form's fit check sees it
     user, queue = _member(namespace, f"q-{namespace}")
 
-    response = _login(user).post("/jobs/submit/", _form(queue, "train", task_count=2, min_member=2))
+    form = _form(queue, "train", task_count=2, min_member=2, command='sh -c "sleep 3600"')
+    response = _login(user).post("/jobs/submit/", form)
 
     assert response.status_code == 302, response.content.decode()[:2000]
     job = Job.objects.get(name="train")
@@ -146,6 +147,7 @@ def test_form_submit_creates_a_gang_in_the_team_namespace_that_a_cycle_binds_tog
         assert pod.metadata.annotations["kai.scheduler/batch-min-member"] == "2"
         assert pod.spec.containers[0].resources.limits == {"nvidia.com/gpu": "1"}
         assert pod.spec.containers[0].image == "busybox"
+        assert pod.spec.containers[0].command == ["sh", "-c", "sleep 3600"]
 
     wait_until(lambda: _running(core, namespace, job), "the gang bound and running", timeout=60, every=0.5)
 
@@ -165,8 +167,9 @@ def test_cancel_in_the_portal_deletes_the_pods_and_the_job_stays_cancelled(
     nodes.kwok("cancel", gpus=8)
     user, queue = _member(namespace, f"q-{namespace}")
     api = _api(user)
-    created = api.post("/api/v1/jobs/", {"name": "serve", "queue": queue.name, "task_count": 2,
-                                         "min_member": 2, "gpu_count": 2}, format="json")  # fmt: skip
+    body = {"name": "serve", "queue": queue.name, "image": "busybox", "task_count": 2, "min_member": 2,
+            "gpu_count": 2}  # fmt: skip
+    created = api.post("/api/v1/jobs/", body, format="json")
     assert created.status_code == 201, created.content
     job = Job.objects.get(uid=created.data["uid"])
     wait_until(lambda: _running(core, namespace, job), "the job running", timeout=60, every=0.5)
@@ -316,7 +319,8 @@ def test_a_missing_team_namespace_is_refused_naming_it_and_nothing_is_saved(
     user, queue = _member(missing, f"q-{namespace}")
     api, browser = _api(user), _login(user)
 
-    response = api.post("/api/v1/jobs/", {"name": "lost", "queue": queue.name, "gpu_count": 1}, format="json")
+    lost = {"name": "lost", "queue": queue.name, "image": "busybox", "gpu_count": 1}
+    response = api.post("/api/v1/jobs/", lost, format="json")
     assert response.status_code == 400, response.content
     assert f"Namespace '{missing}' does not exist" in response.data["detail"]
 
@@ -338,8 +342,7 @@ def test_a_missing_team_namespace_is_refused_naming_it_and_nothing_is_saved(
 
         def created() -> bool:
             # The ServiceAccount admission plugin refuses pods until the namespace's default account exists.
-            answer = api.post("/api/v1/jobs/", {"name": "found", "queue": queue.name, "gpu_count": 1},
-                              format="json")  # fmt: skip
+            answer = api.post("/api/v1/jobs/", {**lost, "name": "found"}, format="json")
             return answer.status_code == 201
 
         wait_until(created, "the job accepted in a namespace the portal created", timeout=60, every=1)
@@ -398,7 +401,7 @@ def test_a_job_submitted_while_a_cycle_runs_is_neither_gone_nor_bound_blind(
     def observe_then_submit() -> Any:
         state = observe()
         if not submitted:
-            made = _api(user).post("/api/v1/jobs/", {"name": "late", "queue": queue.name,
+            made = _api(user).post("/api/v1/jobs/", {"name": "late", "queue": queue.name, "image": "busybox",
                                                      "gpu_fraction": "0.5"}, format="json")  # fmt: skip
             assert made.status_code == 201, made.content
             submitted.append(Job.objects.get(uid=made.data["uid"]))

@@ -86,7 +86,7 @@ def test_the_namespace_follows_the_configured_rule(team_queue: Any, settings: An
     settings.CLUSTER_BACKEND = "kubernetes"
     settings.JOB_NAMESPACE_MODE, settings.JOB_NAMESPACE_PREFIX = mode, prefix
     settings.JOB_NAMESPACE = "shared-jobs"
-    job = Job(name="train", queue=team_queue)
+    job = Job(name="train", queue=team_queue, image="busybox")
     cluster_jobs.place(job)
     assert (job.namespace, job.cluster_key) == (expected, f"{expected}/PodGroup/train")
 
@@ -95,7 +95,7 @@ def test_a_queue_without_a_team_has_no_namespace_in_team_mode(db: Any, settings:
     settings.CLUSTER_BACKEND, settings.JOB_NAMESPACE_MODE = "kubernetes", "team"
     queue = factories.queue("orphan", gpu_quota=1)
     with pytest.raises(cluster_jobs.ClusterRefused, match="belongs to no team") as refused:
-        cluster_jobs.place(Job(name="train", queue=queue))
+        cluster_jobs.place(Job(name="train", queue=queue, image="busybox"))
     assert refused.value.path == "queue"
 
 
@@ -127,7 +127,11 @@ def test_an_unreachable_cluster_is_a_503_and_nothing_is_saved_or_cancelled(
     api = APIClient()
     api.force_authenticate(member)
 
-    refused = api.post("/api/v1/jobs/", {"name": "train", "queue": "vision", "gpu_count": 1}, format="json")
+    no_image = api.post("/api/v1/jobs/", {"name": "train", "queue": "vision", "gpu_count": 1}, format="json")
+    assert no_image.status_code == 400 and no_image.data["path"] == "image"
+    assert "image is required" in no_image.data["detail"]
+    job_body = {"name": "train", "queue": "vision", "image": "busybox", "gpu_count": 1}
+    refused = api.post("/api/v1/jobs/", job_body, format="json")
 
     assert refused.status_code == 503, refused.content
     assert "could not be reached" in refused.data["detail"] and not Job.objects.exists()
