@@ -115,7 +115,7 @@ def _sync_pods(
     events: list[PodEvent] = []
     for key, pods in by_job.items():
         job = jobs.get(key)
-        if job is None and _unclaimed(pods, now):
+        if job is None and _unclaimed(pods):
             continue  # a portal submission whose transaction has not committed yet
         job = job or _new_job(key, pods, queues)
         if job is None:
@@ -184,14 +184,15 @@ def _rows_by_key() -> dict[str, Job]:
     return rows
 
 
-def _unclaimed(pods: list[ObservedPod], now: datetime) -> bool:
+def _unclaimed(pods: list[ObservedPod]) -> bool:
     """Pods the portal created (its uid label) for a job row not visible yet: the submitting
     request's transaction commits after it created them. Left alone for ``UNCLAIMED_GRACE``;
-    after that (the commit failed and the cleanup too) they are adopted like any cluster pods."""
+    after that (the commit failed and the cleanup too) they are adopted like any cluster pods.
+    Wall clock, as the API server stamps the pods (a test cycle's ``now`` may be simulated)."""
     first = pods[0]
     if PORTAL_JOB_UID_LABEL not in first.labels or first.created_at is None:
         return False
-    if now - first.created_at > UNCLAIMED_GRACE:
+    if timezone.now() - first.created_at > UNCLAIMED_GRACE:
         return False
     return not Job.objects.filter(uid=first.labels[PORTAL_JOB_UID_LABEL]).exists()
 

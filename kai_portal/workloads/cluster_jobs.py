@@ -134,10 +134,25 @@ def create(job: Job, manifest: Manifest | None = None) -> None:
     raise ClusterRefused(_refusal_message(job, refusal), status=_status(refusal))
 
 
+def found_in_cluster(job: Job) -> bool:
+    """A job the sync made from pods applied to the cluster (kubectl, a controller): it never
+    has a submitter, a portal job always has one."""
+    return bool(job.cluster_key) and job.submitter_id is None
+
+
 def delete(job: Job) -> None:
-    """Delete the job's pods (kubernetes mode); ``ClusterRefused`` when the cluster would not."""
+    """Delete the job's pods (kubernetes mode); ``ClusterRefused`` when the cluster would not.
+
+    A job found in the cluster is not the portal's to delete: its owner (a batch Job, a
+    Deployment...) would re-create the pods, so the cancel is refused and says where to act."""
     if not enabled() or not job.cluster_key:
         return
+    if found_in_cluster(job):
+        raise ClusterRefused(
+            f"Job {job.name} was created in the cluster, not in the portal, so the portal does not "
+            f"delete it; delete it (or its owner) there, in namespace '{job.namespace}'.",
+            status=409,
+        )
     report = get_backend().cancel(job.namespace, job.name, str(job.uid))
     failure = next(iter(report.failures), None)
     if failure is not None:

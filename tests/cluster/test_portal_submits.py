@@ -420,3 +420,27 @@ def test_a_job_submitted_while_a_cycle_runs_is_neither_gone_nor_bound_blind(
     wait_until(lambda: _running(core, namespace, job), "the late job running", timeout=90, every=0.5)
     [pod] = _pods(core, namespace, "late")
     assert _configmap(core, namespace, pod)["GPU_PORTION"] == "0.5"
+
+
+def test_a_job_applied_to_the_cluster_is_not_cancelled_from_the_portal(
+    cluster: Cluster, portal: KubernetesBackend, namespace: str, scheduler_name: str, nodes: Nodes
+) -> None:
+    """KAI: pods applied with kubectl belong to their owner; the portal shows them as a job but
+    does not delete them (a controller would re-create them): the cancel says so and changes
+    nothing."""
+    nodes.kwok("kubectl", gpus=8)
+    _, queue = _member(namespace, f"q-{namespace}")
+    admin = User.objects.create_superuser(f"root-{secrets.token_hex(3)}", password="x")
+    cluster.core.create_namespaced_pod(namespace, pod_body(
+        "applied", scheduler_name, gpus=1, labels={"kai.scheduler/queue": queue.name}))  # fmt: skip
+    wait_until(lambda: _cycle() or Job.objects.filter(name="applied", state="running").exists(),
+               "the applied pod running as a job")  # fmt: skip
+    job = Job.objects.get(name="applied")
+
+    refused = _api(admin).post(f"/api/v1/jobs/{job.uid}/cancel/")
+
+    assert refused.status_code == 409, refused.content
+    assert "created in the cluster" in refused.data["detail"] and namespace in refused.data["detail"]
+    job.refresh_from_db()
+    assert job.state == "running"
+    assert cluster.core.read_namespaced_pod("applied", namespace).metadata.deletion_timestamp is None
