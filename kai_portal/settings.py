@@ -19,6 +19,9 @@ Environment variables (all optional unless noted):
     cycle lock), ``CELERY_BROKER_URL`` (defaults to REDIS_URL)
 ``CLUSTER_BACKEND`` (``simulated`` | ``kubernetes``, default simulated),
 ``SCHEDULER_NAME`` (default ``kai-scheduler``), ``CYCLE_SECONDS`` (default 5),
+``JOB_NAMESPACE_MODE`` (``team`` | ``queue`` | ``fixed``, default team), ``JOB_NAMESPACE``
+    (for fixed, default ``default``), ``JOB_NAMESPACE_PREFIX`` (none), ``JOB_NAMESPACE_CREATE``
+    (off): where portal jobs' pods go in kubernetes mode,
 ``FORECAST_BUDGET_SECONDS`` (default 2: wall time per cycle for estimated starts),
 ``FORECAST_AFTER_CYCLE`` (default on), ``REASON_RETENTION_DAYS`` (default 14),
 ``USAGE_RETENTION_DAYS`` (default 90)
@@ -216,6 +219,17 @@ GPU_SHARING_NAMESPACE = env_str("GPU_SHARING_NAMESPACE", "kai-resource-reservati
 GPU_SHARING_RESERVATION_IMAGE = env_str("GPU_SHARING_RESERVATION_IMAGE", "kai-portal:latest")
 GPU_SHARING_RUNTIME_CLASS = env_str("GPU_SHARING_RUNTIME_CLASS", "nvidia")
 GPU_SHARING_ALLOCATION_TIMEOUT_SECONDS = env_int("GPU_SHARING_ALLOCATION_TIMEOUT_SECONDS", 60, minimum=1)
+# Portal-submitted jobs in kubernetes mode (workloads/cluster_jobs.py) become pods in a namespace:
+# JOB_NAMESPACE_MODE "team" (the queue's team's slug, the default), "queue" (the queue's name) or
+# "fixed" (JOB_NAMESPACE for every job); JOB_NAMESPACE_PREFIX goes in front of a team or queue name
+# (e.g. "runai-"). A missing namespace is refused with its name unless JOB_NAMESPACE_CREATE is on
+# (which needs the optional RBAC rule deploy/rbac/kai-portal-namespaces.yaml).
+JOB_NAMESPACE_MODE = env_str("JOB_NAMESPACE_MODE", "team")
+if JOB_NAMESPACE_MODE not in {"team", "queue", "fixed"}:
+    raise ImproperlyConfigured(f"JOB_NAMESPACE_MODE={JOB_NAMESPACE_MODE!r}: use 'team', 'queue' or 'fixed'")
+JOB_NAMESPACE = env_str("JOB_NAMESPACE", "default")
+JOB_NAMESPACE_PREFIX = env_str("JOB_NAMESPACE_PREFIX", "")
+JOB_NAMESPACE_CREATE = env_bool("JOB_NAMESPACE_CREATE", False)
 # Queue positions and estimated starts are computed by the scheduling worker after each
 # cycle (never in a web request); the estimate's simulation gets this much wall time.
 FORECAST_AFTER_CYCLE = env_bool("FORECAST_AFTER_CYCLE", True)

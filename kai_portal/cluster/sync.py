@@ -21,7 +21,10 @@ The cluster is the source of truth for nodes and pods there:
 * pods naming a queue that does not exist get no rows: ``sync_cluster_state``
   returns KAI's ``QueueDoesNotExist`` Unschedulable events for the pending ones
   (kai-semantics.md §1.1), which the cycle posts with its other events;
-* a pod row of a cluster job whose pod is gone from the cluster ends as failed.
+* a pod row of a cluster job whose pod is gone from the cluster ends as failed; a cancelled
+  job's pods (deleted by the portal) end with the cancel's reason and the job stays cancelled;
+* portal-submitted jobs (``workloads/cluster_jobs.py``) carry ``cluster_key`` from the start,
+  so their pods come back to their own rows.
 
 The simulated backend never needs this: its rows are its cluster.
 """
@@ -33,6 +36,8 @@ from collections import defaultdict
 from datetime import datetime
 from decimal import Decimal
 
+from django.utils import timezone
+
 from kai_portal.cluster.backends import (
     ClusterState,
     EventType,
@@ -42,10 +47,12 @@ from kai_portal.cluster.backends import (
     PodEvent,
     TaskStatus,
 )
+from kai_portal.cluster.backends.kubernetes_objects import PORTAL_JOB_UID_LABEL
 from kai_portal.cluster.models import GpuDevice, Node, NodePool
 from kai_portal.queues.models import Queue
 from kai_portal.workloads import lifecycle
 from kai_portal.workloads.choices import PRIORITY_VALUES, JobState, PodState, PriorityClass
+from kai_portal.workloads.cluster_jobs import UNCLAIMED_GRACE
 from kai_portal.workloads.limits import MAX_TASKS
 from kai_portal.workloads.models import Job, Pod
 
@@ -55,6 +62,7 @@ DEFAULT_POOL = "default"
 DEFAULT_QUEUE = "default-queue"  # KAI's fallback for a pod naming no queue (§1.7)
 BATCH_MIN_MEMBER_ANNOTATION = "kai.scheduler/batch-min-member"  # overrides minMember (§1.7)
 UNKNOWN_GPU_MEMORY_MIB = 1  # "not synced": no GPU-memory request fits (ObservedNode.gpu_memory_mib None)
+ENDED_PODS = [PodState.SUCCEEDED, PodState.FAILED]
 POD_STATE = {
     TaskStatus.PENDING: PodState.PENDING,
     TaskStatus.GATED: PodState.PENDING,
@@ -125,6 +133,8 @@ def _sync_pods(
     events: list[PodEvent] = []
     for key, pods in by_job.items():
         job = jobs.get(key)
+        if job is None and _unclaimed(pods):
+            continue  # a portal submission whose transaction has not committed yet
         rows = {p.name: p for p in job.pods.all()} if job is not None else {}
         if job is not None and job.state not in JobState.active():
             # A finished job keeps the pods it had; any other pod of its key is a new job's
@@ -138,12 +148,16 @@ def _sync_pods(
             if not pods:
                 continue
         events.extend(_sync_job(job, rows, pods, key, nodes, queues, now, seen, touched))
-    gone = (
-        Pod.objects.exclude(job__cluster_key="")
-        .exclude(pk__in=seen)
-        .exclude(state__in=[PodState.SUCCEEDED, PodState.FAILED])
-    )
+    gone = Pod.objects.exclude(job__cluster_key="").exclude(pk__in=seen).exclude(state__in=ENDED_PODS)
+    # A portal job's pods are created in its submit request: one committed after this cycle's
+    # observation is not in it yet, and is not gone. (Wall clock: rows are stamped with it.)
+    fresh = timezone.now() - UNCLAIMED_GRACE
+    gone = gone.exclude(state=PodState.PENDING, job__submitter__isnull=False, job__created_at__gt=fresh)
     touched.update(gone.values_list("job_id", flat=True))
+    # A pod of an ended job (cancelled: the portal deleted it) keeps the reason it ended with.
+    gone.exclude(job__state__in=JobState.active()).update(
+        state=PodState.FAILED, node=None, finished_at=now, releasing_since=None
+    )
     gone.update(
         state=PodState.FAILED, node=None, finished_at=now, reason="The pod no longer exists in the cluster."
     )
@@ -185,12 +199,18 @@ def _sync_job(
         if job is None:
             return _queue_missing(pods)
     touched.add(job.pk)
+    ended = job.state not in JobState.active()
     next_index = max((p.index for p in rows.values()), default=-1) + 1
     for obs in sorted(pods, key=lambda p: p.name):
         row = rows.get(obs.name)
         if row is None:
             row = Pod(job=job, index=next_index, name=obs.name)
             next_index += 1
+        elif ended and row.state in ENDED_PODS:
+            # A cancelled job's pod ended with the cancel: it stays ended (with its reason)
+            # while the cluster deletes it, and never holds resources again.
+            seen.add(row.pk)
+            continue
         node = nodes.get(obs.node or "")
         row.uid = obs.uid
         row.state = POD_STATE[obs.status]
@@ -213,6 +233,19 @@ def _sync_job(
     if (task_count, min_member) != (job.task_count, job.min_member):
         Job.objects.filter(pk=job.pk).update(task_count=task_count, min_member=min_member)
     return []
+
+
+def _unclaimed(pods: list[ObservedPod]) -> bool:
+    """Pods the portal created (its uid label) for a job row not visible yet: the submitting
+    request's transaction commits after it created them. Left alone for ``UNCLAIMED_GRACE``;
+    after that (the commit failed and the cleanup too) they are adopted like any cluster pods.
+    Wall clock, as the API server stamps the pods (a test cycle's ``now`` may be simulated)."""
+    first = pods[0]
+    if PORTAL_JOB_UID_LABEL not in first.labels or first.created_at is None:
+        return False
+    if timezone.now() - first.created_at > UNCLAIMED_GRACE:
+        return False
+    return not Job.objects.filter(uid=first.labels[PORTAL_JOB_UID_LABEL]).exists()
 
 
 def _queue_name(pod: ObservedPod) -> str:

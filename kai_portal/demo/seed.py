@@ -16,14 +16,13 @@ from datetime import timedelta
 from decimal import Decimal
 from typing import Any
 
-from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import transaction
 
 from kai_portal.cluster.models import GpuDevice, Node, NodePool
 from kai_portal.queues.models import Queue
 from kai_portal.teams.models import Membership, Team
-from kai_portal.workloads import submission
+from kai_portal.workloads import cluster_jobs, submission
 from kai_portal.workloads.models import Job
 
 GIB = 1024  # MiB per GiB
@@ -168,7 +167,7 @@ def seed() -> bool:
     truth and a job is real pods, so only the pools, people and queues are made; returns
     False then (no demo nodes or jobs).
     """
-    simulated = settings.CLUSTER_BACKEND != "kubernetes"
+    simulated = not cluster_jobs.enabled()
     _seed_cluster(with_nodes=simulated)
     users = _seed_people()
     _seed_queues()

@@ -20,6 +20,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from kai_portal.core import bulk
+from kai_portal.workloads import cluster_jobs
 from kai_portal.workloads.choices import JobState, PodState, RestartPolicy
 from kai_portal.workloads.models import Job, Pod
 
@@ -32,8 +33,9 @@ class TransitionError(Exception):
 def cancel_job(job: Job, actor: Any = None) -> Job:
     """Withdraw an active job: pods on nodes go to releasing, pending pods end as failed.
 
-    The cluster backend deletes releasing pods on the next cycle; the job keeps its
-    pods and decisions as history.
+    The simulated cluster releases them on the next cycle; in kubernetes mode the job's pods
+    are deleted from the cluster here (``cluster_jobs.delete``). The job keeps its pods and
+    decisions as history.
     """
     now = timezone.now()
     changed = Job.objects.filter(pk=job.pk, state__in=JobState.active()).update(
@@ -51,6 +53,9 @@ def cancel_job(job: Job, actor: Any = None) -> Job:
     pods.filter(state=PodState.PENDING).update(
         state=PodState.FAILED, reason=reason, reason_at=now, finished_at=now, updated_at=now
     )
+    # In kubernetes mode the pods are deleted now; if the cluster will not, nothing changes
+    # (ClusterRefused rolls this transaction back) and the user is told.
+    cluster_jobs.delete(job)
     job.refresh_from_db()
     return job
 

@@ -26,6 +26,11 @@ What is read (kai-semantics §1.7):
 
 Every error is a ``ManifestError`` naming the manifest path that is wrong;
 nothing is written until the job is valid as a whole (``submit_manifest``).
+
+In kubernetes mode the job's pods are the manifest's own pod (template): its spec
+(containers, env, tolerations, nodeSelector...), labels and annotations, with the
+portal's scheduler name and labels added (``workloads/cluster_jobs.py``);
+``metadata.namespace`` must be the queue's namespace and ``nodeName`` is refused.
 """
 
 from __future__ import annotations
@@ -43,6 +48,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from kubernetes.utils import parse_quantity
 
+from kai_portal.cluster.backends import PodTemplate
 from kai_portal.cluster.backends.kubernetes_objects import (
     MATCH_OPERATORS,
     TAINT_EFFECTS,
@@ -53,8 +59,8 @@ from kai_portal.cluster.models import NodePool
 from kai_portal.core import safe_yaml
 from kai_portal.queues.durations import parse_go_duration
 from kai_portal.queues.models import Queue
+from kai_portal.workloads import cluster_jobs, submission
 from kai_portal.workloads import limits as bounds
-from kai_portal.workloads import submission
 from kai_portal.workloads.choices import Preemptibility, PriorityClass, RestartPolicy
 from kai_portal.workloads.models import Job
 
@@ -179,7 +185,7 @@ def parse_manifest(text: str | bytes | dict[str, Any], user: Any = None) -> Job:
     With ``user`` the queue must be one they may submit to (``submittable_by``),
     and the job's submitter is set to them; without it any leaf queue is accepted.
     """
-    job, _ = _parse(_load(text), user)
+    job, _, _ = _parse(_load(text), user)
     return job
 
 
@@ -189,17 +195,24 @@ def submit_manifest(
     """Parse, validate and submit in one transaction; errors name the manifest path.
 
     Returns the job and whether it was created (False: the user's earlier submission
-    with the same ``idempotency_key``)."""
-    job, source = _parse(_load(text), user)
+    with the same ``idempotency_key``). In kubernetes mode the pods are the manifest's own pod
+    spec (``cluster_jobs``); what the cluster refuses is a ``ManifestError`` when the manifest is
+    at fault (400), else ``cluster_jobs.ClusterRefused`` (a clash, or the cluster unreachable)."""
+    job, source, manifest = _parse(_load(text), user)
     try:
         with transaction.atomic():
-            return submission.submit_once(job, idempotency_key)
+            return submission.submit_once(job, idempotency_key, manifest)
     except ValidationError as exc:
         field, messages = next(iter(exc.message_dict.items()))
         raise ManifestError(source.path(field), " ".join(messages)) from None
+    except cluster_jobs.ClusterRefused as exc:
+        if exc.status != 400:
+            raise
+        path = source.path(exc.path) if exc.path in ("queue", "image") else exc.path
+        raise ManifestError(path, exc.message) from None
 
 
-def _parse(doc: dict[str, Any], user: Any) -> tuple[Job, _Source]:
+def _parse(doc: dict[str, Any], user: Any) -> tuple[Job, _Source, cluster_jobs.Manifest]:
     api_version, kind = doc.get("apiVersion"), doc.get("kind")
     if kind == "Pod":
         if api_version != "v1":
@@ -315,7 +328,12 @@ def _parse(doc: dict[str, Any], user: Any) -> tuple[Job, _Source]:
         problem = bounds.duration_error(job.duration)
         if problem:
             raise ManifestError(paths["duration"], problem)
-    return job, _Source(paths)
+    pod = PodTemplate(
+        spec=pod_spec,
+        labels=_string_map(pod_meta.get("labels"), f"{pod_path}metadata.labels"),
+        annotations=_string_map(pod_meta.get("annotations"), f"{pod_path}metadata.annotations"),
+    )
+    return job, _Source(paths), cluster_jobs.Manifest(pod, pod_path)
 
 
 def _placement(job: Job, pod_spec: dict[str, Any], pod_path: str) -> None:
@@ -404,6 +422,7 @@ def _resources(job: Job, containers: list[Any], path: str, paths: dict[str, str]
             if not isinstance(image, str):
                 raise ManifestError(f"{here}.image", "must be a string")
             job.image = image[:500]
+            paths["image"] = f"{here}.image"
             words = [*(container.get("command") or []), *(container.get("args") or [])]
             if not all(isinstance(w, str) for w in words):
                 raise ManifestError(f"{here}.command", "must be a list of strings")

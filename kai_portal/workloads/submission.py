@@ -7,6 +7,7 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 
+from kai_portal.workloads import cluster_jobs
 from kai_portal.workloads.capacity import oversized_task_errors
 from kai_portal.workloads.models import Job, Pod
 
@@ -14,18 +15,24 @@ MAX_IDEMPOTENCY_KEY = 255
 
 
 @transaction.atomic
-def submit(job: Job) -> Job:
+def submit(job: Job, manifest: cluster_jobs.Manifest | None = None) -> Job:
     """Save a new job (running every model rule) and create its pending pods.
 
     A job whose task is larger than every node of its pool is refused (``ValidationError``): it
     could never start. The fit check does not refuse it: it explains it with the engine's reason.
+
+    In kubernetes mode the pods are also created in the cluster (``cluster_jobs``), from the
+    user's ``manifest`` when the job came from one; a refusal there raises
+    ``cluster_jobs.ClusterRefused`` and nothing is saved.
     """
     job.full_clean()
     oversized = oversized_task_errors(job)
     if oversized:
         raise ValidationError({field: [message] for field, message in oversized.items()})
+    cluster_jobs.place(job)  # after full_clean: a cluster_key turns the name checks off
     job.save(validate=False)
     Pod.objects.bulk_create(Pod(job=job, index=i, name=f"{job.name}-{i}") for i in range(job.task_count))
+    cluster_jobs.create(job, manifest)
     return job
 
 
@@ -36,7 +43,7 @@ def earlier_submission(submitter: Any, key: str) -> Job | None:
     return Job.objects.filter(submitter=submitter, idempotency_key=key).first()
 
 
-def submit_once(job: Job, key: str = "") -> tuple[Job, bool]:
+def submit_once(job: Job, key: str = "", manifest: cluster_jobs.Manifest | None = None) -> tuple[Job, bool]:
     """``submit``, unless the submitter already sent this key: then (that job, False).
 
     A client that lost the answer (a dropped connection after the commit) retries with
@@ -44,14 +51,14 @@ def submit_once(job: Job, key: str = "") -> tuple[Job, bool]:
     other meet at the unique constraint on (submitter, key); the loser returns the winner's job.
     """
     if not key:
-        return submit(job), True
+        return submit(job, manifest), True
     earlier = earlier_submission(job.submitter, key)
     if earlier is not None:
         return earlier, False
     job.idempotency_key = key
     try:
         with transaction.atomic():
-            return submit(job), True
+            return submit(job, manifest), True
     except (IntegrityError, ValidationError):
         earlier = earlier_submission(job.submitter, key)
         if earlier is None:

@@ -24,7 +24,7 @@ from kai_portal.scheduling import forecast_store
 from kai_portal.scheduling.fitcheck import check_fit
 from kai_portal.scheduling.models import Decision, JobMessage
 from kai_portal.teams.models import Team
-from kai_portal.workloads import lifecycle, submission
+from kai_portal.workloads import cluster_jobs, lifecycle, submission
 from kai_portal.workloads.choices import JobState, PodState
 from kai_portal.workloads.copying import copy_initial
 from kai_portal.workloads.filtersets import JobFilterSet
@@ -189,7 +189,7 @@ def job_cancel(request: HttpRequest, uid: str) -> HttpResponse:
     try:
         lifecycle.cancel_job(job, actor=request.user)
         messages.success(request, f"Job {job.name} cancelled.")
-    except lifecycle.TransitionError as exc:
+    except (lifecycle.TransitionError, cluster_jobs.ClusterRefused) as exc:
         messages.error(request, str(exc))
     return redirect("workloads:job_detail", uid=job.uid)
 
@@ -208,9 +208,13 @@ def job_submit(request: HttpRequest) -> HttpResponse:
         # A job that can never fit, or an implausible request, is submitted only once confirmed.
         warnings = [] if request.POST.get("confirmed") else submit_warnings(request.user, form.instance)
         if not warnings:
-            job = submission.submit(form.instance)
-            messages.success(request, f"Job {job.name} submitted to {job.queue.name}.")
-            return redirect("workloads:job_detail", uid=job.uid)
+            try:
+                job = submission.submit(form.instance)
+            except cluster_jobs.ClusterRefused as exc:  # kubernetes mode: nothing was saved
+                form.add_error(exc.path if exc.path in form.fields else None, exc.message)
+            else:
+                messages.success(request, f"Job {job.name} submitted to {job.queue.name}.")
+                return redirect("workloads:job_detail", uid=job.uid)
     queue_choices = cast("ModelChoiceField[Queue]", form.fields["queue"]).queryset
     has_queue = queue_choices is not None and queue_choices.exists()
     return render(request, "workloads/job_submit.html", {"form": form, "has_queue": has_queue,
@@ -241,7 +245,7 @@ def job_submit_yaml(request: HttpRequest) -> HttpResponse:
     if request.method == "POST" and form.is_valid():
         try:
             job, _ = submit_manifest(form.cleaned_data["manifest"], request.user)
-        except ManifestError as exc:
+        except (ManifestError, cluster_jobs.ClusterRefused) as exc:
             problems = [str(exc)]
         else:
             messages.success(request, f"Job {job.name} submitted to {job.queue.name} from YAML.")

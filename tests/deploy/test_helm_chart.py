@@ -136,11 +136,22 @@ def granted_by(role: dict) -> set[tuple[str, str, str]]:
     return granted
 
 
+# Granted only where the operator allows it (JOB_NAMESPACE_CREATE / config.createJobNamespaces).
+OPTIONAL_CALLS = {("", "namespaces", "create")}
+
+
+def cluster_role(path: Path) -> dict:
+    (role,) = [d for d in yaml.safe_load_all(path.read_text()) if d and d["kind"] == "ClusterRole"]
+    return role
+
+
 def test_the_plain_rbac_manifest_grants_the_same_as_the_chart():
-    """deploy/rbac/ (kubectl apply, the cluster tests' ServiceAccount) and the chart stay one role."""
-    docs = yaml.safe_load_all((ROOT / "deploy" / "rbac" / "kai-portal.yaml").read_text())
-    (role,) = [d for d in docs if d and d["kind"] == "ClusterRole"]
-    assert granted_by(role) == backend_calls()
+    """deploy/rbac/ (kubectl apply, the cluster tests' ServiceAccount) and the chart stay one role;
+    deploy/rbac/optional/ adds the namespace creation the portal may be allowed."""
+    role = cluster_role(ROOT / "deploy" / "rbac" / "kai-portal.yaml")
+    optional = cluster_role(ROOT / "deploy" / "rbac" / "optional" / "kai-portal-namespaces.yaml")
+    assert granted_by(role) == backend_calls() - OPTIONAL_CALLS
+    assert granted_by(optional) == OPTIONAL_CALLS
 
 
 def test_default_install_renders_every_component():
@@ -176,7 +187,10 @@ def test_default_install_renders_every_component():
 def test_the_cluster_role_is_exactly_what_the_backend_calls_and_no_wildcard():
     objects = by_kind(render(*REQUIRED))
     role = objects[("ClusterRole", "kai-kai-portal")]
-    assert granted_by(role) == backend_calls()
+    assert granted_by(role) == backend_calls() - OPTIONAL_CALLS
+    allowed = by_kind(render(*REQUIRED, "config.createJobNamespaces=true"))
+    assert granted_by(allowed[("ClusterRole", "kai-kai-portal")]) == backend_calls()
+    assert allowed[("ConfigMap", "kai-kai-portal")]["data"]["JOB_NAMESPACE_CREATE"] == "1"
     binding = objects[("ClusterRoleBinding", "kai-kai-portal")]
     assert binding["roleRef"]["name"] == "kai-kai-portal"
     assert binding["subjects"] == [
@@ -184,7 +198,7 @@ def test_the_cluster_role_is_exactly_what_the_backend_calls_and_no_wildcard():
     ]
 
 
-def test_commands_match_the_project_and_only_the_worker_holds_the_token():
+def test_commands_match_the_project_and_only_the_worker_and_web_hold_the_token():
     objects = by_kind(render(*REQUIRED))
     web, worker, beat = (objects[("Deployment", f"kai-kai-portal-{c}")] for c in ("web", "worker", "beat"))
     migrate = objects[("Job", "kai-kai-portal-migrate")]
@@ -201,7 +215,11 @@ def test_commands_match_the_project_and_only_the_worker_holds_the_token():
     assert beat["spec"]["replicas"] == 1 and beat["spec"]["strategy"]["type"] == "Recreate"
     pods = {"web": web, "worker": worker, "beat": beat, "migrate": migrate}
     tokens = {name: d["spec"]["template"]["spec"]["automountServiceAccountToken"] for name, d in pods.items()}
-    assert tokens == {"web": False, "worker": True, "beat": False, "migrate": False}
+    # The web creates and deletes portal jobs' pods in the request (kubernetes mode only).
+    assert tokens == {"web": True, "worker": True, "beat": False, "migrate": False}
+    simulated = by_kind(render(*REQUIRED, "config.clusterBackend=simulated"))
+    assert simulated[("Deployment", "kai-kai-portal-web")]["spec"]["template"]["spec"][
+        "automountServiceAccountToken"] is False  # fmt: skip
     for doc in (web, worker, beat, migrate):
         spec = doc["spec"]["template"]["spec"]
         assert spec["securityContext"]["runAsNonRoot"] is True

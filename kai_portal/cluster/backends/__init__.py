@@ -28,6 +28,7 @@ from .base import (
     OperationResult,
     PodEvent,
     PodSpecRequest,
+    PodTemplate,
     TaskStatus,
 )
 
@@ -82,6 +83,7 @@ __all__ = [
     "OperationResult",
     "PodEvent",
     "PodSpecRequest",
+    "PodTemplate",
     "TaskStatus",
     "get_backend",
 ]

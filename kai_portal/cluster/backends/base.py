@@ -12,7 +12,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Protocol
+from typing import Any, Protocol
 
 
 class TaskStatus(enum.StrEnum):
@@ -285,6 +285,21 @@ class PodSpecRequest:
     preemptibility: str | None = None
     labels: dict[str, str] = field(default_factory=dict)
     annotations: dict[str, str] = field(default_factory=dict)
+    job_uid: str = ""  # the portal job's uid, a label on every pod (cancel and sync find them by it)
+    min_member: int | None = None  # the gang minimum, as kai.scheduler/batch-min-member
+    # A user's manifest: the pod template's labels, annotations and spec (plain dicts). When
+    # set, the pods are this spec (containers, env, tolerations, nodeSelector...), not one
+    # synthesized from the fields above; the backend only adds its scheduler name and labels.
+    pod_template: PodTemplate | None = None
+
+
+@dataclass(frozen=True)
+class PodTemplate:
+    """The pod part of a user's Pod or batch/v1 Job manifest, as the user wrote it."""
+
+    spec: dict[str, Any]
+    labels: dict[str, str] = field(default_factory=dict)
+    annotations: dict[str, str] = field(default_factory=dict)
 
 
 class ClusterBackend(Protocol):
@@ -302,6 +317,6 @@ class ClusterBackend(Protocol):
         """Create the pods of a portal job."""
         ...
 
-    def cancel(self, namespace: str, job: str) -> ApplyReport:
-        """Delete the pods of a portal job."""
+    def cancel(self, namespace: str, job: str, uid: str = "") -> ApplyReport:
+        """Delete the pods of a portal job (those labelled with its uid when given)."""
         ...

@@ -78,12 +78,15 @@ from .gpu_sharing import (
     GpuSharingUnavailable,
 )
 from .kubernetes_objects import (
+    BATCH_MIN_MEMBER_ANNOTATION,
     GPU_DEVICES_ANNOTATION,
     GPU_FRACTION_ANNOTATION,
     GPU_MEMORY_ANNOTATION,
     GPU_NUM_DEVICES_ANNOTATION,
     GPU_RESOURCE,
     POD_GROUP_ANNOTATION,
+    PORTAL_JOB_LABEL,
+    PORTAL_JOB_UID_LABEL,
     PREEMPTIBILITY_LABEL,
     PRIORITY_CLASS_LABEL,
     parse_foreign_pod,
@@ -94,8 +97,6 @@ from .owners import CUSTOM_OWNERS, MAX_OWNER_DEPTH, Grouping, Json, group_pod, o
 from .pod_groups import PodGroupSpec, PriorityClasses, finish_pod, parse_pod_group
 
 GPU_FRACTION_GRANTED_ANNOTATION = "kai.scheduler/gpu-fraction"
-# Set on every pod the portal creates; cancel() finds a job's pods by it.
-PORTAL_JOB_LABEL = "kai.scheduler/portal-job"
 POD_GROUP_API_VERSION = "scheduling.run.ai/v2alpha2"
 POD_GROUP_API = ("scheduling.run.ai", "v2alpha2", "podgroups")
 LIST_PAGE_SIZE = 500
@@ -537,6 +538,11 @@ class KubernetesBackend:
         if bind.gpu_fraction is not None:
             annotations[GPU_FRACTION_GRANTED_ANNOTATION] = f"{bind.gpu_fraction:g}"
         cached = self._pods.get((bind.namespace, bind.pod))
+        if cached is None and bind.gpu_fraction is not None:
+            # A pod created since this cycle's observation (a portal submission): its shared GPU
+            # can only be reserved once its annotations are seen; the next cycle binds it.
+            error = "the pod was created after this cycle observed the cluster; it is bound next cycle"
+            return OperationResult("bind", bind.namespace, bind.pod, ok=False, error=error)
         if cached is not None and cached.gpu.shared:
             # A shared GPU is reserved and made visible before the pod is bound, never after.
             try:
@@ -639,7 +645,8 @@ class KubernetesBackend:
     # ----- submit / cancel -------------------------------------------------
 
     def submit(self, request: PodSpecRequest) -> ApplyReport:
-        """Create the job's pods, one per task, named <job>-<index>."""
+        """Create the job's pods, one per task, named <job>-<index>; stops at the first refusal
+        (the caller deletes what was created: a job is in the cluster whole or not at all)."""
         report = ApplyReport()
         for index in range(request.num_tasks):
             body = self._pod_body(request, f"{request.job_name}-{index}")
@@ -657,50 +664,87 @@ class KubernetesBackend:
                     ),
                 )
             )
+            if not report.results[-1].ok:
+                break
         return report
 
-    def cancel(self, namespace: str, job: str) -> ApplyReport:
-        """Delete every pod the portal created for the job."""
+    def create_namespace(self, name: str) -> OperationResult:
+        """Create a namespace for portal jobs (only where the portal is allowed to); one that
+        already exists is fine."""
+        body = client.V1Namespace(metadata=client.V1ObjectMeta(name=name))
+        result = self._call(
+            "namespace", "", name, lambda: self.core.create_namespace(body, _preload_content=False)
+        )
+        if result.status_code == 409:
+            return OperationResult("namespace", "", name, ok=True)
+        return result
+
+    def cancel(self, namespace: str, job: str, uid: str = "") -> ApplyReport:
+        """Delete every pod the portal created for the job (by its uid label when given, else its
+        name label). A pod already gone counts as deleted."""
         report = ApplyReport()
+        selector = f"{PORTAL_JOB_UID_LABEL}={uid}" if uid else f"{PORTAL_JOB_LABEL}={job}"
         try:
             items, _ = self._list_all(
                 lambda **kw: self.core.list_namespaced_pod(namespace, **kw),
-                label_selector=f"{PORTAL_JOB_LABEL}={job}",
+                label_selector=selector,
             )
         except CALL_ERRORS as error:
             report.add(_failure("cancel", namespace, job, error))
             return report
         for item in items:
             name = item["metadata"]["name"]
+            result = self._call(
+                "cancel",
+                namespace,
+                name,
+                partial(self.core.delete_namespaced_pod, name, namespace, _preload_content=False),
+            )
             report.add(
-                self._call(
-                    "cancel",
-                    namespace,
-                    name,
-                    partial(self.core.delete_namespaced_pod, name, namespace, _preload_content=False),
-                )
+                OperationResult("cancel", namespace, name, ok=True) if result.status_code == 404 else result
             )
         return report
 
     def _pod_body(self, request: PodSpecRequest, name: str) -> dict[str, Any]:
+        template = request.pod_template
         labels = {
+            **(template.labels if template else {}),
             **request.labels,
             self.queue_label_keys[0]: request.queue,
             PORTAL_JOB_LABEL: request.job_name,
         }
+        if request.job_uid:
+            labels[PORTAL_JOB_UID_LABEL] = request.job_uid
         # priorityClassName as a label (§1.7): a spec.priorityClassName naming a
         # class the cluster lacks would make admission reject the pod.
         if request.priority_class:
             labels[PRIORITY_CLASS_LABEL] = request.priority_class
         if request.preemptibility:
             labels[PREEMPTIBILITY_LABEL] = request.preemptibility
-        annotations = {**request.annotations, POD_GROUP_ANNOTATION: request.job_name}
+        annotations = {
+            **(template.annotations if template else {}),
+            **request.annotations,
+            POD_GROUP_ANNOTATION: request.job_name,
+        }
+        if request.min_member is not None:
+            annotations[BATCH_MIN_MEMBER_ANNOTATION] = str(request.min_member)
+        # A manifest may carry the GPU-sharing annotations on a Job rather than its pod template:
+        # the pod needs them (KAI and the webhook read the pod's).
         if request.gpu_fraction is not None:
-            annotations[GPU_FRACTION_ANNOTATION] = f"{request.gpu_fraction:g}"
+            annotations.setdefault(GPU_FRACTION_ANNOTATION, f"{request.gpu_fraction:g}")
         if request.gpu_memory_mib is not None:
-            annotations[GPU_MEMORY_ANNOTATION] = str(request.gpu_memory_mib)
+            annotations.setdefault(GPU_MEMORY_ANNOTATION, str(request.gpu_memory_mib))
         if request.gpu_devices_per_pod > 1 and (request.gpu_fraction or request.gpu_memory_mib):
-            annotations[GPU_NUM_DEVICES_ANNOTATION] = str(request.gpu_devices_per_pod)
+            annotations.setdefault(GPU_NUM_DEVICES_ANNOTATION, str(request.gpu_devices_per_pod))
+        if template is not None:
+            # The user's own pod spec, deep-copied (the request stays untouched), scheduled by us.
+            spec: dict[str, Any] = {
+                **json.loads(json.dumps(template.spec)),
+                "schedulerName": self.scheduler_name,
+            }
+        else:
+            spec = {"schedulerName": self.scheduler_name, "restartPolicy": "Never",
+                    "containers": [_container(request)]}  # fmt: skip
         return {
             "apiVersion": "v1",
             "kind": "Pod",
@@ -710,11 +754,7 @@ class KubernetesBackend:
                 "labels": labels,
                 "annotations": annotations,
             },
-            "spec": {
-                "schedulerName": self.scheduler_name,
-                "restartPolicy": "Never",
-                "containers": [_container(request)],
-            },
+            "spec": spec,
         }
 
     # ----- plumbing --------------------------------------------------------

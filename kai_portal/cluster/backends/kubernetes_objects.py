@@ -27,6 +27,10 @@ GPU_MEMORY_ANNOTATION = "gpu-memory"
 GPU_NUM_DEVICES_ANNOTATION = "gpu-fraction-num-devices"
 PRIORITY_CLASS_LABEL = "priorityClassName"
 PREEMPTIBILITY_LABEL = "kai.scheduler/preemptibility"
+# Set on every pod the portal creates: the job's name, and its uid (cancel() finds a job's pods
+# by the uid; the sync knows a portal pod whose job row is not committed yet by it).
+PORTAL_JOB_LABEL = "kai.scheduler/portal-job"
+PORTAL_JOB_UID_LABEL = "kai.scheduler/portal-job-uid"
 # Written by this backend at bind time (see kubernetes.py): the devices chosen.
 GPU_DEVICES_ANNOTATION = "kai.scheduler/gpu-devices"
 

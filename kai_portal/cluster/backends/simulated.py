@@ -197,7 +197,7 @@ class SimulatedBackend:
         """Nothing to create: a portal job's pod rows are its simulated pods."""
         return ApplyReport([OperationResult("submit", request.namespace, request.job_name, ok=True)])
 
-    def cancel(self, namespace: str, job: str) -> ApplyReport:
+    def cancel(self, namespace: str, job: str, uid: str = "") -> ApplyReport:
         """Nothing to delete: ``lifecycle.cancel_job`` already marked the pods releasing."""
         return ApplyReport([OperationResult("cancel", namespace, job, ok=True)])
 

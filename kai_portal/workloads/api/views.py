@@ -25,7 +25,7 @@ from kai_portal.core.api import TEXT_PARSERS, Conflict, JsonTextParser, body_tex
 from kai_portal.scheduling import forecast_store
 from kai_portal.scheduling.api.serializers import ForecastDetailSerializer, ForecastSerializer
 from kai_portal.scheduling.fitcheck import check_fit
-from kai_portal.workloads import lifecycle, submission
+from kai_portal.workloads import cluster_jobs, lifecycle, submission
 from kai_portal.workloads.api.serializers import (
     FitVerdictSerializer,
     JobSerializer,
@@ -75,6 +75,12 @@ IDEMPOTENCY_KEY = OpenApiParameter(
 )
 
 
+def _refused(exc: cluster_jobs.ClusterRefused) -> Response:
+    """What the cluster refused (kubernetes mode), with nothing saved: 400 for a request the
+    cluster cannot take, 409 for a clash with what is there, 503 when it could not be reached."""
+    return Response({"detail": exc.message, "path": exc.path}, status=exc.status)
+
+
 def idempotency_key(request: Request) -> str:
     key = request.headers.get("Idempotency-Key", "").strip()
     if len(key) > submission.MAX_IDEMPOTENCY_KEY:
@@ -120,7 +126,10 @@ class JobViewSet(
         serializer = self.get_serializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         submitter = cast("User", request.user)  # IsAuthenticated: never anonymous
-        job, created = submission.submit_once(Job(**serializer.validated_data, submitter=submitter), key)
+        try:
+            job, created = submission.submit_once(Job(**serializer.validated_data, submitter=submitter), key)
+        except cluster_jobs.ClusterRefused as exc:
+            return _refused(exc)
         if not created:
             return self._replayed(job)
         data = self.get_serializer(self.get_queryset().get(pk=job.pk)).data
@@ -150,6 +159,8 @@ class JobViewSet(
             lifecycle.cancel_job(job, actor=request.user)
         except lifecycle.TransitionError as exc:
             raise Conflict(str(exc)) from None
+        except cluster_jobs.ClusterRefused as exc:
+            return _refused(exc)
         return Response(self.get_serializer(self.get_queryset().get(pk=job.pk)).data)
 
     @extend_schema(
@@ -215,6 +226,8 @@ class JobViewSet(
                 {"detail": str(exc), "path": exc.path, "message": exc.message},
                 status=status.HTTP_400_BAD_REQUEST,
             )
+        except cluster_jobs.ClusterRefused as exc:
+            return _refused(exc)
         if not created:
             return self._replayed(job)
         return Response(
