@@ -107,6 +107,58 @@ def backend_calls() -> set[tuple[str, str, str]]:
     return calls
 
 
+QUEUE_OBJECTS = ROOT / "kai_portal" / "cluster" / "queue_objects.py"
+CUSTOM_VERBS = {"list": "list", "get": "get", "create": "create", "patch": "patch", "replace": "update",
+                "delete": "delete"}  # fmt: skip
+
+
+def queue_object_calls() -> tuple[set[tuple[str, str, str]], set[tuple[str, str, str]]]:
+    """``(API group, resource, verb)`` of the ``CustomObjectsApi`` calls (``self.custom``) in
+    ``queue_objects.py``: (those of ``observe``, which the worker's cycle makes, listing and
+    watching; those of every other method, which the web pods make when a queue is edited).
+
+    The group and resource are the call's own arguments, read as the module's constants, so a
+    call on another kind of object (or with a literal) needs its own rule and fails here first."""
+    tree = ast.parse(QUEUE_OBJECTS.read_text())
+    constants: dict[str, str] = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Tuple):
+            for target, value in zip(node.targets[0].elts, node.value.elts, strict=True):  # type: ignore[attr-defined]
+                constants[target.id] = value.value
+        elif isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant):
+            constants[node.targets[0].id] = node.value.value  # type: ignore[attr-defined]
+    reads: set[tuple[str, str, str]] = set()
+    writes: set[tuple[str, str, str]] = set()
+    for function in ast.walk(tree):
+        if not isinstance(function, ast.FunctionDef):
+            continue
+        for node in ast.walk(function):
+            # self.custom.<method>(GROUP, VERSION, PLURAL, ...) or partial(self.custom.<method>, GROUP, ...)
+            if not isinstance(node, ast.Call):
+                continue
+            method, args = node.func, node.args
+            if isinstance(method, ast.Name) and method.id == "partial" and args:
+                method, args = args[0], args[1:]
+            if not (isinstance(method, ast.Attribute) and isinstance(method.value, ast.Attribute)
+                    and method.value.attr == "custom"):  # fmt: skip
+                continue
+            match = re.fullmatch(r"(list|get|create|patch|replace|delete)_cluster_custom_object", method.attr)
+            assert match, f"unknown client call custom.{method.attr}"
+            group, plural = (constants[a.id] for a in (args[0], args[2]))  # type: ignore[attr-defined]
+            verb = CUSTOM_VERBS[match.group(1)]
+            target = reads if function.name == "observe" else writes
+            target.add((group, plural, verb))
+            if function.name == "observe" and verb == "list":
+                target.add((group, plural, "watch"))  # observe() follows its list with a watch
+    assert reads and writes, "the Queue object calls could not be found; has queue_objects.py moved?"
+    return reads, writes
+
+
+def worker_calls() -> set[tuple[str, str, str]]:
+    """The worker's account: the backends' calls and the cycle's Queue object reads."""
+    return backend_calls() | queue_object_calls()[0]
+
+
 def granted_by(role: dict) -> set[tuple[str, str, str]]:
     granted = set()
     for rule in role["rules"]:
@@ -120,8 +172,10 @@ def granted_by(role: dict) -> set[tuple[str, str, str]]:
 def test_the_plain_rbac_manifest_grants_the_same_as_the_chart():
     """deploy/rbac/ (kubectl apply, the cluster tests' ServiceAccount) and the chart stay one role."""
     docs = yaml.safe_load_all((ROOT / "deploy" / "rbac" / "kai-portal.yaml").read_text())
-    (role,) = [d for d in docs if d and d["kind"] == "ClusterRole"]
-    assert granted_by(role) == backend_calls()
+    roles = {d["metadata"]["name"]: d for d in docs if d and d["kind"] == "ClusterRole"}
+    assert set(roles) == {"kai-portal-scheduler", "kai-portal-queues"}
+    assert granted_by(roles["kai-portal-scheduler"]) == worker_calls()
+    assert granted_by(roles["kai-portal-queues"]) == queue_object_calls()[1]
 
 
 def test_default_install_renders_every_component():
@@ -129,7 +183,9 @@ def test_default_install_renders_every_component():
     kinds = sorted((d["kind"], d["metadata"]["name"]) for d in docs)
     assert kinds == [
         ("ClusterRole", "kai-kai-portal"),
+        ("ClusterRole", "kai-kai-portal-queues"),
         ("ClusterRoleBinding", "kai-kai-portal"),
+        ("ClusterRoleBinding", "kai-kai-portal-queues"),
         ("ConfigMap", "kai-kai-portal"),
         ("Deployment", "kai-kai-portal-beat"),
         ("Deployment", "kai-kai-portal-web"),
@@ -145,6 +201,7 @@ def test_default_install_renders_every_component():
         ("Service", "kai-kai-portal"),
         ("Service", "kai-kai-portal-webhook"),
         ("ServiceAccount", "kai-kai-portal"),
+        ("ServiceAccount", "kai-kai-portal-web"),
         ("ServiceAccount", "kai-resource-reservation"),
     ]
     without = sorted(
@@ -157,15 +214,22 @@ def test_default_install_renders_every_component():
 def test_the_cluster_role_is_exactly_what_the_backend_calls_and_no_wildcard():
     objects = by_kind(render(*REQUIRED))
     role = objects[("ClusterRole", "kai-kai-portal")]
-    assert granted_by(role) == backend_calls()
+    assert granted_by(role) == worker_calls()
     binding = objects[("ClusterRoleBinding", "kai-kai-portal")]
     assert binding["roleRef"]["name"] == "kai-kai-portal"
     assert binding["subjects"] == [
         {"kind": "ServiceAccount", "name": "kai-kai-portal", "namespace": "kai-system"}
     ]
+    # The web pods' account: only the Queue object writes of a portal edit.
+    assert granted_by(objects[("ClusterRole", "kai-kai-portal-queues")]) == queue_object_calls()[1]
+    binding = objects[("ClusterRoleBinding", "kai-kai-portal-queues")]
+    assert binding["roleRef"]["name"] == "kai-kai-portal-queues"
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "kai-kai-portal-web", "namespace": "kai-system"}
+    ]
 
 
-def test_commands_match_the_project_and_only_the_worker_holds_the_token():
+def test_commands_match_the_project_and_only_the_worker_and_web_hold_tokens():
     objects = by_kind(render(*REQUIRED))
     web, worker, beat = (objects[("Deployment", f"kai-kai-portal-{c}")] for c in ("web", "worker", "beat"))
     migrate = objects[("Job", "kai-kai-portal-migrate")]
@@ -182,7 +246,10 @@ def test_commands_match_the_project_and_only_the_worker_holds_the_token():
     assert beat["spec"]["replicas"] == 1 and beat["spec"]["strategy"]["type"] == "Recreate"
     pods = {"web": web, "worker": worker, "beat": beat, "migrate": migrate}
     tokens = {name: d["spec"]["template"]["spec"]["automountServiceAccountToken"] for name, d in pods.items()}
-    assert tokens == {"web": False, "worker": True, "beat": False, "migrate": False}
+    assert tokens == {"web": True, "worker": True, "beat": False, "migrate": False}
+    # The web pods' token is their own account's (Queue object writes only), not the scheduler's.
+    accounts = {name: d["spec"]["template"]["spec"]["serviceAccountName"] for name, d in pods.items()}
+    assert accounts["web"] == "kai-kai-portal-web" and accounts["worker"] == "kai-kai-portal"
     for doc in (web, worker, beat, migrate):
         spec = doc["spec"]["template"]["spec"]
         assert spec["securityContext"]["runAsNonRoot"] is True
