@@ -30,6 +30,8 @@ logger = logging.getLogger(__name__)
 
 GROUP, VERSION, PLURAL, KIND = "scheduling.run.ai", "v2", "queues", "Queue"
 MERGE_PATCH = "application/merge-patch+json"
+# Writes happen inside a web request: a hung API server must not hang it (connect, read seconds).
+WRITE_TIMEOUT = (5, 15)
 
 
 class QueueObjectConflict(Exception):
@@ -91,7 +93,7 @@ class QueueObjects:
         name = body["metadata"]["name"]
         try:
             response = self.custom.create_cluster_custom_object(
-                GROUP, VERSION, PLURAL, body, _preload_content=False
+                GROUP, VERSION, PLURAL, body, _preload_content=False, _request_timeout=WRITE_TIMEOUT
             )
         except ApiException as error:
             if error.status == 409:
@@ -108,7 +110,8 @@ class QueueObjects:
         """A merge patch; ``body.metadata.resourceVersion`` is the precondition (``since`` names it)."""
         try:
             response = self.custom.patch_cluster_custom_object(
-                GROUP, VERSION, PLURAL, name, body, _preload_content=False, _content_type=MERGE_PATCH
+                GROUP, VERSION, PLURAL, name, body, _preload_content=False, _content_type=MERGE_PATCH,
+                _request_timeout=WRITE_TIMEOUT,
             )
         except ApiException as error:
             if error.status in (404, 409):
@@ -124,7 +127,7 @@ class QueueObjects:
         try:
             self.custom.delete_cluster_custom_object(
                 GROUP, VERSION, PLURAL, name, body=client.V1DeleteOptions(preconditions=preconditions),
-                _preload_content=False,
+                _preload_content=False, _request_timeout=WRITE_TIMEOUT,
             )  # fmt: skip
         except ApiException as error:
             if error.status == 404:

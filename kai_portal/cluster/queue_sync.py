@@ -86,15 +86,16 @@ def _version(obj: dict[str, Any]) -> tuple[str, str]:
 def _apply_object(obj: dict[str, Any], row: Queue | None) -> None:
     name = obj["metadata"]["name"]
     uid, resource_version = _version(obj)
+    labels = obj["metadata"].get("labels") or {}
     document = {
         "apiVersion": obj.get("apiVersion"),
         "kind": obj.get("kind"),
-        "metadata": {"name": name, "labels": (obj["metadata"].get("labels") or {})},
+        "metadata": {"name": name, "labels": labels},
         "spec": obj.get("spec") or {},
     }
     try:
         with transaction.atomic():  # a savepoint: an object that fails leaves no trace
-            pool = document["metadata"]["labels"].get(kai_yaml.NODE_POOL_LABEL)
+            pool = labels.get(kai_yaml.NODE_POOL_LABEL)
             if isinstance(pool, str) and pool:
                 NodePool.objects.get_or_create(name=pool)
             kai_yaml.import_queues(yaml.safe_dump(document))
