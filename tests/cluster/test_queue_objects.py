@@ -433,3 +433,22 @@ def test_queue_deleted_with_kubectl_disappears_unless_it_still_has_active_jobs(
     cycle(portal)
     assert not Queue.objects.filter(name=nlp).exists()
     assert AuditEntry.objects.get(object_repr=nlp, action="delete").source == "queue-sync"
+
+
+def test_queue_yaml_imported_in_the_portal_becomes_queue_objects(
+    cluster: Cluster, portal: KubernetesBackend, names: dict[str, str], django_user_model: Any
+) -> None:
+    """The portal's KAI YAML import is an edit too: in kubernetes mode its queues are Queue
+    objects afterwards, in KAI's units, and the next cycle finds nothing to change."""
+    research, vision = names["research"], names["vision"]
+    text = queue_yaml(research, gpu=8, memory_mb=2000) + "---\n" + queue_yaml(vision, parent=research, gpu=2)
+    web = admin_client(django_user_model)
+    response = web.post("/api/v1/queues/import/", text, content_type="application/yaml")
+    assert response.status_code == 200, response.content
+    assert sorted(response.json()["created"]) == sorted([research, vision])
+    assert get_queue(cluster, research)["spec"]["resources"]["memory"]["quota"] == 2000
+    assert get_queue(cluster, vision)["spec"]["parentQueue"] == research
+    entries = AuditEntry.objects.count()
+    cycle(portal)
+    assert AuditEntry.objects.count() == entries
+    assert Queue.objects.get(name=vision).cluster_uid == get_queue(cluster, vision)["metadata"]["uid"]
