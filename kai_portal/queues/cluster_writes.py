@@ -60,10 +60,17 @@ def queue_objects() -> QueueObjects:
     return _objects
 
 
-def publish(queue: Queue, previous_name: str | None = None) -> None:
-    """Write the saved ``queue`` to its Queue object. Call inside the transaction that saved it."""
+def publish(queue: Queue, previous_name: str | None = None, seen_version: str | None = None) -> None:
+    """Write the saved ``queue`` to its Queue object. Call inside the transaction that saved it.
+
+    ``seen_version``: the resourceVersion the user's page was rendered from (the form sends it);
+    the precondition is that one, so an object that changed after the page was shown is refused
+    even when a cycle has already copied the change into the row. Default: the stored one.
+    """
     if not enabled():
         return
+    if seen_version:
+        queue.cluster_resource_version = seen_version
     from kai_portal.cluster.queue_objects import QueueObjectConflict, QueueObjectUnavailable
 
     if queue.cluster_uid and previous_name is not None and previous_name != queue.name:

@@ -391,7 +391,7 @@ def _save_and_publish(form: QueueForm, previous_name: str | None) -> int | None:
     try:
         with transaction.atomic():
             queue = form.save()
-            cluster_writes.publish(queue, previous_name=previous_name)
+            cluster_writes.publish(queue, previous_name=previous_name, seen_version=form.seen_version())
     except cluster_writes.QueueWriteRefused as refused:
         form.add_error(None, str(refused))
         return 409 if refused.conflict else 503

@@ -355,7 +355,9 @@ def test_edit_of_a_queue_changed_with_kubectl_since_the_portal_read_it_is_refuse
     )
     audit_before = AuditEntry.objects.count()
 
-    response = web.post(f"/queues/{research}/edit/", form_data(queue, gpu_quota="5"))
+    stale = form_data(queue, gpu_quota="5")  # what the page the admin opened posts
+    assert stale["seen_resource_version"] == stored
+    response = web.post(f"/queues/{research}/edit/", stale)
     assert response.status_code == 409
     page_text = response.content.decode()
     assert (
@@ -376,10 +378,15 @@ def test_edit_of_a_queue_changed_with_kubectl_since_the_portal_read_it_is_refuse
     assert AuditEntry.objects.count() == audit_before  # the rolled-back edit left no entry
     assert get_queue(cluster, research)["spec"]["resources"]["gpu"]["quota"] == 10  # kubectl's value kept
 
-    # After a cycle (the admin reloads) the edit goes through on the new version.
+    # A cycle copies kubectl's change into the row; the page the admin opened before it is
+    # still refused (its hidden resourceVersion is the precondition, not the row's newer one).
     cycle(portal)
     queue.refresh_from_db()
     assert queue.gpu_quota == 10
+    stale_page = web.post(f"/queues/{research}/edit/", stale)
+    assert stale_page.status_code == 409 and "changed in the cluster" in stale_page.content.decode()
+    assert get_queue(cluster, research)["spec"]["resources"]["gpu"]["quota"] == 10
+    # After a reload the edit goes through on the new version.
     response = web.post(f"/queues/{research}/edit/", form_data(queue, gpu_quota="5"))
     assert response.status_code == 302
     assert get_queue(cluster, research)["spec"]["resources"]["gpu"]["quota"] == 5
