@@ -121,12 +121,17 @@ def queue_object_calls() -> tuple[set[tuple[str, str, str]], set[tuple[str, str,
     call on another kind of object (or with a literal) needs its own rule and fails here first."""
     tree = ast.parse(QUEUE_OBJECTS.read_text())
     constants: dict[str, str] = {}
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Tuple):
-            for target, value in zip(node.targets[0].elts, node.value.elts, strict=True):  # type: ignore[attr-defined]
-                constants[target.id] = value.value
-        elif isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant):
-            constants[node.targets[0].id] = node.value.value  # type: ignore[attr-defined]
+    for node in tree.body:  # module-level NAME = "text" and A, B = "x", "y"
+        if not isinstance(node, ast.Assign):
+            continue
+        target, value = node.targets[0], node.value
+        if isinstance(target, ast.Tuple) and isinstance(value, ast.Tuple):
+            pairs = list(zip(target.elts, value.elts, strict=True))
+        else:
+            pairs = [(target, value)]
+        for name, constant in pairs:
+            if isinstance(name, ast.Name) and isinstance(constant, ast.Constant):
+                constants[name.id] = constant.value
     reads: set[tuple[str, str, str]] = set()
     writes: set[tuple[str, str, str]] = set()
     for function in ast.walk(tree):
