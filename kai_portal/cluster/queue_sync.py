@@ -29,8 +29,9 @@ from datetime import datetime
 from typing import Any
 
 import yaml
-from django.db import transaction
-from django.db.models import Count, Q
+from django.core.exceptions import ValidationError
+from django.db import IntegrityError, transaction
+from django.db.models import Count, ProtectedError, Q
 
 from kai_portal.audit.context import acting_as
 from kai_portal.cluster.models import NodePool
@@ -99,10 +100,11 @@ def _apply_object(obj: dict[str, Any], row: Queue | None) -> None:
             if isinstance(pool, str) and pool:
                 NodePool.objects.get_or_create(name=pool)
             kai_yaml.import_queues(yaml.safe_dump(document))
-    except kai_yaml.QueueYamlError as error:
+    except (kai_yaml.QueueYamlError, ValidationError, IntegrityError) as error:
         # Not stored: the next cycle tries again (the parent may arrive, the rule may pass).
+        why = f"{error.key}: {error.message}" if isinstance(error, kai_yaml.QueueYamlError) else str(error)
         _report(name, row, f"The cluster's Queue object (resourceVersion {resource_version}) is not "
-                           f"applied: {error.key}: {error.message}")  # fmt: skip
+                           f"applied: {why}")  # fmt: skip
         return
     Queue.objects.filter(name=name).update(
         cluster_uid=uid, cluster_resource_version=resource_version, cluster_message=""
@@ -122,9 +124,14 @@ def _remove(row: Queue) -> None:
     elif counts["jobs"]:
         reason = f"it holds the history of {counts['jobs']} finished job(s)"
     else:
-        row.delete()
-        logger.info("queue %s deleted: its Queue object is gone from the cluster", row.name)
-        return
+        try:
+            with transaction.atomic():  # a row a concurrent write just tied to a job stays
+                row.delete()
+        except (ProtectedError, IntegrityError) as error:
+            reason = f"it is still referenced ({error})"
+        else:
+            logger.info("queue %s deleted: its Queue object is gone from the cluster", row.name)
+            return
     _report(row.name, row, f"The Queue object was deleted in the cluster; the portal keeps the queue "
                            f"because {reason}.")  # fmt: skip
 
