@@ -312,6 +312,7 @@ def test_quota_edit_in_the_portal_form_shows_up_in_kubectl_get_queue(
     )
     assert api.status_code == 200, api.content
     assert get_queue(cluster, vision)["spec"]["priority"] == 130
+    assert api.json()["cluster_resource_version"] == get_queue(cluster, vision)["metadata"]["resourceVersion"]
     assert get_queue(cluster, vision)["spec"]["resources"]["gpu"]["limit"] == 7
     created = web.post(
         "/api/v1/queues/",
