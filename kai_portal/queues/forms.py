@@ -19,7 +19,14 @@ RESOURCE_FIELDS = {
 
 
 class QueueForm(forms.ModelForm):
-    """Every field an admin sets on a queue, the parent included (moving a queue is editing its parent)."""
+    """Every field an admin sets on a queue, the parent included (moving a queue is editing its parent).
+
+    ``seen_resource_version`` (hidden) carries the Queue object's resourceVersion the page was
+    rendered from, so in kubernetes mode the write's precondition is what the admin saw: an
+    object changed in the cluster since (even one a cycle has already read) refuses the edit.
+    """
+
+    seen_resource_version = forms.CharField(required=False, widget=forms.HiddenInput, max_length=64)
 
     class Meta:
         model = Queue
@@ -64,6 +71,11 @@ class QueueForm(forms.ModelForm):
         cast("forms.ModelChoiceField[Any]", self.fields["team"]).empty_label = "(none: run by portal admins)"
         pool_field = cast("forms.ModelChoiceField[Any]", self.fields["node_pool"])
         pool_field.empty_label = "(the parent's pool; the default pool for a department)"
+        self.fields["seen_resource_version"].initial = self.instance.cluster_resource_version
+
+    def seen_version(self) -> str | None:
+        """The resourceVersion the page showed (None when the post carried none)."""
+        return self.cleaned_data.get("seen_resource_version") or None
 
     def resource_rows(self) -> list[tuple[str, list[forms.BoundField]]]:
         """The quota grid: one row per resource with its quota, limit and weight fields."""

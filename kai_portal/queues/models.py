@@ -130,6 +130,17 @@ class Queue(ValidatedModel):
     reclaim_min_runtime = models.DurationField(
         null=True, blank=True, help_text="Minimum runtime before cross-queue reclaim; empty = inherit."
     )
+    # Kubernetes mode (issue 16): the `scheduling.run.ai/v2` Queue object this row mirrors. The
+    # uid is set once the row was read from or written to the cluster (empty: a portal-only row);
+    # the resourceVersion is the one the portal last read or wrote, the precondition of its writes.
+    cluster_uid = models.CharField(max_length=64, blank=True, editable=False)
+    cluster_resource_version = models.CharField(max_length=64, blank=True, editable=False)
+    cluster_message = models.CharField(
+        max_length=1000,
+        blank=True,
+        editable=False,
+        help_text="Why the cluster's Queue object is not (fully) reflected here; empty when it is.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

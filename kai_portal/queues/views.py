@@ -12,6 +12,7 @@ from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
+from django.db import transaction
 from django.db.models import Avg, Count, DateTimeField, DurationField, F, Func, Sum, Value
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
@@ -23,6 +24,7 @@ from kai_portal.cluster.models import GpuDevice, Node
 from kai_portal.core.access import get_visible_or_404, get_writable_or_403
 from kai_portal.core.htmx import HtmxHttpRequest, page_or_fragment
 from kai_portal.core.units import RESOURCES, UNLIMITED
+from kai_portal.queues import cluster_writes
 from kai_portal.queues.forms import QueueForm
 from kai_portal.queues.models import Queue
 from kai_portal.queues.status import ResourceStatus, latest_status
@@ -372,10 +374,28 @@ def queue_create(request: HttpRequest) -> HttpResponse:
     initial = {"parent": request.GET.get("parent")} if request.GET.get("parent") else None
     form = QueueForm(request.POST or None, initial=initial)
     if request.method == "POST" and form.is_valid():
-        queue = form.save()
-        messages.success(request, f"Queue {queue.name} created.")
-        return redirect("queues:queue_detail", name=queue.name)
+        refused = _save_and_publish(form, previous_name=None)
+        if refused is None:
+            messages.success(request, f"Queue {form.instance.name} created.")
+            return redirect("queues:queue_detail", name=form.instance.name)
+        return render(request, "queues/queue_form.html", {"form": form, "queue": None}, status=refused)
     return render(request, "queues/queue_form.html", {"form": form, "queue": None})
+
+
+def _save_and_publish(form: QueueForm, previous_name: str | None) -> int | None:
+    """Save the form and (kubernetes mode) write the queue to its Queue object, all or nothing.
+
+    None when saved; else the HTTP status of the refusal (409 the object changed, 503 the cluster
+    could not be asked), with the cluster's reason as a form error and the row rolled back.
+    """
+    try:
+        with transaction.atomic():
+            queue = form.save()
+            cluster_writes.publish(queue, previous_name=previous_name, seen_version=form.seen_version())
+    except cluster_writes.QueueWriteRefused as refused:
+        form.add_error(None, str(refused))
+        return 409 if refused.conflict else 503
+    return None
 
 
 @login_required
@@ -389,14 +409,17 @@ def queue_edit(request: HttpRequest, name: str) -> HttpResponse:
     # so the page (links, title) keeps the stored name: a posted name such as "a/b" cannot be reversed
     # into a URL and used to answer 500.
     form = QueueForm(request.POST or None, instance=Queue.objects.get(pk=queue.pk))
-    if request.method == "POST" and form.is_valid():
-        queue = form.save()
-        messages.success(
-            request, f"Queue {queue.name} saved. Fair shares change from the next scheduling cycle."
-        )
-        return redirect("queues:queue_detail", name=queue.name)
     audit_url = reverse("audit:entry_list") + f"?queue={queue.pk}"
-    return render(request, "queues/queue_form.html", {"form": form, "queue": queue, "audit_url": audit_url})
+    context = {"form": form, "queue": queue, "audit_url": audit_url}
+    if request.method == "POST" and form.is_valid():
+        refused = _save_and_publish(form, previous_name=queue.name)
+        if refused is not None:
+            return render(request, "queues/queue_form.html", context, status=refused)
+        messages.success(
+            request, f"Queue {form.instance.name} saved. Fair shares change from the next scheduling cycle."
+        )
+        return redirect("queues:queue_detail", name=form.instance.name)
+    return render(request, "queues/queue_form.html", context)
 
 
 @login_required

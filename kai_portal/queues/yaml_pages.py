@@ -22,6 +22,7 @@ from django.views.decorators.http import require_http_methods
 
 from kai_portal.audit.models import AuditEntry
 from kai_portal.core.access import get_visible_or_404
+from kai_portal.queues import cluster_writes
 from kai_portal.queues.kai_yaml import ImportResult, QueueYamlError, export_queues, import_queues
 from kai_portal.queues.models import Queue
 
@@ -99,7 +100,9 @@ def queue_import(request: HttpRequest) -> HttpResponse:
         context["text"] = text
         try:
             if request.POST.get("action") == "apply":
-                result = import_queues(text)
+                with transaction.atomic():  # kubernetes mode: the rows and the Queue objects, or nothing
+                    result = import_queues(text)
+                    cluster_writes.publish_imported(result.created + result.updated)
                 messages.success(
                     request,
                     f"Imported {len(result.created)} new and {len(result.updated)} updated queue(s); "
@@ -113,6 +116,10 @@ def queue_import(request: HttpRequest) -> HttpResponse:
         except QueueYamlError as exc:
             context["error"] = exc
             context["error_context"] = _lines_around(text, exc.line)
+        except cluster_writes.QueueWriteRefused as refused:
+            context["refused"] = str(refused)
+            status = 409 if refused.conflict else 503
+            return render(request, "queues/queue_import.html", context, status=status)
     return render(request, "queues/queue_import.html", context)
 
 

@@ -22,6 +22,7 @@ from django.utils import timezone
 
 import scheduler
 from kai_portal.cluster.backends import ClusterBackend, get_backend
+from kai_portal.cluster.queue_sync import sync_queue_objects
 from kai_portal.cluster.sync import sync_cluster_state
 from kai_portal.monitoring.recording import record_cycle
 from kai_portal.scheduling import forecast_store
@@ -65,6 +66,7 @@ def _run_locked(now: datetime, backend: ClusterBackend) -> SchedulingCycle:
         state = backend.observe()
         unsynced_events = []  # pods that got no rows (QueueDoesNotExist)
         if not getattr(backend, "writes_rows", False):
+            sync_queue_objects(backend, now)  # KAI's Queue objects first: pods may name a new queue
             with transaction.atomic():
                 unsynced_events = sync_cluster_state(state, now)
         inp = build_snapshot(now)

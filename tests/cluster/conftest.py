@@ -38,7 +38,7 @@ from kai_portal.cluster.backends.kubernetes import KubernetesBackend
 REPO = Path(__file__).resolve().parents[2]
 TESTBED = REPO / "deploy" / "k8s-testbed"
 RBAC = REPO / "deploy" / "rbac" / "kai-portal.yaml"
-PORTAL_NAMESPACE, PORTAL_ACCOUNT = "kai-portal", "kai-portal"
+PORTAL_NAMESPACE, PORTAL_ACCOUNT, WEB_ACCOUNT = "kai-portal", "kai-portal", "kai-portal-web"
 KWOK_ANNOTATION = "kwok.x-k8s.io/node"
 NOT_READY_TAINT = "node.kubernetes.io/not-ready"
 
@@ -128,6 +128,23 @@ def portal_kubeconfig(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory
     wait_until(lambda: _account_exists(cluster), "the kai-portal ServiceAccount")
     path = tmp_path_factory.mktemp("portal") / "portal.kubeconfig"
     return kubeconfig_for(cluster, PORTAL_NAMESPACE, PORTAL_ACCOUNT, path)
+
+
+@pytest.fixture(scope="session")
+def web_kubeconfig(
+    cluster: Cluster, portal_kubeconfig: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Path:
+    """The web pods' ServiceAccount (created with the RBAC that ``portal_kubeconfig`` applied)."""
+    wait_until(
+        lambda: any(
+            a.metadata.name == WEB_ACCOUNT
+            for a in cluster.core.list_namespaced_service_account(PORTAL_NAMESPACE).items
+        ),
+        "the kai-portal-web ServiceAccount",
+    )
+    return kubeconfig_for(
+        cluster, PORTAL_NAMESPACE, WEB_ACCOUNT, tmp_path_factory.mktemp("web") / "web.kubeconfig"
+    )
 
 
 def kubeconfig_for(cluster: Cluster, namespace: str, account: str, path: Path) -> Path:

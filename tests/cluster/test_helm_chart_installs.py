@@ -65,7 +65,9 @@ def release(cluster: Cluster) -> Iterator[tuple[str, str]]:
     cluster.kubectl("apply", "--server-side", "--field-manager=kai-portal-test", "--validate=strict",
                     "-f", "-", stdin=yaml.safe_dump_all(docs))  # fmt: skip
     # The scheduler's account: the one the chart's ClusterRoleBinding names.
-    [binding] = [d for d in docs if d["kind"] == "ClusterRoleBinding"]
+    # (the other binding is the web pods' account: Queue objects, portal jobs' pods)
+    bindings = [d for d in docs if d["kind"] == "ClusterRoleBinding"]
+    [binding] = [d for d in bindings if not d["metadata"]["name"].endswith("-web")]
     [subject] = binding["subjects"]
     account = subject["name"]
     yield namespace, account
@@ -86,6 +88,16 @@ def test_the_chart_applies_and_its_service_account_runs_a_full_cycle(
     assert "queues.scheduling.run.ai" in crds and "podgroups.scheduling.run.ai" in crds
     assert cluster.can_i("create", "pods", subresource="binding", namespace="x",
                          user=f"system:serviceaccount:{chart_namespace}:{account}")  # fmt: skip
+    # The web pods' account writes KAI Queue objects (a portal quota edit) and creates and deletes
+    # portal jobs' pods; it never binds, evicts or reads secrets.
+    web = f"system:serviceaccount:{chart_namespace}:kai-kai-portal-web"
+    assert cluster.can_i("patch", "queues.scheduling.run.ai", user=web)
+    assert cluster.can_i("create", "pods", user=web, namespace="x")
+    assert not cluster.can_i("create", "pods", subresource="binding", namespace="x", user=web)
+    assert not cluster.can_i("create", "pods", subresource="eviction", namespace="x", user=web)
+    assert not cluster.can_i("get", "secrets", user=web, namespace="x")
+    scheduler = f"system:serviceaccount:{chart_namespace}:{account}"
+    assert cluster.can_i("watch", "queues.scheduling.run.ai", user=scheduler)
 
     api = config.new_client_from_config(config_file=str(kubeconfig_for(
         cluster, chart_namespace, account, tmp_path / "chart.kubeconfig")))  # fmt: skip

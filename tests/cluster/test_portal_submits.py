@@ -33,6 +33,7 @@ from kai_portal.cluster.backends.kubernetes import KubernetesBackend
 from kai_portal.scheduling.cycle import run_scheduling_cycle
 from kai_portal.scheduling.lock import LOCK_NAME
 from kai_portal.teams.models import Membership
+from kai_portal.workloads import cluster_jobs
 from kai_portal.workloads.models import Job
 from tests.kai_examples import kai_file
 from tests.portal import factories
@@ -52,9 +53,10 @@ OPTIONAL_RBAC = REPO / "deploy" / "rbac" / "optional" / "kai-portal-namespaces.y
 
 
 @pytest.fixture
-def portal(portal_kubeconfig: Path, scheduler_name: str, settings: Any,
+def portal(portal_kubeconfig: Path, web_kubeconfig: Path, scheduler_name: str, settings: Any,
            monkeypatch: pytest.MonkeyPatch) -> Iterator[KubernetesBackend]:  # fmt: skip
-    """The portal in kubernetes mode, as the ``kai-portal`` ServiceAccount; namespaces per team."""
+    """The portal in kubernetes mode; namespaces per team. Cycles run as the worker's ServiceAccount
+    (``kai-portal``); submissions and cancels as the web pods' (``kai-portal-web``), as deployed."""
     settings.CLUSTER_BACKEND, settings.SCHEDULER_NAME = "kubernetes", scheduler_name
     settings.JOB_NAMESPACE_MODE, settings.JOB_NAMESPACE_PREFIX = "team", ""
     settings.JOB_NAMESPACE_CREATE = False
@@ -66,8 +68,14 @@ def portal(portal_kubeconfig: Path, scheduler_name: str, settings: Any,
     backend = backends.get_backend()
     assert isinstance(backend, KubernetesBackend)
     backend.gpu_sharing.allocation_timeout_seconds = 30
+    web = KubernetesBackend(
+        api_client=kube_config.new_client_from_config(config_file=str(web_kubeconfig)),
+        scheduler_name=scheduler_name,
+    )
+    monkeypatch.setattr(cluster_jobs, "get_backend", lambda: web)
     yield backend
     backend.api_client.close()
+    web.api_client.close()
     lock.delete(LOCK_NAME)
     lock.close()
 

@@ -80,6 +80,24 @@ COMPOUND_KINDS = {"config_map": "configmap", "replica_set": "replicaset", "state
                   "cron_job": "cronjob", "priority_class": "priorityclass"}  # fmt: skip
 
 
+CLIENT_VERBS = {"list": "list", "create": "create", "delete": "delete", "patch": "patch", "read": "get",
+                "replace": "update"}  # fmt: skip
+
+
+def resource_call(api: str, method: str) -> tuple[str, str, str]:
+    """``(API group, resource, verb)`` of one typed client method, e.g. ``core.create_namespaced_pod``."""
+    match = re.fullmatch(
+        r"(list|create|delete|patch|read|replace)_(?:namespaced_)?(\w+?)(?:_for_all_namespaces)?", method
+    )
+    assert match, f"unknown client call {api}.{method}"
+    name = match.group(2)
+    for compound, word in COMPOUND_KINDS.items():
+        name = name.replace(compound, word)
+    kind, *sub = name.split("_")
+    resource = kind + ("es" if kind.endswith("s") else "s") + "".join(f"/{s}" for s in sub)
+    return API_GROUPS[api], resource, CLIENT_VERBS[match.group(1)]
+
+
 def backend_calls() -> set[tuple[str, str, str]]:
     """``(API group, resource, verb)`` of every client call in the backends (``self.core`` is
     CoreV1Api, ``self.batch`` BatchV1Api, ``self.apps`` AppsV1Api, ``self.scheduling``
@@ -100,22 +118,12 @@ def backend_calls() -> set[tuple[str, str, str]]:
         and arg.value.attr in API_GROUPS
     }
     assert methods and watched, "the backend's calls could not be found; has kubernetes.py moved?"
-    verbs = {"list": "list", "create": "create", "delete": "delete", "patch": "patch", "read": "get",
-             "replace": "update"}  # fmt: skip
     calls = set()
     for api, method in methods:
-        match = re.fullmatch(
-            r"(list|create|delete|patch|read|replace)_(?:namespaced_)?(\w+?)(?:_for_all_namespaces)?", method
-        )
-        assert match, f"unknown client call {api}.{method}"
-        name = match.group(2)
-        for compound, word in COMPOUND_KINDS.items():
-            name = name.replace(compound, word)
-        kind, *sub = name.split("_")
-        resource = kind + ("es" if kind.endswith("s") else "s") + "".join(f"/{s}" for s in sub)
-        calls.add((API_GROUPS[api], resource, verbs[match.group(1)]))
+        group, resource, verb = resource_call(api, method)
+        calls.add((group, resource, verb))
         if method in watched:
-            calls.add((API_GROUPS[api], resource, "watch"))
+            calls.add((group, resource, "watch"))
     custom = {m for source in sources for m in re.findall(r"self\.custom\.(\w+)", source)}
     assert custom <= {"get_namespaced_custom_object", "list_cluster_custom_object"}, custom
     if "get_namespaced_custom_object" in custom:  # owners of the kinds KAI groups by
@@ -124,6 +132,89 @@ def backend_calls() -> set[tuple[str, str, str]]:
         group, _, plural = POD_GROUP_API
         calls |= {(group, plural, "list"), (group, plural, "watch")}
     return calls
+
+
+QUEUE_OBJECTS = ROOT / "kai_portal" / "cluster" / "queue_objects.py"
+CUSTOM_VERBS = {"list": "list", "get": "get", "create": "create", "patch": "patch", "replace": "update",
+                "delete": "delete"}  # fmt: skip
+
+
+def queue_object_calls() -> tuple[set[tuple[str, str, str]], set[tuple[str, str, str]]]:
+    """``(API group, resource, verb)`` of the ``CustomObjectsApi`` calls (``self.custom``) in
+    ``queue_objects.py``: (those of ``observe``, which the worker's cycle makes, listing and
+    watching; those of every other method, which the web pods make when a queue is edited).
+
+    The group and resource are the call's own arguments, read as the module's constants, so a
+    call on another kind of object (or with a literal) needs its own rule and fails here first."""
+    tree = ast.parse(QUEUE_OBJECTS.read_text())
+    constants: dict[str, str] = {}
+    for node in tree.body:  # module-level NAME = "text" and A, B = "x", "y"
+        if not isinstance(node, ast.Assign):
+            continue
+        target, value = node.targets[0], node.value
+        if isinstance(target, ast.Tuple) and isinstance(value, ast.Tuple):
+            pairs = list(zip(target.elts, value.elts, strict=True))
+        else:
+            pairs = [(target, value)]
+        for name, constant in pairs:
+            if isinstance(name, ast.Name) and isinstance(constant, ast.Constant):
+                constants[name.id] = constant.value
+    reads: set[tuple[str, str, str]] = set()
+    writes: set[tuple[str, str, str]] = set()
+    for function in ast.walk(tree):
+        if not isinstance(function, ast.FunctionDef):
+            continue
+        for node in ast.walk(function):
+            # self.custom.<method>(GROUP, VERSION, PLURAL, ...) or partial(self.custom.<method>, GROUP, ...)
+            if not isinstance(node, ast.Call):
+                continue
+            method, args = node.func, node.args
+            if isinstance(method, ast.Name) and method.id == "partial" and args:
+                method, args = args[0], args[1:]
+            if not (isinstance(method, ast.Attribute) and isinstance(method.value, ast.Attribute)
+                    and method.value.attr == "custom"):  # fmt: skip
+                continue
+            match = re.fullmatch(r"(list|get|create|patch|replace|delete)_cluster_custom_object", method.attr)
+            assert match, f"unknown client call custom.{method.attr}"
+            group, plural = (constants[a.id] for a in (args[0], args[2]))  # type: ignore[attr-defined]
+            verb = CUSTOM_VERBS[match.group(1)]
+            target = reads if function.name == "observe" else writes
+            target.add((group, plural, verb))
+            if function.name == "observe" and verb == "list":
+                target.add((group, plural, "watch"))  # observe() follows its list with a watch
+    assert reads and writes, "the Queue object calls could not be found; has queue_objects.py moved?"
+    return reads, writes
+
+
+# The KubernetesBackend methods the web pods call in a request (workloads/cluster_jobs.py).
+WEB_METHODS = ("submit", "create_namespace", "cancel")
+
+
+def portal_job_calls() -> set[tuple[str, str, str]]:
+    """``(API group, resource, verb)`` of the client calls in the backend's submit / cancel /
+    create_namespace, which the web pods make for a portal job."""
+    tree = ast.parse((ROOT / "kai_portal" / "cluster" / "backends" / "kubernetes.py").read_text())
+    methods = {
+        node.attr
+        for function in ast.walk(tree)
+        if isinstance(function, ast.FunctionDef) and function.name in WEB_METHODS
+        for node in ast.walk(function)
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Attribute)
+        and node.value.attr == "core"  # fmt: skip
+    }
+    assert methods, "submit / cancel make no calls; has kubernetes.py moved?"
+    return {resource_call("core", method) for method in methods}
+
+
+def worker_calls() -> set[tuple[str, str, str]]:
+    """The worker's account: the backends' calls (but a job namespace's creation, the web's) and
+    the cycle's Queue object reads."""
+    return (backend_calls() - OPTIONAL_CALLS) | queue_object_calls()[0]
+
+
+def web_calls() -> set[tuple[str, str, str]]:
+    """The web pods' account: Queue object writes and the portal jobs' pods."""
+    return queue_object_calls()[1] | portal_job_calls()
 
 
 def granted_by(role: dict) -> set[tuple[str, str, str]]:
@@ -146,11 +237,14 @@ def cluster_role(path: Path) -> dict:
 
 
 def test_the_plain_rbac_manifest_grants_the_same_as_the_chart():
-    """deploy/rbac/ (kubectl apply, the cluster tests' ServiceAccount) and the chart stay one role;
-    deploy/rbac/optional/ adds the namespace creation the portal may be allowed."""
-    role = cluster_role(ROOT / "deploy" / "rbac" / "kai-portal.yaml")
+    """deploy/rbac/ (kubectl apply, the cluster tests' ServiceAccounts) and the chart stay the same roles;
+    deploy/rbac/optional/ adds the namespace creation the web pods may be allowed."""
+    docs = yaml.safe_load_all((ROOT / "deploy" / "rbac" / "kai-portal.yaml").read_text())
+    roles = {d["metadata"]["name"]: d for d in docs if d and d["kind"] == "ClusterRole"}
+    assert set(roles) == {"kai-portal-scheduler", "kai-portal-web"}
+    assert granted_by(roles["kai-portal-scheduler"]) == worker_calls()
+    assert granted_by(roles["kai-portal-web"]) == web_calls() - OPTIONAL_CALLS
     optional = cluster_role(ROOT / "deploy" / "rbac" / "optional" / "kai-portal-namespaces.yaml")
-    assert granted_by(role) == backend_calls() - OPTIONAL_CALLS
     assert granted_by(optional) == OPTIONAL_CALLS
 
 
@@ -159,7 +253,9 @@ def test_default_install_renders_every_component():
     kinds = sorted((d["kind"], d["metadata"]["name"]) for d in docs)
     assert kinds == [
         ("ClusterRole", "kai-kai-portal"),
+        ("ClusterRole", "kai-kai-portal-queues"),
         ("ClusterRoleBinding", "kai-kai-portal"),
+        ("ClusterRoleBinding", "kai-kai-portal-queues"),
         ("ConfigMap", "kai-kai-portal"),
         ("Deployment", "kai-kai-portal-beat"),
         ("Deployment", "kai-kai-portal-web"),
@@ -175,6 +271,7 @@ def test_default_install_renders_every_component():
         ("Service", "kai-kai-portal"),
         ("Service", "kai-kai-portal-webhook"),
         ("ServiceAccount", "kai-kai-portal"),
+        ("ServiceAccount", "kai-kai-portal-web"),
         ("ServiceAccount", "kai-resource-reservation"),
     ]
     without = sorted(
@@ -187,18 +284,27 @@ def test_default_install_renders_every_component():
 def test_the_cluster_role_is_exactly_what_the_backend_calls_and_no_wildcard():
     objects = by_kind(render(*REQUIRED))
     role = objects[("ClusterRole", "kai-kai-portal")]
-    assert granted_by(role) == backend_calls() - OPTIONAL_CALLS
-    allowed = by_kind(render(*REQUIRED, "config.createJobNamespaces=true"))
-    assert granted_by(allowed[("ClusterRole", "kai-kai-portal")]) == backend_calls()
-    assert allowed[("ConfigMap", "kai-kai-portal")]["data"]["JOB_NAMESPACE_CREATE"] == "1"
+    assert granted_by(role) == worker_calls()
     binding = objects[("ClusterRoleBinding", "kai-kai-portal")]
     assert binding["roleRef"]["name"] == "kai-kai-portal"
     assert binding["subjects"] == [
         {"kind": "ServiceAccount", "name": "kai-kai-portal", "namespace": "kai-system"}
     ]
+    # The web pods' account: the Queue object writes of a portal edit and the portal jobs' pods;
+    # a missing job namespace is created only where config.createJobNamespaces allows it.
+    assert granted_by(objects[("ClusterRole", "kai-kai-portal-web")]) == web_calls() - OPTIONAL_CALLS
+    allowed = by_kind(render(*REQUIRED, "config.createJobNamespaces=true"))
+    assert granted_by(allowed[("ClusterRole", "kai-kai-portal-web")]) == web_calls()
+    assert granted_by(allowed[("ClusterRole", "kai-kai-portal")]) == worker_calls()
+    assert allowed[("ConfigMap", "kai-kai-portal")]["data"]["JOB_NAMESPACE_CREATE"] == "1"
+    binding = objects[("ClusterRoleBinding", "kai-kai-portal-web")]
+    assert binding["roleRef"]["name"] == "kai-kai-portal-web"
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "kai-kai-portal-web", "namespace": "kai-system"}
+    ]
 
 
-def test_commands_match_the_project_and_only_the_worker_and_web_hold_the_token():
+def test_commands_match_the_project_and_only_the_worker_and_web_hold_tokens():
     objects = by_kind(render(*REQUIRED))
     web, worker, beat = (objects[("Deployment", f"kai-kai-portal-{c}")] for c in ("web", "worker", "beat"))
     migrate = objects[("Job", "kai-kai-portal-migrate")]
@@ -215,8 +321,11 @@ def test_commands_match_the_project_and_only_the_worker_and_web_hold_the_token()
     assert beat["spec"]["replicas"] == 1 and beat["spec"]["strategy"]["type"] == "Recreate"
     pods = {"web": web, "worker": worker, "beat": beat, "migrate": migrate}
     tokens = {name: d["spec"]["template"]["spec"]["automountServiceAccountToken"] for name, d in pods.items()}
-    # The web creates and deletes portal jobs' pods in the request (kubernetes mode only).
+    # The web writes Queue objects and creates and deletes portal jobs' pods in the request
+    # (kubernetes mode only), with its own account, not the scheduler's.
     assert tokens == {"web": True, "worker": True, "beat": False, "migrate": False}
+    accounts = {name: d["spec"]["template"]["spec"]["serviceAccountName"] for name, d in pods.items()}
+    assert accounts["web"] == "kai-kai-portal-web" and accounts["worker"] == "kai-kai-portal"
     simulated = by_kind(render(*REQUIRED, "config.clusterBackend=simulated"))
     assert simulated[("Deployment", "kai-kai-portal-web")]["spec"]["template"]["spec"][
         "automountServiceAccountToken"] is False  # fmt: skip

@@ -63,9 +63,15 @@ class QueueSerializer(serializers.ModelSerializer):
         fields = [
             "name", "display_name", "parent", "node_pool", "team", "priority", *QUOTA_FIELDS,
             "preempt_min_runtime", "reclaim_min_runtime", "is_leaf", "children", "status",
-            "created_at", "updated_at",
+            "cluster_resource_version", "cluster_message", "created_at", "updated_at",
         ]  # fmt: skip
-        read_only_fields = ["created_at", "updated_at"]
+        read_only_fields = ["created_at", "updated_at", "cluster_resource_version", "cluster_message"]
+        extra_kwargs = {
+            "cluster_resource_version": {
+                "help_text": "Kubernetes mode: the resourceVersion of the queue's Queue object the portal "
+                "last read or wrote (empty: the queue is not an object in the cluster)."
+            },
+        }
 
     def get_is_leaf(self, queue: Queue) -> bool:
         return not self._children(queue)

@@ -8,6 +8,8 @@ Changes use optimistic concurrency: a stale ``If-Match``/``updated_at`` is a 409
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any
 
@@ -23,7 +25,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from kai_portal.core.api import TEXT_PARSERS, Conflict, api_actor, body_text, check_not_stale, etag_for
-from kai_portal.queues import kai_yaml
+from kai_portal.queues import cluster_writes, kai_yaml
 from kai_portal.queues.api.serializers import (
     QueueImportResultSerializer,
     QueuePreviewSerializer,
@@ -45,6 +47,27 @@ IF_MATCH = OpenApiParameter(
     description="The ETag you read. If the queue changed since, the answer is 409 and nothing is saved.",
 )
 CONFLICT = OpenApiResponse(description="The queue changed since you read it (stale If-Match or updated_at).")
+
+
+class ClusterUnavailable(exceptions.APIException):
+    """503: the cluster's Queue object could not be written; nothing was saved."""
+
+    status_code = status.HTTP_503_SERVICE_UNAVAILABLE
+    default_detail = "The cluster could not be reached; nothing was saved."
+    default_code = "cluster_unavailable"
+
+
+@contextmanager
+def _cluster_refusals() -> Iterator[None]:
+    """A refused Queue object write (kubernetes mode) as 409 (it changed in the cluster) or 503.
+
+    Inside the request's transaction, so the row is rolled back with it."""
+    try:
+        yield
+    except cluster_writes.QueueWriteRefused as refused:
+        if refused.conflict:
+            raise Conflict(str(refused)) from None
+        raise ClusterUnavailable(str(refused)) from None
 
 
 @extend_schema_view(
@@ -106,8 +129,9 @@ class QueueViewSet(viewsets.ModelViewSet):
         self._require_admin()
         serializer = self.get_serializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        with transaction.atomic(), api_actor(request):
+        with transaction.atomic(), api_actor(request), _cluster_refusals():
             queue = serializer.save()
+            cluster_writes.publish(queue)
         response = Response(self.get_serializer(queue).data, status=status.HTTP_201_CREATED)
         response["ETag"] = etag_for(queue)
         return response
@@ -115,16 +139,18 @@ class QueueViewSet(viewsets.ModelViewSet):
     def update(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         queue = self.get_object()  # 404 before 403: a queue you cannot see does not exist for you
         self._require_admin(queue)
-        with transaction.atomic(), api_actor(request):
+        with transaction.atomic(), api_actor(request), _cluster_refusals():
             locked = (
                 Queue.objects.select_for_update(of=("self",))
                 .select_related("parent", "team", "node_pool")
                 .get(pk=queue.pk)
             )
             check_not_stale(request, locked)
+            previous_name = locked.name
             serializer = self.get_serializer(locked, data=request.data, partial=kwargs.get("partial", False))
             serializer.is_valid(raise_exception=True)
             queue = serializer.save()
+            cluster_writes.publish(queue, previous_name=previous_name)
         queue = self.get_queryset().get(pk=queue.pk)
         response = Response(self.get_serializer(queue).data)
         response["ETag"] = etag_for(queue)
@@ -133,7 +159,7 @@ class QueueViewSet(viewsets.ModelViewSet):
     def destroy(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         queue = self.get_object()
         self._require_admin(queue)
-        with transaction.atomic(), api_actor(request):
+        with transaction.atomic(), api_actor(request), _cluster_refusals():
             locked = Queue.objects.select_for_update().get(pk=queue.pk)
             check_not_stale(request, locked)
             if locked.children.exists():
@@ -141,6 +167,7 @@ class QueueViewSet(viewsets.ModelViewSet):
             if locked.jobs.exists():
                 raise Conflict(f"Queue '{locked}' has jobs; it is kept as their history.")
             locked.delete()
+            cluster_writes.unpublish(locked)
         return Response(status=status.HTTP_204_NO_CONTENT)
 
     @extend_schema(
@@ -171,8 +198,9 @@ class QueueViewSet(viewsets.ModelViewSet):
         self._require_admin()
         text = body_text(request)
         try:
-            with api_actor(request):
+            with transaction.atomic(), api_actor(request), _cluster_refusals():
                 result = kai_yaml.import_queues(text)
+                cluster_writes.publish_imported(result.created + result.updated)
         except kai_yaml.QueueYamlError as exc:
             raise exceptions.ValidationError(
                 # DRF turns every leaf into a string anyway; str() only makes that visible to the stubs.

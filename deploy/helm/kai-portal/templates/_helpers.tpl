@@ -34,6 +34,15 @@ app.kubernetes.io/component: {{ .component }}
 {{- end -}}
 {{- end -}}
 
+{{/* The web pods' account: it may only write KAI Queue objects (a quota edited in the portal). */}}
+{{- define "kai-portal.webServiceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- default (printf "%s-web" (include "kai-portal.fullname" .)) .Values.serviceAccount.webName -}}
+{{- else -}}
+{{- default "default" .Values.serviceAccount.webName -}}
+{{- end -}}
+{{- end -}}
+
 {{- define "kai-portal.secretName" -}}
 {{- default (include "kai-portal.fullname" .) .Values.existingSecret -}}
 {{- end -}}

@@ -6,8 +6,10 @@ from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import transaction
 
 from kai_portal.audit.context import acting_as
+from kai_portal.queues import cluster_writes
 from kai_portal.queues.kai_yaml import QueueYamlError, import_queues
 
 
@@ -30,10 +32,14 @@ class Command(BaseCommand):
             if user is None:
                 raise CommandError(f"--actor: no user named '{options['actor']}'")
         try:
-            with acting_as(user, "command:import_queues"):
+            # Kubernetes mode: the Queue objects are written too, in the same all-or-nothing.
+            with transaction.atomic(), acting_as(user, "command:import_queues"):
                 result = import_queues(text)
+                cluster_writes.publish_imported(result.created + result.updated)
         except QueueYamlError as exc:
             raise CommandError(f"{name}: {exc} (nothing was imported)") from None
+        except cluster_writes.QueueWriteRefused as exc:
+            raise CommandError(f"{name}: {exc}") from None
         for warning in result.warnings:
             self.stderr.write(f"warning: {warning}")
         self.stdout.write(f"{name}: {len(result.created)} queue(s) created, {len(result.updated)} updated")

@@ -1,0 +1,173 @@
+"""Make the portal's queues match the cluster's KAI ``Queue`` objects (kubernetes mode, issue 16).
+
+In kubernetes mode the ``scheduling.run.ai/v2`` Queue objects are the source of truth. Each
+scheduling cycle, before the pods are synced (so a pod naming a queue created this cycle finds
+it), ``sync_queue_objects`` reads them (list + watch, ``queue_objects.QueueObjects``) and:
+
+* **creates or updates** the row of every object whose uid or resourceVersion differs from the
+  row's, through the Queue YAML import (``kai_yaml.import_queues``: KAI's raw defaults, MB to
+  MiB, the node-pool label, the portal's tree rules), one object at a time in a savepoint and
+  parents first, so one object the portal cannot take is reported on its row
+  (``cluster_message``) and in the log, never stops the others or the cycle. A pool named by a
+  label is created when it does not exist yet (nodes may join it later, as in KAI);
+* **deletes** the row of a queue whose object is gone (rows that were read from or written to
+  the cluster, ``cluster_uid`` set; portal-only rows are left alone), children first, unless it
+  still has child queues or jobs (``Job.queue`` protects their history): then the row is kept
+  with the reason in ``cluster_message`` and deleted at the first cycle that allows it;
+* stores the object's uid and resourceVersion on the row: the precondition of the portal's own
+  writes (``queues/cluster_writes.py``), and how the next cycle knows the object is unchanged.
+
+Every row change is audit-logged as the system (source ``queue-sync``). When the objects cannot
+be read (no Queue CRD, a refused or failed call) nothing is changed: unknown is not empty.
+"""
+
+from __future__ import annotations
+
+import logging
+import weakref
+from datetime import datetime
+from typing import Any
+
+import yaml
+from django.core.exceptions import ValidationError
+from django.db import IntegrityError, transaction
+from django.db.models import Count, ProtectedError, Q
+
+from kai_portal.audit.context import acting_as
+from kai_portal.cluster.models import NodePool
+from kai_portal.queues import kai_yaml
+from kai_portal.queues.models import Queue
+from kai_portal.workloads.choices import JobState
+
+logger = logging.getLogger(__name__)
+
+AUDIT_SOURCE = "queue-sync"
+# One watch cache per backend (the Kubernetes backend lives as long as its process).
+_watches: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+
+
+def sync_queue_objects(backend: Any, now: datetime) -> None:
+    """Read the Queue objects through ``backend``'s API client and make the rows match.
+
+    A no-op for backends without a Kubernetes API client (the simulated cluster).
+    """
+    if getattr(backend, "api_client", None) is None:
+        return
+    from kai_portal.cluster.queue_objects import QueueObjects
+
+    watch = _watches.get(backend)
+    if watch is None:
+        watch = _watches[backend] = QueueObjects(backend.api_client)
+    observed = watch.observe(backend)
+    if observed is None:
+        return
+    with transaction.atomic(), acting_as(None, AUDIT_SOURCE):
+        apply_queue_objects(observed)
+
+
+def apply_queue_objects(observed: dict[str, dict[str, Any]]) -> None:
+    """Create, update and delete rows so they match ``observed`` (name -> Queue object)."""
+    rows = {q.name: q for q in Queue.objects.all()}
+    changed = [
+        obj for name, obj in observed.items()
+        if name not in rows or (rows[name].cluster_uid, rows[name].cluster_resource_version) != _version(obj)
+    ]  # fmt: skip
+    for obj in _parents_first(changed):
+        _apply_object(obj, rows.get(obj["metadata"]["name"]))
+    gone = [row for name, row in rows.items() if row.cluster_uid and name not in observed]
+    for row in _children_first(gone):
+        _remove(row)
+
+
+def _version(obj: dict[str, Any]) -> tuple[str, str]:
+    metadata = obj.get("metadata") or {}
+    return str(metadata.get("uid") or ""), str(metadata.get("resourceVersion") or "")
+
+
+def _apply_object(obj: dict[str, Any], row: Queue | None) -> None:
+    name = obj["metadata"]["name"]
+    uid, resource_version = _version(obj)
+    labels = obj["metadata"].get("labels") or {}
+    document = {
+        "apiVersion": obj.get("apiVersion"),
+        "kind": obj.get("kind"),
+        "metadata": {"name": name, "labels": labels},
+        "spec": obj.get("spec") or {},
+    }
+    try:
+        with transaction.atomic():  # a savepoint: an object that fails leaves no trace
+            pool = labels.get(kai_yaml.NODE_POOL_LABEL)
+            if isinstance(pool, str) and pool:
+                NodePool.objects.get_or_create(name=pool)
+            kai_yaml.import_queues(yaml.safe_dump(document))
+    except (kai_yaml.QueueYamlError, ValidationError, IntegrityError) as error:
+        # Not stored: the next cycle tries again (the parent may arrive, the rule may pass).
+        why = f"{error.key}: {error.message}" if isinstance(error, kai_yaml.QueueYamlError) else str(error)
+        _report(name, row, f"The cluster's Queue object (resourceVersion {resource_version}) is not "
+                           f"applied: {why}")  # fmt: skip
+        return
+    Queue.objects.filter(name=name).update(
+        cluster_uid=uid, cluster_resource_version=resource_version, cluster_message=""
+    )
+
+
+def _remove(row: Queue) -> None:
+    counts = Queue.objects.filter(pk=row.pk).aggregate(
+        children=Count("children", distinct=True),
+        active=Count("jobs", filter=Q(jobs__state__in=JobState.active()), distinct=True),
+        jobs=Count("jobs", distinct=True),
+    )
+    if counts["children"]:
+        reason = f"it still has {counts['children']} child queue(s)"
+    elif counts["active"]:
+        reason = f"it still has {counts['active']} pending or running job(s)"
+    elif counts["jobs"]:
+        reason = f"it holds the history of {counts['jobs']} finished job(s)"
+    else:
+        try:
+            with transaction.atomic():  # a row a concurrent write just tied to a job stays
+                row.delete()
+        except (ProtectedError, IntegrityError) as error:
+            reason = f"it is still referenced ({error})"
+        else:
+            logger.info("queue %s deleted: its Queue object is gone from the cluster", row.name)
+            return
+    _report(row.name, row, f"The Queue object was deleted in the cluster; the portal keeps the queue "
+                           f"because {reason}.")  # fmt: skip
+
+
+def _report(name: str, row: Queue | None, message: str) -> None:
+    """On the row (shown on the queue's page) and in the log, once per distinct message."""
+    message = message[:1000]
+    if row is not None and row.cluster_message == message:
+        return
+    logger.warning("queue %s: %s", name, message)
+    if row is not None:
+        Queue.objects.filter(pk=row.pk).update(cluster_message=message)
+        row.cluster_message = message
+
+
+def _parents_first(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Objects whose parent is among ``objects`` come after it (a cycle keeps the input order)."""
+    by_name = {o["metadata"]["name"]: o for o in objects}
+    ordered: list[dict[str, Any]] = []
+    placed: set[str] = set()
+
+    def visit(obj: dict[str, Any], path: set[str]) -> None:
+        name = obj["metadata"]["name"]
+        if name in placed or name in path:
+            return
+        parent = (obj.get("spec") or {}).get("parentQueue")
+        if isinstance(parent, str) and parent in by_name:
+            visit(by_name[parent], path | {name})
+        placed.add(name)
+        ordered.append(obj)
+
+    for obj in sorted(objects, key=lambda o: o["metadata"]["name"]):
+        visit(obj, set())
+    return ordered
+
+
+def _children_first(rows: list[Queue]) -> list[Queue]:
+    """Deepest first, so a parent deleted with its children goes after them."""
+    return sorted(rows, key=lambda row: (-sum(1 for _ in row.ancestors()), row.name))
