@@ -40,7 +40,6 @@ from kai_portal.scheduling.lock import LOCK_NAME
 from kai_portal.workloads.choices import JobState
 from kai_portal.workloads.models import Job
 from tests.kai_examples import MIRROR, kai_file
-from tests.portal import factories
 
 from .conftest import Cluster, wait_until
 
@@ -397,8 +396,11 @@ def test_queue_deleted_with_kubectl_disappears_unless_it_still_has_active_jobs(
         ),
     )
     cycle(portal)
-    job = factories.job(Queue.objects.get(name=nlp))
-    assert job.state in JobState.active()
+    # A job the sync found in the cluster (kubernetes mode: a portal submission would need a team
+    # namespace and an image); only its row and state matter here.
+    job = Job(queue=Queue.objects.get(name=nlp), name="found", namespace="ns", cluster_key="ns/Pod/found",
+              gpu_count=1, priority=50, state=JobState.PENDING)  # fmt: skip
+    job.save(validate=False)
 
     cluster.kubectl("delete", "queue", vision, nlp)
     cycle(portal)
