@@ -202,6 +202,24 @@ if CLUSTER_BACKEND not in {"simulated", "kubernetes"}:
     raise ImproperlyConfigured(f"CLUSTER_BACKEND={CLUSTER_BACKEND!r}: use 'simulated' or 'kubernetes'")
 SCHEDULER_NAME = env_str("SCHEDULER_NAME", "kai-scheduler")
 CYCLE_SECONDS = env_int("CYCLE_SECONDS", 5, minimum=1)
+# Kubernetes mode: only the holder of a coordination.k8s.io Lease binds (cluster/leader_election.py).
+# The namespace is the worker's own (the chart sets it); the lease name defaults to
+# kai-portal-<SCHEDULER_NAME>, the identity to the host name (the pod's name). As client-go:
+# retry period < renew deadline < lease duration, so a holder that cannot renew stops first.
+LEADER_ELECTION = env_bool("LEADER_ELECTION", True)
+LEADER_ELECTION_NAMESPACE = env_str("LEADER_ELECTION_NAMESPACE", "kai-portal")
+LEADER_ELECTION_LEASE_NAME = env_str("LEADER_ELECTION_LEASE_NAME", "")
+LEADER_ELECTION_IDENTITY = env_str("LEADER_ELECTION_IDENTITY", "")
+LEADER_ELECTION_LEASE_DURATION_SECONDS = env_int("LEADER_ELECTION_LEASE_DURATION_SECONDS", 15, minimum=3)
+LEADER_ELECTION_RENEW_DEADLINE_SECONDS = env_int("LEADER_ELECTION_RENEW_DEADLINE_SECONDS", 10, minimum=2)
+LEADER_ELECTION_RETRY_PERIOD_SECONDS = env_int("LEADER_ELECTION_RETRY_PERIOD_SECONDS", 2, minimum=1)
+if not (LEADER_ELECTION_RETRY_PERIOD_SECONDS < LEADER_ELECTION_RENEW_DEADLINE_SECONDS
+        < LEADER_ELECTION_LEASE_DURATION_SECONDS):  # fmt: skip
+    raise ImproperlyConfigured(
+        "LEADER_ELECTION_RETRY_PERIOD_SECONDS < LEADER_ELECTION_RENEW_DEADLINE_SECONDS < "
+        "LEADER_ELECTION_LEASE_DURATION_SECONDS must hold: a holder that cannot renew must stop binding "
+        "before another replica may take the lease"
+    )
 # GPU sharing in kubernetes mode (cluster/backends/gpu_sharing.py): where reservation pods run,
 # their image (the portal's own; empty = kai-portal:latest), the runtime class that gives them
 # NVML (KAI's default "nvidia"; empty = none) and how long a bind waits for one to report its GPU.

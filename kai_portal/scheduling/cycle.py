@@ -1,4 +1,7 @@
-"""One scheduling cycle: lock, observe and sync, snapshot, engine, apply, persist.
+"""One scheduling cycle: lock, lease, observe and sync, snapshot, engine, apply, persist.
+
+In kubernetes mode the cycle also needs the leader's Lease (cluster/leader_election.py), next to
+the cycle lock: a replica that does not hold it records a skipped cycle with the reason.
 
 ``run_scheduling_cycle`` is what the Celery task and ``manage.py run_scheduler``
 call. It takes the clock as an argument so tests drive simulated time.
@@ -21,6 +24,7 @@ from django.db import transaction
 from django.utils import timezone
 
 import scheduler
+from kai_portal.cluster import leader_election
 from kai_portal.cluster.backends import ClusterBackend, get_backend
 from kai_portal.cluster.sync import sync_cluster_state
 from kai_portal.monitoring.recording import record_cycle
@@ -46,15 +50,24 @@ def run_scheduling_cycle(
     with cycle_lock() as held:
         if not held:
             logger.info("scheduling cycle skipped: another cycle holds the lock")
-            skipped = SchedulingCycle.objects.create(
-                started_at=now, finished_at=now, duration_ms=0, status=SchedulingCycle.Status.SKIPPED
-            )
-            record_cycle(skipped)
-            return skipped
-        cycle = _run_locked(now, backend or get_backend(clock=lambda: now))
-        # Post-cycle hook, still under the lock so two refreshes never overlap.
-        forecast_store.after_cycle(cycle, now)
-        return cycle
+            return _skipped(now)
+        backend = backend or get_backend(clock=lambda: now)
+        with leader_election.leadership(backend) as refusal:
+            if refusal:
+                logger.info("scheduling cycle skipped: %s", refusal)
+                return _skipped(now, refusal)
+            cycle = _run_locked(now, backend)
+            # Post-cycle hook, still under the lock so two refreshes never overlap.
+            forecast_store.after_cycle(cycle, now)
+            return cycle
+
+
+def _skipped(now: datetime, reason: str = "") -> SchedulingCycle:
+    skipped = SchedulingCycle.objects.create(
+        started_at=now, finished_at=now, duration_ms=0, status=SchedulingCycle.Status.SKIPPED, error=reason
+    )
+    record_cycle(skipped)
+    return skipped
 
 
 def _run_locked(now: datetime, backend: ClusterBackend) -> SchedulingCycle:

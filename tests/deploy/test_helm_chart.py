@@ -30,6 +30,8 @@ from tests.portal import factories
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "deploy" / "helm" / "kai-portal"
 BACKENDS = [ROOT / "kai_portal" / "cluster" / "backends" / f for f in ("kubernetes.py", "gpu_sharing.py")]
+# Leader election's calls: a namespaced Role in the worker's namespace, not the ClusterRole.
+LEADER_ELECTION = [ROOT / "kai_portal" / "cluster" / "leader_election.py"]
 REQUIRED = [
     "secretKey=test-secret",
     "databaseUrl=postgres://kai:pw@db:5432/kai",
@@ -72,14 +74,15 @@ def container(doc: dict) -> dict:
     return only
 
 
-API_GROUPS = {"core": "", "batch": "batch"}
+API_GROUPS = {"core": "", "batch": "batch", "coordination": "coordination.k8s.io"}
 
 
-def backend_calls() -> set[tuple[str, str, str]]:
-    """``(API group, resource, verb)`` of every client call in the backends (``self.core`` is
-    CoreV1Api, ``self.batch`` BatchV1Api); what ``_sync`` lists it also watches."""
-    sources = [path.read_text() for path in BACKENDS]
-    methods = {m for source in sources for m in re.findall(r"self\.(core|batch)\.(\w+)", source)}
+def backend_calls(paths: list[Path] = BACKENDS) -> set[tuple[str, str, str]]:
+    """``(API group, resource, verb)`` of every client call in ``paths`` (``self.core`` is
+    CoreV1Api, ``self.batch`` BatchV1Api, ``self.coordination`` CoordinationV1Api); what ``_sync``
+    lists it also watches."""
+    sources = [path.read_text() for path in paths]
+    methods = {m for source in sources for m in re.findall(r"self\.(core|batch|coordination)\.(\w+)", source)}
     watched = {
         arg.attr
         for source in sources
@@ -90,7 +93,8 @@ def backend_calls() -> set[tuple[str, str, str]]:
         and isinstance(arg.value, ast.Attribute)
         and arg.value.attr == "core"
     }
-    assert methods and watched, "the backend's calls could not be found; has kubernetes.py moved?"
+    found = methods and (watched or paths != BACKENDS)
+    assert found, f"the client calls in {[p.name for p in paths]} could not be found; has a file moved?"
     verbs = {"list": "list", "create": "create", "delete": "delete", "patch": "patch", "read": "get",
              "replace": "update"}  # fmt: skip
     calls = set()
@@ -119,9 +123,18 @@ def granted_by(role: dict) -> set[tuple[str, str, str]]:
 
 def test_the_plain_rbac_manifest_grants_the_same_as_the_chart():
     """deploy/rbac/ (kubectl apply, the cluster tests' ServiceAccount) and the chart stay one role."""
-    docs = yaml.safe_load_all((ROOT / "deploy" / "rbac" / "kai-portal.yaml").read_text())
-    (role,) = [d for d in docs if d and d["kind"] == "ClusterRole"]
+    docs = [d for d in yaml.safe_load_all((ROOT / "deploy" / "rbac" / "kai-portal.yaml").read_text()) if d]
+    (role,) = [d for d in docs if d["kind"] == "ClusterRole"]
     assert granted_by(role) == backend_calls()
+    # Leases only in the portal's own namespace, through a Role.
+    (lease_role,) = [d for d in docs if d["kind"] == "Role"]
+    assert lease_role["metadata"]["namespace"] == "kai-portal"
+    assert granted_by(lease_role) == backend_calls(LEADER_ELECTION) == {
+        ("coordination.k8s.io", "leases", verb) for verb in ("get", "create", "update")}  # fmt: skip
+    (binding,) = [d for d in docs if d["kind"] == "RoleBinding"]
+    assert binding["roleRef"]["name"] == lease_role["metadata"]["name"]
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "kai-portal", "namespace": "kai-portal"}]  # fmt: skip
 
 
 def test_default_install_renders_every_component():
@@ -138,7 +151,9 @@ def test_default_install_renders_every_component():
         ("Job", "kai-kai-portal-migrate"),
         ("MutatingWebhookConfiguration", "kai-kai-portal-gpu-sharing"),
         ("Namespace", "kai-resource-reservation"),
+        ("Role", "kai-kai-portal-leader-election"),
         ("Role", "kai-resource-reservation"),
+        ("RoleBinding", "kai-kai-portal-leader-election"),
         ("RoleBinding", "kai-resource-reservation"),
         ("Secret", "kai-kai-portal"),
         ("Secret", "kai-kai-portal-webhook-tls"),
@@ -163,6 +178,15 @@ def test_the_cluster_role_is_exactly_what_the_backend_calls_and_no_wildcard():
     assert binding["subjects"] == [
         {"kind": "ServiceAccount", "name": "kai-kai-portal", "namespace": "kai-system"}
     ]
+    # Leader election: a Role for Leases in the release's namespace, which the worker is told.
+    lease_role = objects[("Role", "kai-kai-portal-leader-election")]
+    assert lease_role["metadata"]["namespace"] == "kai-system"
+    assert granted_by(lease_role) == backend_calls(LEADER_ELECTION)
+    lease_binding = objects[("RoleBinding", "kai-kai-portal-leader-election")]
+    assert lease_binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                                        "name": "kai-kai-portal-leader-election"}  # fmt: skip
+    assert lease_binding["subjects"] == binding["subjects"]
+    assert objects[("ConfigMap", "kai-kai-portal")]["data"]["LEADER_ELECTION_NAMESPACE"] == "kai-system"
 
 
 def test_commands_match_the_project_and_only_the_worker_holds_the_token():

@@ -92,6 +92,8 @@ DISRUPTED_BY_SCHEDULER = "PreemptionByScheduler"  # KAI's evictor (v1.PodReasonP
 # An Event name is a DNS subdomain: the object's name, ".", 16 hex digits of the hash.
 EVENT_NAME_LIMIT = 253
 EVENT_HASH_LENGTH = 16
+# The writes of a scheduling cycle: only the leader makes them (submit and cancel are the users').
+CYCLE_WRITES = frozenset({"bind", "evict", "event", "condition"})
 # Errors that mean "this one call failed", as opposed to a bug in our code.
 CALL_ERRORS = (ApiException, urllib3.exceptions.HTTPError, OSError, ValueError)
 
@@ -132,6 +134,9 @@ class KubernetesBackend:
         self._job_owners: dict[str, tuple[str | None, str | None]] = {}
         # (namespace, pod, uid) -> the Unschedulable message last written to its PodScheduled condition
         self._unschedulable: dict[tuple[str, str, str], str] = {}
+        # Leader election (cluster/leader_election.py): None while this replica may write the
+        # scheduling decisions, else why not; checked before each write a cycle makes.
+        self.write_guard: Callable[[], str | None] | None = None
 
     # ----- observe -------------------------------------------------------
 
@@ -598,6 +603,9 @@ class KubernetesBackend:
     # ----- plumbing --------------------------------------------------------
 
     def _call(self, operation: str, namespace: str, name: str, call: Callable[[], Any]) -> OperationResult:
+        refusal = self.write_guard() if self.write_guard and operation in CYCLE_WRITES else None
+        if refusal:  # fail closed: a replica that lost the lease writes nothing more
+            return OperationResult(operation, namespace, name, ok=False, error=refusal)
         try:
             call()
         except CALL_ERRORS as error:
