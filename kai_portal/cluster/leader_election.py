@@ -153,13 +153,14 @@ class LeaderElector:
 
     def _write(self, started: float, record: dict[str, Any] | None, body: dict[str, Any]) -> bool:
         try:
+            lease = _lease_model(body)
             if record is None:
                 self.coordination.create_namespaced_lease(
-                    self.config.namespace, body, _preload_content=False, _request_timeout=5
+                    self.config.namespace, lease, _preload_content=False, _request_timeout=5
                 )
             else:
                 self.coordination.replace_namespaced_lease(
-                    self.config.name, self.config.namespace, body, _preload_content=False, _request_timeout=5
+                    self.config.name, self.config.namespace, lease, _preload_content=False, _request_timeout=5
                 )
         except ApiException as error:
             if error.status == 409:  # another candidate wrote first: theirs this round
@@ -270,6 +271,13 @@ def _lease_body(
             "leaseTransitions": transitions,
         },
     }
+
+
+def _lease_model(body: dict[str, Any]) -> client.V1Lease:
+    model = client.V1Lease.from_dict(body)
+    if model is None:  # from_dict returns None only for a None body
+        raise ValueError("empty lease body")
+    return model
 
 
 def _now() -> str:

@@ -112,3 +112,13 @@ def test_management_commands_run_against_the_make_run_database_with_debug(tmp_pa
     assert "1 queue(s) created" in imported.stdout
     exported = _manage(["export_queues"], dev, tmp_path)
     assert exported.returncode == 0 and "name: research" in exported.stdout, exported.stderr
+
+
+def test_leader_election_timings_that_would_let_two_replicas_bind_are_refused(tmp_path: Path) -> None:
+    """client-go's rule: a holder must give up (renew deadline) before another may take over (lease)."""
+    key = {"SECRET_KEY": "x7!Qp2-production-like-secret-key-with-enough-entropy-0123456789"}
+    result = _manage(["check"], {**key, "LEADER_ELECTION_LEASE_DURATION_SECONDS": "10",
+                                 "LEADER_ELECTION_RENEW_DEADLINE_SECONDS": "10"}, tmp_path)  # fmt: skip
+    assert result.returncode != 0
+    assert "LEADER_ELECTION_RENEW_DEADLINE_SECONDS < LEADER_ELECTION_LEASE_DURATION_SECONDS" in result.stderr
+    assert _manage(["check"], key, tmp_path).returncode == 0
