@@ -18,6 +18,10 @@ Environment variables (all optional unless noted):
     cycle lock), ``CELERY_BROKER_URL`` (defaults to REDIS_URL)
 ``CLUSTER_BACKEND`` (``simulated`` | ``kubernetes``, default simulated),
 ``SCHEDULER_NAME`` (default ``kai-scheduler``), ``CYCLE_SECONDS`` (default 5),
+``LEADER_ELECTION`` (default on; kubernetes mode binds only while holding a Lease),
+    ``LEADER_ELECTION_NAMESPACE`` (kai-portal), ``LEADER_ELECTION_LEASE_NAME``,
+    ``LEADER_ELECTION_IDENTITY``, ``LEADER_ELECTION_{LEASE_DURATION,RENEW_DEADLINE,RETRY_PERIOD}_SECONDS``
+    (15, 10, 2)
 ``FORECAST_BUDGET_SECONDS`` (default 2: wall time per cycle for estimated starts),
 ``FORECAST_AFTER_CYCLE`` (default on), ``REASON_RETENTION_DAYS`` (default 14),
 ``USAGE_RETENTION_DAYS`` (default 90)
