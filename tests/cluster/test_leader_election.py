@@ -186,3 +186,59 @@ def test_two_replicas_never_both_bind_and_the_other_takes_over_after_the_lease_e
         f"kai-portal-{scheduler_name}", LEASE_NAMESPACE)  # fmt: skip
     # Created by A (0 transitions), taken over once by B.
     assert (lease.spec.holder_identity, lease.spec.lease_transitions) == ("replica-b", 1)
+
+
+def test_candidates_racing_for_the_lease_get_exactly_one_winner(
+    cluster: Cluster, portal_kubeconfig: Path, scheduler_name: str
+) -> None:
+    """Lease writes carry the resourceVersion they read, so of candidates that race (for a new lease,
+    or to take over an expired one) the API server lets one win and answers the others 409."""
+    lease = f"kai-portal-{scheduler_name}-race"
+    clock = [0.0]  # the candidates' monotonic clock, moved by hand to expire the holder
+    apis = [config.new_client_from_config(config_file=str(portal_kubeconfig)) for _ in range(4)]
+    electors = [
+        LeaderElector(api, LeaseConfig(LEASE_NAMESPACE, lease, f"c{i}", **TIMINGS), clock=lambda: clock[0])
+        for i, api in enumerate(apis)
+    ]
+
+    def race(candidates: list[LeaderElector]) -> list[bool]:
+        barrier = threading.Barrier(len(candidates))
+        won: dict[int, bool] = {}
+
+        def run(i: int) -> None:
+            barrier.wait()
+            won[i] = candidates[i].try_acquire_or_renew()
+
+        threads = [threading.Thread(target=run, args=(i,)) for i in range(len(candidates))]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(30)
+        return [won[i] for i in range(len(candidates))]
+
+    coordination = client.CoordinationV1Api(cluster.api)
+    try:
+        first = race(electors)
+        assert first.count(True) == 1, first
+        holder = electors[first.index(True)]
+        assert coordination.read_namespaced_lease(lease, LEASE_NAMESPACE).spec.holder_identity == (
+            holder.config.identity)  # fmt: skip
+        others = [e for e in electors if e is not holder]
+        assert [e.try_acquire_or_renew() for e in others] == [False] * 3  # each has now seen the record
+        assert all("held by " + holder.config.identity in (e.refusal() or "") for e in others)
+
+        clock[0] += TIMINGS["lease_duration"] + 1  # the holder went quiet for longer than the lease
+        assert not holder.is_leader()  # it gave up at its renew deadline, before anyone could take over
+        second = race(others)
+        assert second.count(True) == 1, second
+        winner = others[second.index(True)].config.identity
+        record = coordination.read_namespaced_lease(lease, LEASE_NAMESPACE).spec
+        assert (record.holder_identity, record.lease_transitions) == (winner, 1)
+    finally:
+        try:
+            coordination.delete_namespaced_lease(lease, LEASE_NAMESPACE)
+        except ApiException as error:
+            if error.status != 404:
+                raise
+        for api in apis:
+            api.close()
