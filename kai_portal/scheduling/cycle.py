@@ -18,13 +18,13 @@ from __future__ import annotations
 import logging
 import time
 import traceback
+from contextlib import AbstractContextManager, nullcontext
 from datetime import datetime, timedelta
 
 from django.db import transaction
 from django.utils import timezone
 
 import scheduler
-from kai_portal.cluster import leader_election
 from kai_portal.cluster.backends import ClusterBackend, get_backend
 from kai_portal.cluster.sync import sync_cluster_state
 from kai_portal.monitoring.recording import record_cycle
@@ -52,7 +52,7 @@ def run_scheduling_cycle(
             logger.info("scheduling cycle skipped: another cycle holds the lock")
             return _skipped(now)
         backend = backend or get_backend(clock=lambda: now)
-        with leader_election.leadership(backend) as refusal:
+        with _leadership(backend) as refusal:
             if refusal:
                 logger.info("scheduling cycle skipped: %s", refusal)
                 return _skipped(now, refusal)
@@ -60,6 +60,16 @@ def run_scheduling_cycle(
             # Post-cycle hook, still under the lock so two refreshes never overlap.
             forecast_store.after_cycle(cycle, now)
             return cycle
+
+
+def _leadership(backend: ClusterBackend) -> AbstractContextManager[str | None]:
+    """The Lease a Kubernetes backend's cycle needs (None: go ahead); nothing for other backends."""
+    if getattr(backend, "api_client", None) is None:
+        return nullcontext(None)
+    # Imported here: it pulls in the kubernetes client, which simulated mode never needs.
+    from kai_portal.cluster import leader_election
+
+    return leader_election.leadership(backend)
 
 
 def _skipped(now: datetime, reason: str = "") -> SchedulingCycle:
