@@ -22,6 +22,10 @@ Environment variables (all optional unless noted):
 ``JOB_NAMESPACE_MODE`` (``team`` | ``queue`` | ``fixed``, default team), ``JOB_NAMESPACE``
     (for fixed, default ``default``), ``JOB_NAMESPACE_PREFIX`` (none), ``JOB_NAMESPACE_CREATE``
     (off): where portal jobs' pods go in kubernetes mode,
+``LEADER_ELECTION`` (default on; kubernetes mode binds only while holding a Lease),
+    ``LEADER_ELECTION_NAMESPACE`` (kai-portal), ``LEADER_ELECTION_LEASE_NAME``,
+    ``LEADER_ELECTION_IDENTITY``, ``LEADER_ELECTION_{LEASE_DURATION,RENEW_DEADLINE,RETRY_PERIOD}_SECONDS``
+    (15, 10, 2)
 ``FORECAST_BUDGET_SECONDS`` (default 2: wall time per cycle for estimated starts),
 ``FORECAST_AFTER_CYCLE`` (default on), ``REASON_RETENTION_DAYS`` (default 14),
 ``USAGE_RETENTION_DAYS`` (default 90)
@@ -212,6 +216,24 @@ if CLUSTER_BACKEND not in {"simulated", "kubernetes"}:
     raise ImproperlyConfigured(f"CLUSTER_BACKEND={CLUSTER_BACKEND!r}: use 'simulated' or 'kubernetes'")
 SCHEDULER_NAME = env_str("SCHEDULER_NAME", "kai-scheduler")
 CYCLE_SECONDS = env_int("CYCLE_SECONDS", 5, minimum=1)
+# Kubernetes mode: only the holder of a coordination.k8s.io Lease binds (cluster/leader_election.py).
+# The namespace is the worker's own (the chart sets it); the lease name defaults to
+# kai-portal-<SCHEDULER_NAME>, the identity to the host name (the pod's name). As client-go:
+# retry period < renew deadline < lease duration, so a holder that cannot renew stops first.
+LEADER_ELECTION = env_bool("LEADER_ELECTION", True)
+LEADER_ELECTION_NAMESPACE = env_str("LEADER_ELECTION_NAMESPACE", "kai-portal")
+LEADER_ELECTION_LEASE_NAME = env_str("LEADER_ELECTION_LEASE_NAME", "")
+LEADER_ELECTION_IDENTITY = env_str("LEADER_ELECTION_IDENTITY", "")
+LEADER_ELECTION_LEASE_DURATION_SECONDS = env_int("LEADER_ELECTION_LEASE_DURATION_SECONDS", 15, minimum=3)
+LEADER_ELECTION_RENEW_DEADLINE_SECONDS = env_int("LEADER_ELECTION_RENEW_DEADLINE_SECONDS", 10, minimum=2)
+LEADER_ELECTION_RETRY_PERIOD_SECONDS = env_int("LEADER_ELECTION_RETRY_PERIOD_SECONDS", 2, minimum=1)
+if not (LEADER_ELECTION_RETRY_PERIOD_SECONDS < LEADER_ELECTION_RENEW_DEADLINE_SECONDS
+        < LEADER_ELECTION_LEASE_DURATION_SECONDS):  # fmt: skip
+    raise ImproperlyConfigured(
+        "LEADER_ELECTION_RETRY_PERIOD_SECONDS < LEADER_ELECTION_RENEW_DEADLINE_SECONDS < "
+        "LEADER_ELECTION_LEASE_DURATION_SECONDS must hold: a holder that cannot renew must stop binding "
+        "before another replica may take the lease"
+    )
 # GPU sharing in kubernetes mode (cluster/backends/gpu_sharing.py): where reservation pods run,
 # their image (the portal's own; empty = kai-portal:latest), the runtime class that gives them
 # NVML (KAI's default "nvidia"; empty = none) and how long a bind waits for one to report its GPU.

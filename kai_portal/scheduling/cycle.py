@@ -1,4 +1,7 @@
-"""One scheduling cycle: lock, observe and sync, snapshot, engine, apply, persist.
+"""One scheduling cycle: lock, lease, observe and sync, snapshot, engine, apply, persist.
+
+In kubernetes mode the cycle also needs the leader's Lease (cluster/leader_election.py), next to
+the cycle lock: a replica that does not hold it records a skipped cycle with the reason.
 
 ``run_scheduling_cycle`` is what the Celery task and ``manage.py run_scheduler``
 call. It takes the clock as an argument so tests drive simulated time.
@@ -15,6 +18,7 @@ from __future__ import annotations
 import logging
 import time
 import traceback
+from contextlib import AbstractContextManager, nullcontext
 from datetime import datetime, timedelta
 
 from django.db import transaction
@@ -47,15 +51,34 @@ def run_scheduling_cycle(
     with cycle_lock() as held:
         if not held:
             logger.info("scheduling cycle skipped: another cycle holds the lock")
-            skipped = SchedulingCycle.objects.create(
-                started_at=now, finished_at=now, duration_ms=0, status=SchedulingCycle.Status.SKIPPED
-            )
-            record_cycle(skipped)
-            return skipped
-        cycle = _run_locked(now, backend or get_backend(clock=lambda: now))
-        # Post-cycle hook, still under the lock so two refreshes never overlap.
-        forecast_store.after_cycle(cycle, now)
-        return cycle
+            return _skipped(now)
+        backend = backend or get_backend(clock=lambda: now)
+        with _leadership(backend) as refusal:
+            if refusal:
+                logger.info("scheduling cycle skipped: %s", refusal)
+                return _skipped(now, refusal)
+            cycle = _run_locked(now, backend)
+            # Post-cycle hook, still under the lock so two refreshes never overlap.
+            forecast_store.after_cycle(cycle, now)
+            return cycle
+
+
+def _leadership(backend: ClusterBackend) -> AbstractContextManager[str | None]:
+    """The Lease a Kubernetes backend's cycle needs (None: go ahead); nothing for other backends."""
+    if getattr(backend, "api_client", None) is None:
+        return nullcontext(None)
+    # Imported here: it pulls in the kubernetes client, which simulated mode never needs.
+    from kai_portal.cluster import leader_election
+
+    return leader_election.leadership(backend)
+
+
+def _skipped(now: datetime, reason: str = "") -> SchedulingCycle:
+    skipped = SchedulingCycle.objects.create(
+        started_at=now, finished_at=now, duration_ms=0, status=SchedulingCycle.Status.SKIPPED, error=reason
+    )
+    record_cycle(skipped)
+    return skipped
 
 
 def _run_locked(now: datetime, backend: ClusterBackend) -> SchedulingCycle:

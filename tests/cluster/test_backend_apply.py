@@ -105,14 +105,19 @@ def test_evict_goes_through_the_eviction_api_and_writes_an_evict_event(
 
 
 def test_repeated_events_bump_the_count_instead_of_piling_up(
-    cluster: Cluster, namespace: str, backend: KubernetesBackend
+    cluster: Cluster, namespace: str, scheduler_name: str, backend: KubernetesBackend
 ) -> None:
     text = "no nodes with enough resources were found: 3 node(s) didn't have enough resources: GPUs."
+    member = pod_body("p1", scheduler_name, annotations={"pod-group-name": "pg-1"})
+    cluster.core.create_namespaced_pod(namespace, member)
+    backend.observe()
     waiting = PodEvent(namespace, "p1", EventType.WARNING, "Unschedulable", text)
     group = PodEvent(namespace, "pg-1", EventType.NORMAL, "Unschedulable", "Unable to schedule podgroup",
                      kind="PodGroup")  # fmt: skip
+    # A group no pod of ours belongs to has no PodGroup object for an event to be about.
+    nobody = PodEvent(namespace, "pg-none", EventType.NORMAL, "Unschedulable", "x", kind="PodGroup")
 
-    assert backend.apply([], [], [waiting, group]).ok
+    assert backend.apply([], [], [waiting, group, nobody]).ok
     assert backend.apply([], [], [waiting]).ok
 
     events = {e.involved_object.kind: e for e in _events(cluster, namespace)}

@@ -105,6 +105,7 @@ def test_the_chart_applies_and_its_service_account_runs_a_full_cycle(
     review = client.AuthenticationV1Api(api).create_self_subject_review(client.V1SelfSubjectReview())
     assert review.status.user_info.username == f"system:serviceaccount:{chart_namespace}:{account}"
     settings.SCHEDULER_NAME = scheduler_name
+    settings.LEADER_ELECTION_NAMESPACE = chart_namespace  # as the chart's ConfigMap says
     redis.Redis.from_url(settings.REDIS_URL).delete(LOCK_NAME)
     dept = factories.queue("dept", gpu_quota=8)
     factories.queue("team-a", parent=dept, gpu_quota=8)
@@ -134,6 +135,10 @@ def test_the_chart_applies_and_its_service_account_runs_a_full_cycle(
     assert not failed.exists(), list(failed.values_list("reason", "message"))
     reasons = {e.reason for e in core.list_namespaced_event(namespace).items}
     assert {"Scheduled", "Evict"} <= reasons, reasons
+    # Leader election ran on the chart's Role: the worker holds its Lease in the release's namespace.
+    lease = client.CoordinationV1Api(cluster.api).read_namespaced_lease(f"kai-portal-{scheduler_name}",
+                                                                         chart_namespace)  # fmt: skip
+    assert lease.spec.holder_identity and lease.spec.lease_duration_seconds == 15
 
     # Outside the role: the chart's account cannot read secrets or change nodes.
     with pytest.raises(ApiException) as denied:

@@ -32,6 +32,8 @@ from tests.portal import factories
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "deploy" / "helm" / "kai-portal"
 BACKENDS = [ROOT / "kai_portal" / "cluster" / "backends" / f for f in ("kubernetes.py", "gpu_sharing.py")]
+# Leader election's calls: a namespaced Role in the worker's namespace, not the ClusterRole.
+LEADER_ELECTION = [ROOT / "kai_portal" / "cluster" / "leader_election.py"]
 REQUIRED = [
     "secretKey=test-secret",
     "databaseUrl=postgres://kai:pw@db:5432/kai",
@@ -74,7 +76,8 @@ def container(doc: dict) -> dict:
     return only
 
 
-API_GROUPS = {"core": "", "batch": "batch", "apps": "apps", "scheduling": "scheduling.k8s.io"}
+API_GROUPS = {"core": "", "batch": "batch", "apps": "apps", "scheduling": "scheduling.k8s.io",
+              "coordination": "coordination.k8s.io"}  # fmt: skip
 # Client names that are one word in a resource name (the rest of "_" marks a subresource).
 COMPOUND_KINDS = {"config_map": "configmap", "replica_set": "replicaset", "stateful_set": "statefulset",
                   "cron_job": "cronjob", "priority_class": "priorityclass"}  # fmt: skip
@@ -98,14 +101,17 @@ def resource_call(api: str, method: str) -> tuple[str, str, str]:
     return API_GROUPS[api], resource, CLIENT_VERBS[match.group(1)]
 
 
-def backend_calls() -> set[tuple[str, str, str]]:
-    """``(API group, resource, verb)`` of every client call in the backends (``self.core`` is
+def backend_calls(paths: list[Path] = BACKENDS) -> set[tuple[str, str, str]]:
+    """``(API group, resource, verb)`` of every client call in ``paths`` (``self.core`` is
     CoreV1Api, ``self.batch`` BatchV1Api, ``self.apps`` AppsV1Api, ``self.scheduling``
-    SchedulingV1Api; ``self.custom`` CustomObjectsApi reads the owner kinds of owners.py and
-    lists KAI's PodGroups); what ``_sync`` lists it also watches."""
-    sources = [path.read_text() for path in BACKENDS]
+    SchedulingV1Api, ``self.coordination`` CoordinationV1Api; ``self.custom`` CustomObjectsApi
+    reads the owner kinds of owners.py and lists KAI's PodGroups); what ``_sync`` lists it also
+    watches."""
+    sources = [path.read_text() for path in paths]
     methods = {
-        m for source in sources for m in re.findall(r"self\.(core|batch|apps|scheduling)\.(\w+)", source)
+        m
+        for source in sources
+        for m in re.findall(r"self\.(core|batch|apps|scheduling|coordination)\.(\w+)", source)
     }
     watched = {
         arg.attr
@@ -117,7 +123,8 @@ def backend_calls() -> set[tuple[str, str, str]]:
         and isinstance(arg.value, ast.Attribute)
         and arg.value.attr in API_GROUPS
     }
-    assert methods and watched, "the backend's calls could not be found; has kubernetes.py moved?"
+    found = methods and (watched or paths != BACKENDS)
+    assert found, f"the client calls in {[p.name for p in paths]} could not be found; has a file moved?"
     calls = set()
     for api, method in methods:
         group, resource, verb = resource_call(api, method)
@@ -246,6 +253,16 @@ def test_the_plain_rbac_manifest_grants_the_same_as_the_chart():
     assert granted_by(roles["kai-portal-web"]) == web_calls() - OPTIONAL_CALLS
     optional = cluster_role(ROOT / "deploy" / "rbac" / "optional" / "kai-portal-namespaces.yaml")
     assert granted_by(optional) == OPTIONAL_CALLS
+    # Leases only in the portal's own namespace, through a Role.
+    docs = [d for d in yaml.safe_load_all((ROOT / "deploy" / "rbac" / "kai-portal.yaml").read_text()) if d]
+    (lease_role,) = [d for d in docs if d["kind"] == "Role"]
+    assert lease_role["metadata"]["namespace"] == "kai-portal"
+    assert granted_by(lease_role) == backend_calls(LEADER_ELECTION) == {
+        ("coordination.k8s.io", "leases", verb) for verb in ("get", "create", "update")}  # fmt: skip
+    (binding,) = [d for d in docs if d["kind"] == "RoleBinding"]
+    assert binding["roleRef"]["name"] == lease_role["metadata"]["name"]
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "kai-portal", "namespace": "kai-portal"}]  # fmt: skip
 
 
 def test_default_install_renders_every_component():
@@ -264,7 +281,9 @@ def test_default_install_renders_every_component():
         ("Job", "kai-kai-portal-migrate"),
         ("MutatingWebhookConfiguration", "kai-kai-portal-gpu-sharing"),
         ("Namespace", "kai-resource-reservation"),
+        ("Role", "kai-kai-portal-leader-election"),
         ("Role", "kai-resource-reservation"),
+        ("RoleBinding", "kai-kai-portal-leader-election"),
         ("RoleBinding", "kai-resource-reservation"),
         ("Secret", "kai-kai-portal"),
         ("Secret", "kai-kai-portal-webhook-tls"),
@@ -290,6 +309,15 @@ def test_the_cluster_role_is_exactly_what_the_backend_calls_and_no_wildcard():
     assert binding["subjects"] == [
         {"kind": "ServiceAccount", "name": "kai-kai-portal", "namespace": "kai-system"}
     ]
+    # Leader election: a Role for Leases in the release's namespace, which the worker is told.
+    lease_role = objects[("Role", "kai-kai-portal-leader-election")]
+    assert lease_role["metadata"]["namespace"] == "kai-system"
+    assert granted_by(lease_role) == backend_calls(LEADER_ELECTION)
+    lease_binding = objects[("RoleBinding", "kai-kai-portal-leader-election")]
+    assert lease_binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                                        "name": "kai-kai-portal-leader-election"}  # fmt: skip
+    assert lease_binding["subjects"] == binding["subjects"]
+    assert objects[("ConfigMap", "kai-kai-portal")]["data"]["LEADER_ELECTION_NAMESPACE"] == "kai-system"
     # The web pods' account: the Queue object writes of a portal edit and the portal jobs' pods;
     # a missing job namespace is created only where config.createJobNamespaces allows it.
     assert granted_by(objects[("ClusterRole", "kai-kai-portal-web")]) == web_calls() - OPTIONAL_CALLS

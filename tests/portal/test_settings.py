@@ -131,3 +131,14 @@ def test_a_database_that_never_answers_fails_the_connection_instead_of_hanging(t
         )
     assert result.returncode != 0
     assert "timeout expired" in result.stderr, result.stderr[-2000:]
+
+
+
+def test_leader_election_timings_that_would_let_two_replicas_bind_are_refused(tmp_path: Path) -> None:
+    """client-go's rule: a holder must give up (renew deadline) before another may take over (lease)."""
+    key = {"SECRET_KEY": "x7!Qp2-production-like-secret-key-with-enough-entropy-0123456789"}
+    result = _manage(["check"], {**key, "LEADER_ELECTION_LEASE_DURATION_SECONDS": "10",
+                                 "LEADER_ELECTION_RENEW_DEADLINE_SECONDS": "10"}, tmp_path)  # fmt: skip
+    assert result.returncode != 0
+    assert "LEADER_ELECTION_RENEW_DEADLINE_SECONDS < LEADER_ELECTION_LEASE_DURATION_SECONDS" in result.stderr
+    assert _manage(["check"], key, tmp_path).returncode == 0

@@ -34,13 +34,23 @@ Writes, each caught on its own so one bad pod never stops the others:
 - events: core/v1 Events (involvedObject, reason, message, type,
   source.component, first/lastTimestamp, count). That is what client-go's
   classic recorder writes and what `kubectl describe pod` and
-  `kubectl get events` show on every Kubernetes version. A repeat of the same
-  event bumps `count` with a PATCH instead of creating a new object, as
-  client-go does, so an Unschedulable pod does not flood etcd every cycle.
+  `kubectl get events` show on every Kubernetes version. Aggregated as
+  client-go does: one Event object per object per distinct (type, reason,
+  message), named from a hash of those and the object's uid, so a repeat (this
+  process's or a restarted worker's: create answers 409) bumps `count` and
+  `lastTimestamp` with a PATCH instead of creating a new object. PodGroup
+  events are written only for pods grouped by a PodGroup (the
+  `pod-group-name` annotation): a bare pod or a Job's pods have no PodGroup
+  object, and their pods' own events already carry the reason.
+- evicted pods: after the Eviction API accepts, the pod's `DisruptionTarget`
+  condition is set as KAI's evictor writes it (reason PreemptionByScheduler,
+  the eviction message); the API server's own (EvictionByEvictionAPI) only
+  says that some eviction happened.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import threading
 import time
@@ -105,6 +115,12 @@ SETTINGS_WATCH_WINDOW = 0.25
 OWNER_RETRY_SECONDS = 30
 EVENT_CACHE_LIMIT = 10_000
 UNSCHEDULABLE = "Unschedulable"
+DISRUPTED_BY_SCHEDULER = "PreemptionByScheduler"  # KAI's evictor (v1.PodReasonPreemptionByScheduler)
+# An Event name is a DNS subdomain: the object's name, ".", 16 hex digits of the hash.
+EVENT_NAME_LIMIT = 253
+EVENT_HASH_LENGTH = 16
+# The writes of a scheduling cycle: only the leader makes them (submit and cancel are the users').
+CYCLE_WRITES = frozenset({"bind", "evict", "event", "condition"})
 # Errors that mean "this one call failed", as opposed to a bug in our code.
 CALL_ERRORS = (ApiException, urllib3.exceptions.HTTPError, OSError, ValueError)
 
@@ -146,8 +162,8 @@ class KubernetesBackend:
         self._own_reservations = {RESERVATION_APP_LABEL: RESERVATION_APP, RESERVED_BY_LABEL: scheduler_name}
         self._node_rv: str | None = None
         self._pod_rv: str | None = None
-        # (namespace, kind, name, type, reason, message) -> (event name, count)
-        self._recent_events: dict[tuple[str, ...], tuple[str, int]] = {}
+        # (namespace, event name) -> the count last written; the name encodes the rest (_event_name)
+        self._recent_events: dict[tuple[str, str], int] = {}
         # Owner uid -> the owner object as read (apiVersion, kind, metadata, spec, status)
         self._owners: dict[str, Json] = {}
         self._owners_lock = threading.Lock()
@@ -159,8 +175,15 @@ class KubernetesBackend:
         self._pod_group_rv: str | None = None
         self._priority_classes = PriorityClasses()
         self._priority_class_rv: str | None = None
+        # (namespace, PodGroup name) named by our pods' pod-group-name, as of _pod_group_members_rv:
+        # only those get PodGroup events (a bare pod's group is no object).
+        self._pod_group_members: set[tuple[str, str]] = set()
+        self._pod_group_members_rv: str | None = None
         # (namespace, pod, uid) -> the Unschedulable message last written to its PodScheduled condition
         self._unschedulable: dict[tuple[str, str, str], str] = {}
+        # Leader election (cluster/leader_election.py): None while this replica may write the
+        # scheduling decisions, else why not; checked before each write a cycle makes.
+        self.write_guard: Callable[[], str | None] | None = None
 
     # ----- observe -------------------------------------------------------
 
@@ -491,7 +514,7 @@ class KubernetesBackend:
             if report.results[-1].ok:
                 evicted = _evict_event(eviction)
                 report.add(self._post_event(evicted, annotations=_evictor_annotations(eviction)))
-        for event in events:
+        for event in self._events_to_post(events):
             report.add(self._post_event(event))
             if event.kind == "Pod" and event.reason == UNSCHEDULABLE:
                 marked = self._mark_unschedulable(event)
@@ -596,7 +619,7 @@ class KubernetesBackend:
                 preconditions=client.V1Preconditions(uid=cached.uid) if cached and cached.uid else None,
             ),
         )
-        return self._call(
+        result = self._call(
             "evict",
             eviction.namespace,
             eviction.pod,
@@ -604,29 +627,65 @@ class KubernetesBackend:
                 eviction.pod, eviction.namespace, body, _preload_content=False
             ),
         )
+        if result.ok:
+            self._mark_disrupted(eviction)
+        return result
+
+    def _mark_disrupted(self, eviction: Evict) -> None:
+        """KAI's DisruptionTarget condition on an evicted pod: reason PreemptionByScheduler, its message.
+
+        Written after the eviction because the Eviction API sets its own (EvictionByEvictionAPI) and
+        would replace one written before. Best effort: the pod may already be gone (a kubelet that
+        stops it at once), and the eviction itself happened either way.
+        """
+        condition = {
+            "type": "DisruptionTarget",
+            "status": "True",
+            "reason": DISRUPTED_BY_SCHEDULER,
+            "message": eviction.message,
+            "lastTransitionTime": _rfc3339(datetime.now(UTC).replace(microsecond=0)),
+        }
+        self._call(
+            "condition",
+            eviction.namespace,
+            eviction.pod,
+            lambda: self.core.patch_namespaced_pod_status(
+                eviction.pod,
+                eviction.namespace,
+                {"status": {"conditions": [condition]}},
+                _preload_content=False,
+            ),
+        )
+
+    def _events_to_post(self, events: list[PodEvent]) -> list[PodEvent]:
+        """The events that have an object to be about: every pod event, and PodGroup events of
+        groups that exist as PodGroups (KAI's podgrouper makes one for every workload; without
+        it a bare pod or a Job's pods have none, and an Event about no object only fills etcd)."""
+        if self._pod_group_members_rv != self._pod_rv or not self._pod_group_members_rv:
+            self._pod_group_members = {
+                (pod.job.namespace, pod.job.name) for pod in self._pods.values() if pod.job.kind == "PodGroup"
+            }
+            self._pod_group_members_rv = self._pod_rv
+        return [e for e in events if e.kind != "PodGroup" or (e.namespace, e.name) in self._pod_group_members]
 
     def _post_event(self, event: PodEvent, annotations: dict[str, str] | None = None) -> OperationResult:
-        key = (event.namespace, event.kind, event.name, event.type, event.reason, event.message)
+        """Create the event, or bump the count of the one already written for the same object and words.
+
+        The name is a hash of (object uid, type, reason, message), so the same event maps to the same
+        object in every process: a restarted worker's create answers 409 and it bumps the count too.
+        """
+        if event.kind == "Pod" and event.uid is None:
+            cached = self._pods.get((event.namespace, event.name))
+            if cached is not None and cached.uid:
+                event = replace(event, uid=cached.uid)  # a re-created pod of the same name starts afresh
+        name = _event_name(event)
         now = datetime.now(UTC).replace(microsecond=0)
-        previous = self._recent_events.get(key)
-        if previous is not None:
-            name, count = previous
-            result = self._call(
-                "event",
-                event.namespace,
-                name,
-                lambda: self.core.patch_namespaced_event(
-                    name,
-                    event.namespace,
-                    {"count": count + 1, "lastTimestamp": _rfc3339(now)},
-                    _preload_content=False,
-                ),
-            )
-            if result.ok:
-                self._recent_events[key] = (name, count + 1)
+        count = self._recent_events.get((event.namespace, name))
+        if count is not None:
+            result = self._bump_event(event.namespace, name, count, now)
+            if result.ok or result.status_code != 404:
                 return result
-            # The old event expired (events live about an hour): write a new one.
-        name = f"{event.name}.{time.time_ns():x}"
+            # The old event expired (events live about an hour): write it again.
         body = _event_body(event, name, now, self.scheduler_name, annotations)
         result = self._call(
             "event",
@@ -637,10 +696,36 @@ class KubernetesBackend:
             ),
         )
         if result.ok:
-            if len(self._recent_events) >= EVENT_CACHE_LIMIT:
-                self._recent_events.clear()
-            self._recent_events[key] = (name, 1)
+            self._remember_event(event.namespace, name, 1)
+        elif result.status_code == 409:  # written before, by us before a restart or by another worker
+            result = self._bump_existing_event(event.namespace, name, now)
         return result
+
+    def _bump_existing_event(self, namespace: str, name: str, now: datetime) -> OperationResult:
+        try:
+            response: Any = self.core.read_namespaced_event(name, namespace, _preload_content=False)
+            count = int(json.loads(response.data).get("count") or 1)
+        except CALL_ERRORS as error:
+            return _failure("event", namespace, name, error)
+        return self._bump_event(namespace, name, count, now)
+
+    def _bump_event(self, namespace: str, name: str, count: int, now: datetime) -> OperationResult:
+        result = self._call(
+            "event",
+            namespace,
+            name,
+            lambda: self.core.patch_namespaced_event(
+                name, namespace, {"count": count + 1, "lastTimestamp": _rfc3339(now)}, _preload_content=False
+            ),
+        )
+        if result.ok:
+            self._remember_event(namespace, name, count + 1)
+        return result
+
+    def _remember_event(self, namespace: str, name: str, count: int) -> None:
+        if len(self._recent_events) >= EVENT_CACHE_LIMIT and (namespace, name) not in self._recent_events:
+            self._recent_events.clear()  # forgetting costs one 409 and a GET per event, nothing more
+        self._recent_events[namespace, name] = count
 
     # ----- submit / cancel -------------------------------------------------
 
@@ -760,6 +845,9 @@ class KubernetesBackend:
     # ----- plumbing --------------------------------------------------------
 
     def _call(self, operation: str, namespace: str, name: str, call: Callable[[], Any]) -> OperationResult:
+        refusal = self.write_guard() if self.write_guard and operation in CYCLE_WRITES else None
+        if refusal:  # fail closed: a replica that lost the lease writes nothing more
+            return OperationResult(operation, namespace, name, ok=False, error=refusal)
         try:
             call()
         except CALL_ERRORS as error:
@@ -789,6 +877,14 @@ def _container(request: PodSpecRequest) -> dict[str, Any]:
     if request.command:
         container["command"] = list(request.command)
     return container
+
+
+def _event_name(event: PodEvent) -> str:
+    """``<object>.<16 hex>``: one name per (object uid, kind, type, reason, message), as stable as those."""
+    identity = "\x00".join((event.kind, event.uid or "", str(event.type), event.reason, event.message))
+    digest = hashlib.sha256(identity.encode()).hexdigest()[:EVENT_HASH_LENGTH]
+    head = event.name[: EVENT_NAME_LIMIT - EVENT_HASH_LENGTH - 1].rstrip("-.")  # a label ends alphanumeric
+    return f"{head}.{digest}"
 
 
 def _event_body(

@@ -69,6 +69,7 @@ def test_the_loop_binds_a_pending_pod_and_explains_one_that_cannot_fit(
         "kind": "Pod",
         "name": "too-big",
         "namespace": "team-a",
+        "uid": backend.observe().pods["team-a", "too-big"].uid,  # a re-created pod gets its own events
     }
     too_big = Pod.objects.get(name="too-big")
     assert event["message"] == too_big.reason and too_big.state == "pending"

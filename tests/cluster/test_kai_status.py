@@ -1,0 +1,116 @@
+"""Status like KAI (issue 16): what the portal's cycles leave on pods and in Events on a real API server.
+
+KAI's recorder aggregates Events the way client-go does: one Event object per pod per distinct
+(type, reason, message), a repeat bumps ``count`` and ``lastTimestamp``. Evicted pods carry the
+``DisruptionTarget`` condition (reason ``PreemptionByScheduler`` and the eviction message, as
+KAI's evictor writes it).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+from kubernetes import client
+
+from kai_portal.cluster import backends
+from kai_portal.cluster.backends import Evict
+from kai_portal.cluster.backends.kubernetes import KubernetesBackend
+
+from .conftest import Cluster, Nodes, pod_body
+from .test_portal_schedules_kwok import _cycle, portal  # noqa: F401  (the portal fixture)
+
+pytestmark = pytest.mark.django_db
+
+
+def _events(cluster: Cluster, namespace: str) -> list[client.CoreV1Event]:
+    return list(cluster.core.list_namespaced_event(namespace).items)
+
+
+def test_100_pending_pods_over_10_cycles_write_at_most_100_events(
+    cluster: Cluster, portal: KubernetesBackend, namespace: str, scheduler_name: str, nodes: Nodes  # noqa: F811
+) -> None:
+    """KAI (client-go's event aggregation): one Event per pod per distinct message, repeats bump count."""
+    core = cluster.core
+    nodes.kwok("gpu-1")
+    labels = {"kai.scheduler/queue": "team-a"}
+    for i in range(100):
+        core.create_namespaced_pod(namespace, pod_body(f"wait-{i}", scheduler_name, gpus=16, labels=labels))
+
+    for _ in range(10):
+        _cycle()
+
+    events = _events(cluster, namespace)
+    assert len(events) <= 100, Counter((e.involved_object.kind, e.reason) for e in events)
+    per_pod = Counter(e.involved_object.name for e in events if e.involved_object.kind == "Pod")
+    assert set(per_pod) == {f"wait-{i}" for i in range(100)} and set(per_pod.values()) == {1}
+    assert {(e.reason, e.type, e.count) for e in events} == {("Unschedulable", "Warning", 10)}
+    pods = {p.metadata.name: p.metadata.uid for p in core.list_namespaced_pod(namespace).items}
+    assert all(e.involved_object.uid == pods[e.involved_object.name] for e in events)
+
+
+def test_a_restarted_worker_bumps_the_events_the_last_one_wrote(
+    cluster: Cluster, portal: KubernetesBackend, namespace: str, scheduler_name: str, nodes: Nodes,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    """client-go aggregation survives a restart: the same (pod uid, reason, message) is the same Event
+    object (a deterministic name; create answers 409 and the count is bumped), not a new one."""
+    core = cluster.core
+    nodes.kwok("gpu-1")
+    labels = {"kai.scheduler/queue": "team-a"}
+    for name in ("a", "b"):
+        core.create_namespaced_pod(namespace, pod_body(name, scheduler_name, gpus=16, labels=labels))
+    for _ in range(2):
+        _cycle()
+
+    monkeypatch.setattr(backends, "_kubernetes_backend", None)  # a new worker: a new backend, no cache
+    restarted = backends.get_backend()
+    assert restarted is not portal
+    for _ in range(3):
+        _cycle()
+    restarted.api_client.close()
+
+    events = _events(cluster, namespace)
+    assert sorted((e.involved_object.name, e.reason, e.count) for e in events) == [
+        ("a", "Unschedulable", 5), ("b", "Unschedulable", 5)]  # fmt: skip
+    assert all(e.last_timestamp >= e.first_timestamp for e in events)
+
+
+def test_pods_grouped_by_a_podgroup_get_one_podgroup_event_per_message(
+    cluster: Cluster, portal: KubernetesBackend, namespace: str, scheduler_name: str, nodes: Nodes  # noqa: F811
+) -> None:  # fmt: skip
+    """KAI writes the job's message on its PodGroup (Normal, Unschedulable) and each pod's on the pod."""
+    core = cluster.core
+    nodes.kwok("gpu-1")
+    for i in range(3):
+        body = pod_body(f"member-{i}", scheduler_name, gpus=16, labels={"kai.scheduler/queue": "team-a"},
+                        annotations={"pod-group-name": "pg-train"})  # fmt: skip
+        core.create_namespaced_pod(namespace, body)
+    for _ in range(3):
+        _cycle()
+
+    events = _events(cluster, namespace)
+    kinds = Counter((e.involved_object.kind, e.involved_object.name, e.count) for e in events)
+    assert kinds == {("PodGroup", "pg-train", 3): 1, **{("Pod", f"member-{i}", 3): 1 for i in range(3)}}
+    [group] = [e for e in events if e.involved_object.kind == "PodGroup"]
+    assert (group.type, group.reason, group.involved_object.api_version) == (
+        "Normal", "Unschedulable", "scheduling.run.ai/v2alpha2")  # fmt: skip
+
+
+def test_an_evicted_pod_carries_kais_disruption_target_condition(
+    cluster: Cluster, namespace: str, nodes: Nodes, scheduler_name: str, backend: KubernetesBackend
+) -> None:
+    """KAI's evictor marks the victim DisruptionTarget=True, reason PreemptionByScheduler, with the
+    eviction message (the Eviction API alone would say EvictionByEvictionAPI, "Eviction API: evicting")."""
+    node = nodes.make("silent")  # no kubelet: the evicted pod stays Terminating, so its status can be read
+    cluster.core.create_namespaced_pod(namespace, pod_body("victim", scheduler_name, nodeName=node))
+    backend.observe()
+    message = f"Pod {namespace}/victim was preempted by higher priority workload team-b/pg-big"
+
+    assert backend.apply([], [Evict(namespace, "victim", message, action="preempt")], []).ok
+
+    victim = cluster.core.read_namespaced_pod("victim", namespace)
+    assert victim.metadata.deletion_timestamp is not None
+    [condition] = [c for c in victim.status.conditions if c.type == "DisruptionTarget"]
+    assert (condition.status, condition.reason) == ("True", "PreemptionByScheduler")
+    assert condition.message == message
