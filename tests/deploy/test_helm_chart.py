@@ -270,9 +270,9 @@ def test_default_install_renders_every_component():
     kinds = sorted((d["kind"], d["metadata"]["name"]) for d in docs)
     assert kinds == [
         ("ClusterRole", "kai-kai-portal"),
-        ("ClusterRole", "kai-kai-portal-queues"),
+        ("ClusterRole", "kai-kai-portal-web"),
         ("ClusterRoleBinding", "kai-kai-portal"),
-        ("ClusterRoleBinding", "kai-kai-portal-queues"),
+        ("ClusterRoleBinding", "kai-kai-portal-web"),
         ("ConfigMap", "kai-kai-portal"),
         ("Deployment", "kai-kai-portal-beat"),
         ("Deployment", "kai-kai-portal-web"),
