@@ -365,8 +365,8 @@ def _free_gpus() -> dict[str, tuple[float, float]]:
     capacity = dict(
         Node.objects.filter(schedulable=True, ready=True)
         .values("pool__name")
-        .annotate(gpus=Count("gpus"))
-        .values_list("pool__name", "gpus")
+        .annotate(devices=Count("gpus"))
+        .values_list("pool__name", "devices")
     )
     used: dict[str, float] = {}
     preemptible: dict[str, float] = {}
