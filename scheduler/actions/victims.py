@@ -16,6 +16,7 @@ Every search is bounded by the action's time budget (``Config.action_time_budget
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -335,6 +336,14 @@ def usable_nodes(session: Session, job: Job) -> list[NodeState]:
 # ---- simulation (§3.9) ---------------------------------------------------------------------
 
 
+@dataclass
+class SolveLog:
+    """How a search went: ``late`` when some scenario got past the preemptor's placement (its
+    answer then depends on the jobs allocate would pop after the preemptor)."""
+
+    late: bool = False
+
+
 def _path(session: Session, queue: str) -> list[QueueState]:
     return list(reversed(session.ancestors(queue)))
 
@@ -624,6 +633,7 @@ def simulate(
     validate: Callable[[Outcome], bool],
     heads: PendingHeads | None = None,
     moves_only: bool = False,
+    log: SolveLog | None = None,
 ) -> Outcome | None:
     """Evict the scenario's victims, then place preemptor and re-place victims in job order.
     On failure everything is rolled back; on success the changes stay in ``stmt``.
@@ -665,6 +675,8 @@ def simulate(
             bound = list(_max_free(session))
         else:
             _replace_victims(session, stmt, j, sorted(ts, key=lambda t: j.tasks.index(t)), bound)
+    if log is not None:
+        log.late = True  # whatever fails from here on was judged after the preemptor's placement
     real: list[Task] = []
     moved: list[Task] = []
     for t in victims:
@@ -778,6 +790,7 @@ def solve(
     validate: Callable[[Outcome], bool],
     heads: PendingHeads | None = None,
     moves_only: bool = False,
+    log: SolveLog | None = None,
 ) -> Outcome | None:
     """Find the victims for the preemptor's step: fewest tasks, KAI's victim order on ties."""
     nodes = usable_nodes(session, job)
@@ -801,15 +814,15 @@ def solve(
     while mid < len(stream) and (bound is None or n + len(stream[mid].tasks) <= bound):
         n += len(stream[mid].tasks)
         mid += 1
-    found = _shortest_prefix(session, stmt, job, tasks, stream, validate, heads, moves_only, lo, mid)
+    found = _shortest_prefix(session, stmt, job, tasks, stream, validate, heads, moves_only, lo, mid, log)
     if found is not None or out_of_time(session):
         return found
     if greedy is not None:
-        out = simulate(session, stmt, job, tasks, greedy, validate, heads, moves_only)
+        out = simulate(session, stmt, job, tasks, greedy, validate, heads, moves_only, log)
         if out is not None:
             return out
     return _shortest_prefix(
-        session, stmt, job, tasks, stream, validate, heads, moves_only, mid + 1, len(stream)
+        session, stmt, job, tasks, stream, validate, heads, moves_only, mid + 1, len(stream), log
     )
 
 
@@ -824,6 +837,7 @@ def _shortest_prefix(
     moves_only: bool,
     lo: int,
     hi: int,
+    log: SolveLog | None = None,
 ) -> Outcome | None:
     """The shortest prefix ``stream[:k]``, ``lo <= k <= hi``, whose scenario works (§3.9).
 
@@ -841,7 +855,7 @@ def _shortest_prefix(
     cp = stmt.checkpoint()
 
     def attempt(k: int) -> Outcome | None:
-        return simulate(session, stmt, job, tasks, stream[:k], validate, heads, moves_only)
+        return simulate(session, stmt, job, tasks, stream[:k], validate, heads, moves_only, log)
 
     last_fail = lo - 1
     step = 1
@@ -920,6 +934,11 @@ def run_action(
     if heads is not None:
         heads.freeze()
 
+    # Failed jobs by ``_alike`` signature since the last commit (a failed search rolls back, so
+    # until a commit the session is as it was): the note kind, the job, and whether the failure
+    # came from the search (then it carries over only under ``_same_turn``).
+    failed: dict[tuple[object, ...], tuple[str, Job, bool]] = {}
+
     def fail(job: Job, kind: str) -> None:
         note = explain(job, kind) if explain is not None else None
         if note is not None:
@@ -936,6 +955,12 @@ def run_action(
             if ok is not False:
                 add_note(session, job, ok)
             continue
+        sig = _alike(session, job, tasks) if heads is not None else None
+        hit = failed.get(sig) if sig is not None else None
+        if hit is not None and heads is not None and (not hit[2] or _same_turn(session, heads, hit[1], job)):
+            fail(job, hit[0])
+            failed[sig] = (hit[0], job, hit[2])  # type: ignore[index]
+            continue
         victims, core_protected = candidates(job, tasks)
         if max_gain is not None:
             # The bound needs only what the victims give, not in which order: screen with the
@@ -943,24 +968,74 @@ def run_action(
             chunks = victim_chunks(session, victims, core_protected) if victims else []
             if not chunks:
                 fail(job, "no_victims")
+                if sig is not None:
+                    failed[sig] = ("no_victims", job, False)
                 continue
             tracker = FreeTracker(session, usable_nodes(session, job), tasks)
             if tracker.free_gpu + max_gain(job, tasks, chunks) + EPS < tracker.need_gpu:
                 fail(job, "no_scenario")
+                if sig is not None:
+                    failed[sig] = ("no_scenario", job, False)
                 continue
         stream = victim_stream(session, victims, core_protected) if victims else []
         if not stream:
             fail(job, "no_victims")
+            if sig is not None:
+                failed[sig] = ("no_victims", job, False)
             continue
         stmt = session.statement()
-        outcome = solve(session, stmt, job, tasks, stream, make_validator(job, tasks), heads, moves_only)
+        log = SolveLog()
+        outcome = solve(session, stmt, job, tasks, stream, make_validator(job, tasks), heads, moves_only, log)
         if outcome is None:
             stmt.rollback()
             fail(job, "no_scenario")
+            if sig is not None and not log.late and not out_of_time(session):
+                failed[sig] = ("no_scenario", job, True)
             continue
         stmt.commit()
+        failed.clear()
         session.action_notes.pop(job.name, None)
         record(session, action, job, outcome, describe)
+
+
+def _alike(session: Session, job: Job, tasks: list[Task]) -> tuple[object, ...] | None:
+    """What the victim search sees of a preemptor, for jobs it treats the same way: queue,
+    priority, preemptibility, node selector and the shapes of the step's tasks. None for a job
+    whose own pods or rules enter the search (pods already active, placement rules, topology,
+    sub-groups): it is always searched for itself."""
+    if job.has_rules or job.topology is not None or job.subgroups or len(tasks) != len(job.tasks):
+        return None
+    if any(gang.status(session, t) != TaskState.PENDING for t in job.tasks):
+        return None
+    shapes = tuple(
+        (t.gpu, t.gpu_memory_mib, t.cpu_millis, t.memory_mib, t.gpu_fraction_devices, t.subgroup)
+        for t in tasks
+    )
+    return (job.queue, job.priority, job.is_preemptible, tuple(sorted(job.node_selector.items())), shapes)
+
+
+def _same_turn(session: Session, heads: PendingHeads, a: Job, b: Job) -> bool:
+    """Whether a search for ``b`` meets the state ``a``'s met when each preemptor came up.
+
+    ``AllocateOrder`` represents the preemptor's leaf by the leaf's pending jobs in job order
+    (``heads``) until the preemptor's turn. Between ``a`` and ``b`` in that order every pending
+    job asks for the same as ``a``: the leaf then has one key throughout, wins every turn in a
+    row without any state changing, so ``b`` is placed in the very state ``a`` was. A search
+    that failed at or before the preemptor's placement in every scenario (``SolveLog.late``
+    unset) fails for ``b`` too."""
+    lst = heads.by_leaf.get(b.queue, [])
+    ka = (job_key(session, a), a.name)
+    kb = (job_key(session, b), b.name)
+    if not ka < kb:  # type: ignore[operator]
+        return False
+    req = heads.request(a)
+    i = bisect.bisect_left(lst, ka)  # type: ignore[arg-type]
+    j = bisect.bisect_left(lst, kb)  # type: ignore[arg-type]
+    for _key, name in lst[i:j]:
+        x = session.jobs[name]
+        if gang.pending_tasks(session, x) and heads.request(x) != req:
+            return False
+    return True
 
 
 def add_note(session: Session, job: Job, note: Note) -> None:
