@@ -898,6 +898,9 @@ def _shortest_prefix(
 
 Note = tuple[str, str]  # (reason, message) explaining why an action could not help a job
 
+# Screen every job before ordering any (tests switch it off to compare with the ordered loop).
+SCREEN_FIRST = True
+
 
 def run_action(
     session: Session,
@@ -920,8 +923,8 @@ def run_action(
     ``session.action_notes`` (dropped again when a later action helps the job)."""
 
     session.deadline = now_s() + max(0.0, session.config.action_time_budget_s)
-    queue = JobQueue(session, session.capacity)
     heads = None if moves_only else PendingHeads(session)
+    waiting: list[Job] = []
     for candidate in session.jobs.values():
         if not eligible(session, candidate):
             continue
@@ -930,7 +933,7 @@ def run_action(
         if within_preemption_delay(session, candidate):
             add_note(session, candidate, preemption_delay_note(session, candidate))
             continue
-        queue.push(candidate)
+        waiting.append(candidate)
     if heads is not None:
         heads.freeze()
 
@@ -939,63 +942,112 @@ def run_action(
     # came from the search (then it carries over only under ``_same_turn``).
     failed: dict[tuple[object, ...], tuple[str, Job, bool]] = {}
 
-    def fail(job: Job, kind: str) -> None:
-        note = explain(job, kind) if explain is not None else None
-        if note is not None:
-            add_note(session, job, note)
+    def note_of(job: Job, kind: str) -> Note | None:
+        return explain(job, kind) if explain is not None else None
 
-    while (job := queue.pop()) is not None:
-        if out_of_time(session):
-            break
+    def screen(job: Job, in_order: bool) -> tuple[Note | None, Search | None]:
+        """Everything before the search, which changes nothing: (a note or None, None) for a
+        job the action cannot help, (None, the search's inputs) for one it must search for.
+        ``in_order``: jobs come in job order (a failed search may carry over)."""
         tasks = gang.step_tasks(session, job)
         if not tasks:
-            continue
+            return None, None
         ok = preemptor_ok(job, tasks)
         if ok is not True:
-            if ok is not False:
-                add_note(session, job, ok)
-            continue
+            return (ok if ok is not False else None), None
         sig = _alike(session, job, tasks) if heads is not None else None
         hit = failed.get(sig) if sig is not None else None
-        if hit is not None and heads is not None and (not hit[2] or _same_turn(session, heads, hit[1], job)):
-            fail(job, hit[0])
+        if (
+            hit is not None
+            and heads is not None
+            and (not hit[2] or (in_order and _same_turn(session, heads, hit[1], job)))
+        ):
             failed[sig] = (hit[0], job, hit[2])  # type: ignore[index]
-            continue
+            return note_of(job, hit[0]), None
         victims, core_protected = candidates(job, tasks)
+        kind = None
         if max_gain is not None:
             # The bound needs only what the victims give, not in which order: screen with the
             # unordered contributions and order them only for a job that passes.
             chunks = victim_chunks(session, victims, core_protected) if victims else []
             if not chunks:
-                fail(job, "no_victims")
-                if sig is not None:
-                    failed[sig] = ("no_victims", job, False)
-                continue
-            tracker = FreeTracker(session, usable_nodes(session, job), tasks)
-            if tracker.free_gpu + max_gain(job, tasks, chunks) + EPS < tracker.need_gpu:
-                fail(job, "no_scenario")
-                if sig is not None:
-                    failed[sig] = ("no_scenario", job, False)
-                continue
-        stream = victim_stream(session, victims, core_protected) if victims else []
-        if not stream:
-            fail(job, "no_victims")
+                kind = "no_victims"
+            else:
+                tracker = FreeTracker(session, usable_nodes(session, job), tasks)
+                if tracker.free_gpu + max_gain(job, tasks, chunks) + EPS < tracker.need_gpu:
+                    kind = "no_scenario"
+        if kind is None and not victims:
+            kind = "no_victims"
+        if kind is not None:
             if sig is not None:
-                failed[sig] = ("no_victims", job, False)
+                failed[sig] = (kind, job, False)
+            return note_of(job, kind), None
+        return None, Search(tasks, victims, core_protected, sig)
+
+    # Until something is committed the state stays as it is, so the jobs the action cannot help
+    # get the same notes in any order: when no job needs a search (as in most cycles of a full
+    # cluster), the action ends without ordering the jobs at all.
+    notes: list[tuple[Job, Note]] = []
+    needs_search = False
+    for job in waiting if SCREEN_FIRST else ():
+        if out_of_time(session):
+            break  # as the ordered loop: the jobs screened so far keep their notes
+        note, search = screen(job, in_order=False)
+        if search is not None:
+            needs_search = True
+            break
+        if note is not None:
+            notes.append((job, note))
+    if SCREEN_FIRST and not needs_search:
+        for job, note in notes:
+            add_note(session, job, note)
+        return
+
+    queue = JobQueue(session, session.capacity)
+    for job in waiting:
+        queue.push(job)
+    while (job := queue.pop()) is not None:
+        if out_of_time(session):
+            break
+        note, search = screen(job, in_order=True)
+        if note is not None:
+            add_note(session, job, note)
+        if search is None:
             continue
+        stream = victim_stream(session, search.victims, search.core_protected)
+        if not stream:
+            note = note_of(job, "no_victims")
+            if note is not None:
+                add_note(session, job, note)
+            if search.sig is not None:
+                failed[search.sig] = ("no_victims", job, False)
+            continue
+        tasks = search.tasks
         stmt = session.statement()
         log = SolveLog()
         outcome = solve(session, stmt, job, tasks, stream, make_validator(job, tasks), heads, moves_only, log)
         if outcome is None:
             stmt.rollback()
-            fail(job, "no_scenario")
-            if sig is not None and not log.late and not out_of_time(session):
-                failed[sig] = ("no_scenario", job, True)
+            note = note_of(job, "no_scenario")
+            if note is not None:
+                add_note(session, job, note)
+            if search.sig is not None and not log.late and not out_of_time(session):
+                failed[search.sig] = ("no_scenario", job, True)
             continue
         stmt.commit()
         failed.clear()
         session.action_notes.pop(job.name, None)
         record(session, action, job, outcome, describe)
+
+
+@dataclass
+class Search:
+    """A job's victim search, as the screens leave it."""
+
+    tasks: list[Task]
+    victims: list[Job]
+    core_protected: set[str]
+    sig: tuple[object, ...] | None
 
 
 def _alike(session: Session, job: Job, tasks: list[Task]) -> tuple[object, ...] | None:

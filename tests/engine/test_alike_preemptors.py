@@ -1,4 +1,7 @@
-"""Alike preemptors share a failed victim search (scheduler/actions/victims.py ``_alike``).
+"""Shortcuts of the eviction actions' job loop (scheduler/actions/victims.py ``run_action``).
+
+An action first screens every job (``SCREEN_FIRST``): when none needs a victim search, the
+notes are the same in any order and the jobs are never ordered.
 
 Until a scenario is committed, a job with the same queue, priority, selector and task shapes
 as one whose search failed - and met in the same turn of the allocate order (``_same_turn``) -
@@ -45,6 +48,7 @@ def _answer(snap: Snapshot) -> str:
 def _without_shortcut(monkeypatch: pytest.MonkeyPatch, snap: Snapshot) -> str:
     with monkeypatch.context() as m:
         m.setattr(victims, "_alike", lambda session, job, tasks: None)
+        m.setattr(victims, "SCREEN_FIRST", False)
         return _answer(snap)
 
 
@@ -136,3 +140,14 @@ def contested(draw: st.DrawFn) -> Snapshot:
 @given(contested())
 def test_shortcut_matches_a_search_per_job(monkeypatch: pytest.MonkeyPatch, snap: Snapshot) -> None:
     assert _answer(snap) == _without_shortcut(monkeypatch, snap)
+
+
+@pytest.mark.parametrize("builder", ["stress_snapshot", "stress_mixed_snapshot"])
+def test_bench_shapes_give_the_same_answer(monkeypatch: pytest.MonkeyPatch, builder: str) -> None:
+    """The benchmark's stress shapes, small: every eviction action screens all jobs first."""
+    from scheduler.bench import workloads
+
+    snap = getattr(workloads, builder)(n_nodes=40, running=300, pending=120)
+    answer = _answer(snap)
+    assert json.loads(answer)["job_notes"], "the small stress cycle leaves jobs with notes"
+    assert answer == _without_shortcut(monkeypatch, snap)
