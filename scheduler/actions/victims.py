@@ -925,7 +925,7 @@ def run_action(
     session.deadline = now_s() + max(0.0, session.config.action_time_budget_s)
     heads = None if moves_only else PendingHeads(session)
     waiting: list[Job] = []
-    for candidate in session.jobs.values():
+    for candidate in session.pending_jobs():
         if not eligible(session, candidate):
             continue
         if heads is not None:
