@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from kubernetes import client
@@ -9,7 +10,7 @@ from kubernetes import client
 from kai_portal.cluster.backends import Bind, EventType, Evict, PodEvent, PodSpecRequest, TaskStatus
 from kai_portal.cluster.backends.kubernetes import KubernetesBackend
 
-from .conftest import Cluster, Nodes, pod_body
+from .conftest import Cluster, Nodes, pod_body, wait_until
 
 
 def _events(cluster: Cluster, namespace: str) -> list[client.CoreV1Event]:
@@ -197,3 +198,53 @@ def test_an_unschedulable_pending_pod_gets_pod_scheduled_false_once_per_message(
     backend.apply([], [], [explain("waiting", second)])
     conditions = core.read_namespaced_pod("waiting", namespace).status.conditions
     assert [(c.type, c.message) for c in conditions if c.type == "PodScheduled"] == [("PodScheduled", second)]
+
+
+def test_binds_go_out_concurrently_each_with_its_own_result_and_event(
+    cluster: Cluster, namespace: str, nodes: Nodes, scheduler_name: str, backend: KubernetesBackend
+) -> None:
+    node_names = [nodes.make(f"gpu-{i}") for i in range(4)]
+    pods = [f"p{i:02d}" for i in range(40)]
+    for pod in pods:
+        cluster.core.create_namespaced_pod(namespace, pod_body(pod, scheduler_name, gpus=1))
+    backend.observe()
+    # p17 is re-created after observe: its bind carries the old uid and is refused (409).
+    cluster.core.delete_namespaced_pod("p17", namespace, grace_period_seconds=0)
+    only = "metadata.name=p17"
+    wait_until(lambda: not cluster.core.list_namespaced_pod(namespace, field_selector=only).items, "p17 gone")
+    cluster.core.create_namespaced_pod(namespace, pod_body("p17", scheduler_name, gpus=1))
+    in_flight, most = 0, 0
+    lock = threading.Lock()
+    real = backend.core.create_namespaced_pod_binding
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        nonlocal in_flight, most
+        with lock:
+            in_flight += 1
+            most = max(most, in_flight)
+        try:
+            return real(*args, **kwargs)
+        finally:
+            with lock:
+                in_flight -= 1
+
+    backend.core.create_namespaced_pod_binding = counting  # type: ignore[method-assign]
+    binds = [Bind(namespace, pod, node_names[i % 4], gpu_devices=[i % 8]) for i, pod in enumerate(pods)]
+
+    report = backend.apply(binds, [], [])
+
+    assert most > 1, "binds went out one at a time"
+    results = report.of("bind")
+    assert [r.name for r in results] == pods  # reported in the binds' order
+    assert [r.name for r in results if not r.ok] == ["p17"]
+    assert results[17].status_code == 409
+    for i, pod in enumerate(pods):
+        bound = cluster.core.read_namespaced_pod(pod, namespace)
+        if pod == "p17":
+            assert bound.spec.node_name is None
+        else:
+            assert bound.spec.node_name == node_names[i % 4]
+            assert bound.metadata.annotations["kai.scheduler/gpu-devices"] == str(i % 8)
+    reasons = sorted((e.involved_object.name, e.reason) for e in _events(cluster, namespace))
+    assert reasons == sorted([(p, "Scheduled") for p in pods if p != "p17"] + [("p17", "FailedBinding")])
+    assert len(report.of("event")) == 40 and all(e.ok for e in report.of("event"))

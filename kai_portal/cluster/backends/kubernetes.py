@@ -35,6 +35,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from datetime import UTC, datetime
 from functools import partial
@@ -78,6 +79,9 @@ PORTAL_JOB_LABEL = "kai.scheduler/portal-job"
 POD_GROUP_API_VERSION = "scheduling.run.ai/v2alpha2"
 LIST_PAGE_SIZE = 500
 EVENT_CACHE_LIMIT = 10_000
+# Binds in flight at once: enough to hide the API server's round trip, few enough that a large
+# cycle does not flood it (kube-scheduler binds asynchronously in goroutines, unbounded).
+BIND_CONCURRENCY = 16
 UNSCHEDULABLE = "Unschedulable"
 # Errors that mean "this one call failed", as opposed to a bug in our code.
 CALL_ERRORS = (ApiException, urllib3.exceptions.HTTPError, OSError, ValueError)
@@ -95,8 +99,13 @@ class KubernetesBackend:
         namespace: str = "default",
         watch_timeout_seconds: int = 1,
         gpu_sharing: GpuSharing | None = None,
+        bind_concurrency: int = BIND_CONCURRENCY,
     ) -> None:
         self.api_client = api_client or _load_api_client()
+        # Binds in flight at once (apply): at most the client's connection pool, which holds
+        # cpu_count * 5 connections unless the configuration says otherwise.
+        pool_size = getattr(self.api_client.configuration, "connection_pool_maxsize", None) or 1
+        self.bind_concurrency = max(1, min(bind_concurrency, pool_size))
         self.core = client.CoreV1Api(self.api_client)
         self.batch = client.BatchV1Api(self.api_client)
         self.scheduler_name = scheduler_name
@@ -282,9 +291,9 @@ class KubernetesBackend:
         report = ApplyReport()
         for result in self.gpu_sharing.start_cycle(self._pods.values()):
             report.add(result)
-        for bind in binds:
-            report.add(self._bind(bind))
-            report.add(self._post_event(self._bind_event(bind, report.results[-1])))
+        for bound, event in self._bind_all(binds):
+            report.add(bound)
+            report.add(event)
         for eviction in evictions:
             report.add(self._evict(eviction))
             if report.results[-1].ok:
@@ -297,6 +306,36 @@ class KubernetesBackend:
                 if marked is not None:
                     report.add(marked)
         return report
+
+    def _bind_all(self, binds: list[Bind]) -> list[tuple[OperationResult, OperationResult]]:
+        """Each bind and its Scheduled/FailedBinding event, in the binds' order.
+
+        Binds go out concurrently on a bounded pool (no per-pod round trip in series); each stays
+        its own caught call with its own result and event, so a refused bind is reported alone.
+        A bind to a shared GPU reserves its device group first (``gpu_sharing``, which keeps
+        per-cycle state): those stay in series on this thread."""
+
+        def one(bind: Bind) -> tuple[OperationResult, OperationResult]:
+            result = self._bind(bind)
+            return result, self._post_event(self._bind_event(bind, result))
+
+        def shared(bind: Bind) -> bool:
+            cached = self._pods.get((bind.namespace, bind.pod))
+            return cached is not None and cached.gpu.shared
+
+        out: list[tuple[OperationResult, OperationResult] | None] = [None] * len(binds)
+        parallel = [i for i, b in enumerate(binds) if not shared(b)]
+        if self.bind_concurrency > 1 and len(parallel) > 1:
+            with ThreadPoolExecutor(max_workers=min(self.bind_concurrency, len(parallel))) as pool:
+                for i, done in zip(parallel, pool.map(one, [binds[i] for i in parallel]), strict=True):
+                    out[i] = done
+        else:
+            for i in parallel:
+                out[i] = one(binds[i])
+        for i, bind in enumerate(binds):
+            if out[i] is None:
+                out[i] = one(bind)
+        return [o for o in out if o is not None]
 
     def _mark_unschedulable(self, event: PodEvent) -> OperationResult | None:
         """PodScheduled=False on a pending pod, unless it already says this."""
