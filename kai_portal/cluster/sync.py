@@ -171,8 +171,11 @@ def _sync_pods(
     changed: list[Pod] = []
     relink: dict[int, list[int]] = {}
     stamp = timezone.now()
+    # Jobs seen for the first time, created in bulk (a burst of 10,000 bare pods is 10,000 jobs).
+    fresh = {key: _new_job(key, pods, queues) for key, pods in by_job.items() if key not in jobs}
+    Job.objects.bulk_create([j for j in fresh.values() if j is not None], batch_size=BATCH)
     for key, pods in by_job.items():
-        job = jobs.get(key) or _new_job(key, pods, queues)
+        job = jobs.get(key) or fresh.get(key)
         if job is None:
             events.extend(_queue_missing(pods))
             continue
@@ -272,6 +275,8 @@ def _min_member(pods: list[ObservedPod]) -> int | None:
 
 
 def _new_job(key: str, pods: list[ObservedPod], queues: dict[str, Queue]) -> Job | None:
+    """The row of a job seen for the first time (unsaved: created in bulk), or None when its
+    pods name no known queue."""
     first = pods[0]
     queue = queues.get(_queue_name(first))
     if queue is None:
@@ -300,5 +305,4 @@ def _new_job(key: str, pods: list[ObservedPod], queues: dict[str, Queue]) -> Job
         memory_mib=first.memory_mib,
         state=JobState.PENDING,
     )
-    job.save(validate=False)
     return job
