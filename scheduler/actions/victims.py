@@ -186,7 +186,29 @@ def victim_stream(
                 out[r] += v
         return out
 
+    # Queue keys by (queue, allocation after): the session does not change while the stream is
+    # built, so a queue whose ``taken`` and next candidate did not change keeps its key.
+    key_memo: dict[tuple[str, tuple[float, ...]], tuple[object, ...]] = {}
+
+    def order_key(qname: str, extra: dict[str, float]) -> tuple[object, ...]:
+        after = alloc_after(qname, extra)
+        mk = (qname, tuple(after[r] for r in RESOURCES))
+        k = key_memo.get(mk)
+        if k is None:
+            k = key_memo[mk] = _alloc_order_key(session.queues[qname], after, session.capacity)
+        return k
+
+    # Each subtree's best leaf, dropped along the path of the leaf that gives (nothing else changes).
+    leaf_memo: dict[str, tuple[str, Job] | None] = {}
+
     def best_leaf(qname: str) -> tuple[str, Job] | None:
+        if qname in leaf_memo:
+            return leaf_memo[qname]
+        found = _best_leaf(qname)
+        leaf_memo[qname] = found
+        return found
+
+    def _best_leaf(qname: str) -> tuple[str, Job] | None:
         qs = session.queues[qname]
         if qs.is_leaf:
             heap = heaps.get(qname)
@@ -202,7 +224,7 @@ def victim_stream(
             if cand is None:
                 continue
             extra = contribution_charge(next_contribution(cand[1]))
-            k = _alloc_order_key(session.queues[child], alloc_after(child, extra), session.capacity)
+            k = order_key(child, extra)
             if best is None or k > best[0]:
                 best = (k, cand)
         return best[1] if best else None
@@ -222,7 +244,7 @@ def victim_stream(
                 best = ((), cand)
                 break
             extra = contribution_charge(next_contribution(cand[1]))
-            k = _alloc_order_key(session.queues[top], alloc_after(top, extra), session.capacity)
+            k = order_key(top, extra)
             if best is None or k > best[0]:
                 best = (k, cand)
         if best is None:
@@ -232,6 +254,7 @@ def victim_stream(
         out.append(Contribution(job, tasks))
         charge = contribution_charge(tasks)
         for qs in session.ancestors(leaf):
+            leaf_memo.pop(qs.name, None)
             t = taken.setdefault(qs.name, dict.fromkeys(RESOURCES, 0.0))
             for r in RESOURCES:
                 t[r] += charge[r]
