@@ -463,6 +463,14 @@ class AllocateOrder:
             for q, qs in session.queues.items()
             if not qs.queue.parent or qs.queue.parent not in session.queues
         ]
+        # Each queue's entry (its key with its subtree's representative), valid while neither its
+        # allocation (``session.queue_stamp``) nor a leaf below it (``ver``: a pop) changed.
+        self.ver: dict[str, int] = {}
+        self.memo: dict[str, tuple[tuple[int, int], _Best | None]] = {}
+
+    def _touch(self, leaf: str) -> None:
+        for qs in self.session.ancestors(leaf):
+            self.ver[qs.name] = self.ver.get(qs.name, 0) + 1
 
     def _other(self, leaf: str) -> tuple[tuple[object, ...], Job] | None:
         """The next pending job of the leaf from ``heads`` that is not in the simulation."""
@@ -493,29 +501,38 @@ class AllocateOrder:
 
     def _best(self, queues: list[str]) -> _Best | None:
         """Top-down: the leaf whose representative goes next among ``queues``' subtrees."""
-        session = self.session
         best: _Best | None = None
         for q in queues:
             if not self.live.get(q):
                 continue
-            qs = session.queues[q]
-            if qs.is_leaf:
-                h = self._head(q)
-                if h is None:
-                    continue
-                leaf, req, other = q, h[0], h[1]
-            else:
-                sub = self._best(qs.children)
-                if sub is None:
-                    continue
-                leaf, req, other = sub[2], sub[3], sub[4]
+            e = self._entry(q)
+            if e is not None and (best is None or JobQueue.better(e[1], e[0], best[1], best[0])):
+                best = e
+        return best
+
+    def _entry(self, q: str) -> _Best | None:
+        session = self.session
+        stamp = (session.queue_stamp.get(q, 0), self.ver.get(q, 0))
+        hit = self.memo.get(q)
+        if hit is not None and hit[0] == stamp:
+            return hit[1]
+        qs = session.queues[q]
+        found: _Best | None = None
+        if qs.is_leaf:
+            h = self._head(q)
+            rep = None if h is None else (q, h[0], h[1])
+        else:
+            sub = self._best(qs.children)
+            rep = None if sub is None else (sub[2], sub[3], sub[4])
+        if rep is not None:
+            leaf, req, other = rep
             mk = (q, session.queue_stamp.get(q, 0), tuple(req.values()))
             k = self.keys.get(mk)
             if k is None:
                 k = self.keys[mk] = queue_key(qs, req, session.capacity)
-            if best is None or JobQueue.better(qs, k, best[1], best[0]):
-                best = (k, qs, leaf, req, other)
-        return best
+            found = (k, qs, leaf, req, other)
+        self.memo[q] = (stamp, found)
+        return found
 
     def pop(self) -> tuple[Job, list[Task]] | None:
         while True:
@@ -523,6 +540,7 @@ class AllocateOrder:
             if found is None:
                 return None
             leaf, other = found[2], found[4]
+            self._touch(leaf)
             if other:
                 # allocate places or drops it; either way it no longer represents the leaf
                 self.pos[leaf] = self.pos.get(leaf, 0) + 1
