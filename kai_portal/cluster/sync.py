@@ -189,8 +189,8 @@ def _sync_pods(
                 if node
                 else []
             )
-            row = rows.get(obs.name)
-            if row is None:
+            existing = rows.get(obs.name)
+            if existing is None:
                 row = Pod(job=job, index=next_index, name=obs.name, state=state, node=node,
                           releasing_since=obs.deletion_timestamp,
                           started_at=now if state == PodState.RUNNING else None)  # fmt: skip
@@ -198,6 +198,7 @@ def _sync_pods(
                 created.append((row, device_ids))
                 touched.add(job.pk)
                 continue
+            row = existing
             seen.add(row.pk)
             node_id = node.pk if node else None
             started = row.started_at if row.started_at is not None or state != PodState.RUNNING else now

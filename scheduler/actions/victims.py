@@ -1030,23 +1030,23 @@ def run_action(
     # cluster), the action ends without ordering the jobs at all.
     notes: list[tuple[Job, Note]] = []
     needs_search = False
-    for job in waiting if SCREEN_FIRST else ():
+    for candidate in waiting if SCREEN_FIRST else ():
         if out_of_time(session):
             break  # as the ordered loop: the jobs screened so far keep their notes
-        note, search = screen(job, in_order=False)
+        first_note, search = screen(candidate, in_order=False)
         if search is not None:
             needs_search = True
             break
-        if note is not None:
-            notes.append((job, note))
+        if first_note is not None:
+            notes.append((candidate, first_note))
     if SCREEN_FIRST and not needs_search:
-        for job, note in notes:
-            add_note(session, job, note)
+        for candidate, first_note in notes:
+            add_note(session, candidate, first_note)
         return
 
     queue = JobQueue(session, session.capacity)
-    for job in waiting:
-        queue.push(job)
+    for candidate in waiting:
+        queue.push(candidate)
     while (job := queue.pop()) is not None:
         if out_of_time(session):
             break

@@ -291,9 +291,9 @@ class KubernetesBackend:
         report = ApplyReport()
         for result in self.gpu_sharing.start_cycle(self._pods.values()):
             report.add(result)
-        for bound, event in self._bind_all(binds):
+        for bound, scheduled in self._bind_all(binds):
             report.add(bound)
-            report.add(event)
+            report.add(scheduled)
         for eviction in evictions:
             report.add(self._evict(eviction))
             if report.results[-1].ok:
