@@ -17,7 +17,7 @@ export TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
 TEST_SQLITE_URL ?= sqlite:///$(CURDIR)/var/test-sqlite.sqlite3
 SQLITE_TESTS := tests/browser tests/portal/pages tests/portal/forecast tests/portal/scheduling
 
-.PHONY: install run test lint typecheck pytest prodcheck services bench scenarios clean helm k8s-build k8s-up k8s-down
+.PHONY: install run test lint typecheck pytest prodcheck services bench bench-kwok scenarios clean helm k8s-build k8s-up k8s-down
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) on PATH"; exit 1; }
@@ -87,6 +87,11 @@ k8s-down:
 
 bench: install
 	$(PY) -m scheduler.bench
+
+# End-to-end throughput on a real API server: 1,000 KWOK nodes x 8 GPUs, 10,000 pods (starts and stops
+# its own control plane in var/k8s-bench; empties the database named by TEST_DATABASE_URL).
+bench-kwok: install
+	nice -n 5 $(PY) benchmarks/kwok_throughput.py --nodes 1000 --pods 10000
 
 clean:
 	-deploy/k8s-testbed/k8s-down.sh

@@ -196,6 +196,22 @@ class Session:
         self._pool_max: tuple[int, float, float] | None = None
         self.free_gpus_cache: tuple[int, float] | None = None
         self._jobs_by_queue: dict[str, list[Job]] | None = None
+        self._pending_jobs: list[Job] | None = None
+
+    def pending_jobs(self) -> list[Job]:
+        """The jobs, in order, that had a pending task when first asked (by the cycle's first
+        action, once every task is loaded): no other job can have one later in the cycle, since
+        an eviction leaves a running task Releasing and only a task placed in this cycle goes
+        back to Pending. Actions scan these instead of every running job."""
+        if self._pending_jobs is None:
+            pend = TaskState.PENDING
+            placements = self.placements
+            self._pending_jobs = [
+                j
+                for j in self.jobs.values()
+                if any((p := placements.get(t.name)) is None or p.status == pend for t in j.tasks)
+            ]
+        return self._pending_jobs
 
     def jobs_of_queue(self, queue: str) -> list[Job]:
         """The jobs of one queue, in ``self.jobs`` order."""

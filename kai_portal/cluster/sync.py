@@ -33,6 +33,8 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
 
@@ -61,6 +63,14 @@ logger = logging.getLogger(__name__)
 DEFAULT_POOL = "default"
 DEFAULT_QUEUE = "default-queue"  # KAI's fallback for a pod naming no queue (§1.7)
 BATCH_MIN_MEMBER_ANNOTATION = "kai.scheduler/batch-min-member"  # overrides minMember (§1.7)
+BATCH = 2000  # rows per bulk statement
+NODE_FIELDS = [
+    "pool", "cpu_millicores", "memory_mib", "schedulable", "ready", "labels", "max_pods", "taints",
+    "external_gpus", "external_cpu_millicores", "external_memory_mib", "external_pods", "updated_at",
+]  # fmt: skip
+POD_READ = ("pk", "job_id", "name", "uid", "index", "state", "node_id", "releasing_since", "started_at")
+POD_WRITE = ["uid", "state", "node", "releasing_since", "started_at", "updated_at"]
+CHUNK = 5000  # ids per IN (SQLite caps a query's parameters)
 UNKNOWN_GPU_MEMORY_MIB = 1  # "not synced": no GPU-memory request fits (ObservedNode.gpu_memory_mib None)
 ENDED_PODS = [PodState.SUCCEEDED, PodState.FAILED]
 POD_STATE = {
@@ -86,74 +96,131 @@ def sync_cluster_state(state: ClusterState, now: datetime) -> list[PodEvent]:
 
 
 def _sync_nodes(observed: dict[str, ObservedNode], external: dict[str, NodeUsage]) -> dict[str, Node]:
+    """Rows follow the observation; only new, changed and gone rows are written (in bulk), so
+    a cycle over an unchanged cluster of thousands of nodes writes nothing."""
     pools = {p.name: p for p in NodePool.objects.all()}
     rows = {n.name: n for n in Node.objects.all()}
-    for name in set(rows) - set(observed):
-        rows.pop(name).delete()  # pods keep their rows; their node becomes empty
+    gone = set(rows) - set(observed)
+    if gone:
+        Node.objects.filter(name__in=gone).delete()  # pods keep their rows; their node becomes empty
+        for name in gone:
+            rows.pop(name)
+    stamp = timezone.now()
+    created: list[Node] = []
+    changed: list[Node] = []
     for name, obs in observed.items():
         pool_name = obs.pool or DEFAULT_POOL
         if pool_name not in pools:
             pools[pool_name], _ = NodePool.objects.get_or_create(name=pool_name)
-        node = rows.get(name) or Node(name=name)
-        node.pool = pools[pool_name]
-        node.cpu_millicores = obs.cpu_millis
-        node.memory_mib = obs.memory_mib
-        node.schedulable = not obs.unschedulable and not obs.pressure_conditions
-        node.ready = obs.ready
-        node.labels = dict(obs.labels)
-        node.max_pods = obs.max_pods
-        node.taints = [{"key": t.key, "value": t.value, "effect": t.effect} for t in obs.taints]
         held = external.get(name) or NodeUsage()
-        node.external_gpus = held.gpus
-        node.external_cpu_millicores = held.cpu_millis
-        node.external_memory_mib = held.memory_mib
-        node.external_pods = held.pods
-        node.save(validate=False)
-        rows[name] = node
-        devices = {d.index: d for d in node.gpus.all()}
-        GpuDevice.objects.filter(node=node, index__gte=obs.gpu_count).delete()
-        for i in range(obs.gpu_count):
-            device = devices.get(i) or GpuDevice(node=node, index=i)
-            device.model = obs.gpu_product or "unknown"
-            device.memory_mib = obs.gpu_memory_mib or UNKNOWN_GPU_MEMORY_MIB
-            device.save(validate=False)
+        wanted = {
+            "pool_id": pools[pool_name].pk,
+            "cpu_millicores": obs.cpu_millis,
+            "memory_mib": obs.memory_mib,
+            "schedulable": not obs.unschedulable and not obs.pressure_conditions,
+            "ready": obs.ready,
+            "labels": dict(obs.labels),
+            "max_pods": obs.max_pods,
+            "taints": [{"key": t.key, "value": t.value, "effect": t.effect} for t in obs.taints],
+            "external_gpus": held.gpus,
+            "external_cpu_millicores": held.cpu_millis,
+            "external_memory_mib": held.memory_mib,
+            "external_pods": held.pods,
+        }
+        node = rows.get(name)
+        if node is None:
+            node = Node(
+                name=name, pool=pools[pool_name], **{k: v for k, v in wanted.items() if k != "pool_id"}
+            )
+            created.append(node)
+            rows[name] = node
+        elif any(getattr(node, k) != v for k, v in wanted.items()):
+            for k, v in wanted.items():
+                setattr(node, k, v)
+            node.updated_at = stamp
+            changed.append(node)
+    Node.objects.bulk_create(created, batch_size=BATCH)
+    Node.objects.bulk_update(changed, NODE_FIELDS, batch_size=BATCH)
+    _sync_devices(observed, rows)
     return rows
+
+
+def _sync_devices(observed: dict[str, ObservedNode], rows: dict[str, Node]) -> None:
+    """Each node's ``GpuDevice`` rows ``0..gpu_count-1`` with the observed model and memory."""
+    have: dict[tuple[int, int], GpuDevice] = {(d.node_id, d.index): d for d in GpuDevice.objects.all()}
+    created: list[GpuDevice] = []
+    changed: list[GpuDevice] = []
+    wanted_keys: set[tuple[int, int]] = set()
+    for name, obs in observed.items():
+        node = rows[name]
+        model = obs.gpu_product or "unknown"
+        memory = obs.gpu_memory_mib or UNKNOWN_GPU_MEMORY_MIB
+        for i in range(obs.gpu_count):
+            wanted_keys.add((node.pk, i))
+            device = have.get((node.pk, i))
+            if device is None:
+                created.append(GpuDevice(node=node, index=i, model=model, memory_mib=memory))
+            elif (device.model, device.memory_mib) != (model, memory):
+                device.model, device.memory_mib = model, memory
+                changed.append(device)
+    ours = {n.pk for n in rows.values()}
+    extra = [d.pk for key, d in have.items() if key not in wanted_keys and key[0] in ours]
+    if extra:
+        GpuDevice.objects.filter(pk__in=extra).delete()
+    GpuDevice.objects.bulk_create(created, batch_size=BATCH)
+    GpuDevice.objects.bulk_update(changed, ["model", "memory_mib"], batch_size=BATCH)
 
 
 def _sync_pods(
     observed: dict[tuple[str, str], ObservedPod], nodes: dict[str, Node], now: datetime
 ) -> list[PodEvent]:
+    """Pod rows follow the observation. Rows and device links are read in a few queries; only
+    new and changed pods are written (in bulk), and only jobs whose pods changed have their
+    state refreshed, so a cycle costs what changed, not the size of the cluster."""
     by_job: dict[str, list[ObservedPod]] = defaultdict(list)
     for pod in observed.values():
         by_job[pod.job.key].append(pod)
     jobs = _jobs_by_key(set(by_job))
     queues = {q.name: q for q in Queue.objects.all()}
-    seen: set[int] = set()
-    touched: set[int] = set()
+    writes = _PodWrites.read(jobs.values(), now)
     events: list[PodEvent] = []
+    # (row or None for a job seen for the first time, its observed pods, its key)
+    plans: list[tuple[Job | None, list[ObservedPod], str]] = []
     for key, pods in by_job.items():
         job = jobs.get(key)
-        if job is None and _unclaimed(pods):
-            continue  # a portal submission whose transaction has not committed yet
-        rows = {p.name: p for p in job.pods.all()} if job is not None else {}
-        if job is not None and job.state not in JobState.active():
+        if job is None:
+            if not _unclaimed(pods):  # else: a portal submission whose transaction has not committed
+                plans.append((None, pods, key))
+        elif job.state in JobState.active():
+            plans.append((job, pods, key))
+        else:
             # A finished job keeps the pods it had; any other pod of its key is a new job's
             # (a row without a uid was written before uids were kept: its name decides).
+            rows = writes.pods_of.get(job.pk, {})
             known = {row.uid for row in rows.values() if row.uid}
             named = {row.name for row in rows.values() if not row.uid}
-            pods = [p for p in by_job[key] if p.uid in known or p.name in named]
-            new = [p for p in by_job[key] if not (p.uid in known or p.name in named)]
+            mine = [p for p in pods if p.uid in known or p.name in named]
+            new = [p for p in pods if not (p.uid in known or p.name in named)]
             if new:
-                events.extend(_sync_job(None, {}, new, key, nodes, queues, now, seen, touched))
-            if not pods:
-                continue
-        events.extend(_sync_job(job, rows, pods, key, nodes, queues, now, seen, touched))
+                plans.append((None, new, key))
+            if mine:
+                plans.append((job, mine, key))
+    # Jobs seen for the first time, created in bulk (a burst of 10,000 bare pods is 10,000 jobs).
+    first_seen = {i: _new_job(key, pods, queues) for i, (job, pods, key) in enumerate(plans) if job is None}
+    Job.objects.bulk_create([j for j in first_seen.values() if j is not None], batch_size=BATCH)
+    for i, (row, pods, _key) in enumerate(plans):
+        job = row if row is not None else first_seen[i]
+        if job is None:
+            events.extend(_queue_missing(pods))
+        else:
+            writes.job(job, pods, nodes)
+    seen = writes.save()
     gone = Pod.objects.exclude(job__cluster_key="").exclude(pk__in=seen).exclude(state__in=ENDED_PODS)
     # A portal job's pods are created in its submit request: one committed after this cycle's
     # observation is not in it yet, and is not gone. (Wall clock: rows are stamped with it.)
-    fresh = timezone.now() - UNCLAIMED_GRACE
-    gone = gone.exclude(state=PodState.PENDING, job__submitter__isnull=False, job__created_at__gt=fresh)
-    touched.update(gone.values_list("job_id", flat=True))
+    recent = timezone.now() - UNCLAIMED_GRACE
+    gone = gone.exclude(state=PodState.PENDING, job__submitter__isnull=False, job__created_at__gt=recent)
+    touched = writes.touched | set(gone.values_list("job_id", flat=True))
     # A pod of an ended job (cancelled: the portal deleted it) keeps the reason it ended with.
     gone.exclude(job__state__in=JobState.active()).update(
         state=PodState.FAILED, node=None, finished_at=now, releasing_since=None
@@ -182,57 +249,102 @@ def _jobs_by_key(keys: set[str]) -> dict[str, Job]:
     return out
 
 
-def _sync_job(
-    job: Job | None,
-    rows: dict[str, Pod],
-    pods: list[ObservedPod],
-    key: str,
-    nodes: dict[str, Node],
-    queues: dict[str, Queue],
-    now: datetime,
-    seen: set[int],
-    touched: set[int],
-) -> list[PodEvent]:
-    """One job's pods onto its rows (a new job row when ``job`` is None)."""
-    if job is None:
-        job = _new_job(key, pods, queues)
-        if job is None:
-            return _queue_missing(pods)
-    touched.add(job.pk)
-    ended = job.state not in JobState.active()
-    next_index = max((p.index for p in rows.values()), default=-1) + 1
-    for obs in sorted(pods, key=lambda p: p.name):
-        row = rows.get(obs.name)
-        if row is None:
-            row = Pod(job=job, index=next_index, name=obs.name)
-            next_index += 1
-        elif ended and row.state in ENDED_PODS:
-            # A cancelled job's pod ended with the cancel: it stays ended (with its reason)
-            # while the cluster deletes it, and never holds resources again.
-            seen.add(row.pk)
-            continue
-        node = nodes.get(obs.node or "")
-        row.uid = obs.uid
-        row.state = POD_STATE[obs.status]
-        row.node = node
-        row.releasing_since = obs.deletion_timestamp
-        if row.state == PodState.RUNNING and row.started_at is None:
-            row.started_at = now
-        row.save()
-        seen.add(row.pk)
-        device_ids = list(
-            GpuDevice.objects.filter(node=node, index__in=obs.gpu_devices).values_list("pk", flat=True)
-        ) if node else []  # fmt: skip
-        if sorted(device_ids) != sorted(row.gpu_devices.values_list("pk", flat=True)):
-            row.gpu_devices.set(device_ids)
-    # Never capped to the pods seen: a gang with fewer pods than its minimum waits (NotReady),
-    # as KAI's PodGroup is not ready until minMember pods exist.
-    wanted = _min_member(pods)
-    min_member = job.min_member if wanted is None else wanted
-    task_count = max(next_index, job.task_count, min_member)
-    if (task_count, min_member) != (job.task_count, job.min_member):
-        Job.objects.filter(pk=job.pk).update(task_count=task_count, min_member=min_member)
-    return []
+@dataclass
+class _PodWrites:
+    """One sync's pod rows and device links, read up front, and what it will write in bulk."""
+
+    now: datetime
+    pods_of: dict[int, dict[str, Pod]]  # job pk -> pod name -> row
+    links: dict[int, set[int]]  # pod pk -> device pks
+    device_pk: dict[tuple[int, int], int]  # (node pk, index) -> device pk
+    stamp: datetime = field(default_factory=timezone.now)
+    created: list[tuple[Pod, list[int]]] = field(default_factory=list)
+    changed: list[Pod] = field(default_factory=list)
+    relink: dict[int, list[int]] = field(default_factory=dict)
+    seen: set[int] = field(default_factory=set)
+    touched: set[int] = field(default_factory=set)
+
+    @classmethod
+    def read(cls, jobs: Iterable[Job], now: datetime) -> _PodWrites:
+        # The pods of the observed keys' jobs only (finished history is not read every cycle),
+        # in chunks: SQLite caps a query's parameters.
+        ids = sorted(j.pk for j in jobs)
+        pods_of: dict[int, dict[str, Pod]] = defaultdict(dict)
+        links: dict[int, set[int]] = defaultdict(set)
+        through = Pod.gpu_devices.through
+        for chunk in range(0, len(ids), CHUNK):
+            part = ids[chunk : chunk + CHUNK]
+            for row in Pod.objects.filter(job_id__in=part).only(*POD_READ):
+                pods_of[row.job_id][row.name] = row
+            for pod_id, device_id in through.objects.filter(pod__job_id__in=part).values_list(
+                "pod_id", "gpudevice_id"
+            ):
+                links[pod_id].add(device_id)
+        devices = GpuDevice.objects.values_list("pk", "node_id", "index")
+        device_pk = {(node_id, index): pk for pk, node_id, index in devices}
+        return cls(now, pods_of, links, device_pk)
+
+    def job(self, job: Job, pods: list[ObservedPod], nodes: dict[str, Node]) -> None:
+        """One job's observed pods onto its rows (new rows for pods it has not had)."""
+        rows = self.pods_of.get(job.pk, {})
+        ended = job.state not in JobState.active()
+        next_index = max((p.index for p in rows.values()), default=-1) + 1
+        for obs in sorted(pods, key=lambda p: p.name):
+            row = rows.get(obs.name)
+            if row is not None and ended and row.state in ENDED_PODS:
+                # A cancelled job's pod ended with the cancel: it stays ended (with its reason)
+                # while the cluster deletes it, and never holds resources again.
+                self.seen.add(row.pk)
+                continue
+            node = nodes.get(obs.node or "")
+            state = POD_STATE[obs.status]
+            devices = sorted(
+                self.device_pk[(node.pk, i)] for i in obs.gpu_devices if (node.pk, i) in self.device_pk
+            ) if node else []  # fmt: skip
+            now_if_running = self.now if state == PodState.RUNNING else None
+            if row is None:
+                row = Pod(job=job, index=next_index, name=obs.name, uid=obs.uid, state=state, node=node,
+                          releasing_since=obs.deletion_timestamp, started_at=now_if_running)  # fmt: skip
+                next_index += 1
+                self.created.append((row, devices))
+                self.touched.add(job.pk)
+                continue
+            self.seen.add(row.pk)
+            started = row.started_at if row.started_at is not None else now_if_running
+            wanted = (obs.uid, state, node.pk if node else None, obs.deletion_timestamp, started)
+            if (row.uid, row.state, row.node_id, row.releasing_since, row.started_at) != wanted:
+                row.uid, row.state, row.node_id, row.releasing_since, row.started_at = wanted
+                row.updated_at = self.stamp
+                self.changed.append(row)
+                self.touched.add(job.pk)
+            if sorted(self.links.get(row.pk, ())) != devices:
+                self.relink[row.pk] = devices
+                self.touched.add(job.pk)
+        # Never capped to the pods seen: a gang with fewer pods than its minimum waits (NotReady),
+        # as KAI's PodGroup is not ready until minMember pods exist.
+        wanted_min = _min_member(pods)
+        min_member = job.min_member if wanted_min is None else wanted_min
+        task_count = max(next_index, job.task_count, min_member)
+        if (task_count, min_member) != (job.task_count, job.min_member):
+            Job.objects.filter(pk=job.pk).update(task_count=task_count, min_member=min_member)
+            self.touched.add(job.pk)
+
+    def save(self) -> set[int]:
+        """Write the new and changed rows and links; returns the pks of every observed pod's row."""
+        Pod.objects.bulk_create([row for row, _ in self.created], batch_size=BATCH)
+        for row, devices in self.created:
+            self.seen.add(row.pk)
+            if devices:
+                self.relink[row.pk] = devices
+        Pod.objects.bulk_update(self.changed, POD_WRITE, batch_size=BATCH)
+        if self.relink:
+            through = Pod.gpu_devices.through
+            ids = list(self.relink)
+            for chunk in range(0, len(ids), CHUNK):
+                through.objects.filter(pod_id__in=ids[chunk : chunk + CHUNK]).delete()
+            links = [through(pod_id=pod, gpudevice_id=d) for pod, ds in self.relink.items() for d in ds]
+            through.objects.bulk_create(links, batch_size=BATCH)
+        return self.seen
 
 
 def _unclaimed(pods: list[ObservedPod]) -> bool:
@@ -279,6 +391,8 @@ def _min_member(pods: list[ObservedPod]) -> int | None:
 
 
 def _new_job(key: str, pods: list[ObservedPod], queues: dict[str, Queue]) -> Job | None:
+    """The row of a job seen for the first time (unsaved: created in bulk), or None when its
+    pods name no known queue."""
     first = pods[0]
     queue = queues.get(_queue_name(first))
     if queue is None:
@@ -314,5 +428,4 @@ def _new_job(key: str, pods: list[ObservedPod], queues: dict[str, Queue]) -> Job
         tolerations=[dict(t) for t in first.tolerations],
         node_affinity=dict(first.node_affinity),
     )
-    job.save(validate=False)
     return job

@@ -226,6 +226,7 @@ def refresh_job_states(job_ids: Iterable[int], now: datetime) -> None:
         ids = [pk for pk, *_ in jobs[chunk : chunk + 5000]]
         for job_id, pod_state in Pod.objects.filter(job_id__in=ids).values_list("job_id", "state"):
             pod_states[job_id].append(pod_state)
+    groups: dict[tuple[str, tuple[tuple[str, Any], ...]], list[int]] = {}
     for job_pk, job_state, min_member, stale_since in jobs:
         states = pod_states[job_pk]
         gang = max(min_member, 1)
@@ -253,4 +254,11 @@ def refresh_job_states(job_ids: Iterable[int], now: datetime) -> None:
         elif not stale and stale_since is not None:
             updates["stale_since"] = None
         if updates:
-            Job.objects.filter(pk=job_pk, state=job_state).update(updated_at=now, **updates)
+            groups.setdefault((job_state, tuple(sorted(updates.items()))), []).append(job_pk)
+    # One UPDATE per distinct change (a cycle starting 8,000 jobs makes one, not 8,000), still
+    # conditional on the state read.
+    for (job_state, changes), pks in groups.items():
+        for chunk in range(0, len(pks), 5000):
+            Job.objects.filter(pk__in=pks[chunk : chunk + 5000], state=job_state).update(
+                updated_at=now, **dict(changes)
+            )

@@ -15,7 +15,7 @@ from scheduler.topology import domain_fits, node_sets, required_domain_errors
 
 def allocate(session: Session) -> None:
     queue = JobQueue(session, session.capacity)
-    for job in session.jobs.values():
+    for job in session.pending_jobs():
         if eligible(session, job):
             queue.push(job)
     while (next_job := queue.pop()) is not None:

@@ -16,6 +16,7 @@ Every search is bounded by the action's time budget (``Config.action_time_budget
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -185,7 +186,29 @@ def victim_stream(
                 out[r] += v
         return out
 
+    # Queue keys by (queue, allocation after): the session does not change while the stream is
+    # built, so a queue whose ``taken`` and next candidate did not change keeps its key.
+    key_memo: dict[tuple[str, tuple[float, ...]], tuple[object, ...]] = {}
+
+    def order_key(qname: str, extra: dict[str, float]) -> tuple[object, ...]:
+        after = alloc_after(qname, extra)
+        mk = (qname, tuple(after[r] for r in RESOURCES))
+        k = key_memo.get(mk)
+        if k is None:
+            k = key_memo[mk] = _alloc_order_key(session.queues[qname], after, session.capacity)
+        return k
+
+    # Each subtree's best leaf, dropped along the path of the leaf that gives (nothing else changes).
+    leaf_memo: dict[str, tuple[str, Job] | None] = {}
+
     def best_leaf(qname: str) -> tuple[str, Job] | None:
+        if qname in leaf_memo:
+            return leaf_memo[qname]
+        found = _best_leaf(qname)
+        leaf_memo[qname] = found
+        return found
+
+    def _best_leaf(qname: str) -> tuple[str, Job] | None:
         qs = session.queues[qname]
         if qs.is_leaf:
             heap = heaps.get(qname)
@@ -201,7 +224,7 @@ def victim_stream(
             if cand is None:
                 continue
             extra = contribution_charge(next_contribution(cand[1]))
-            k = _alloc_order_key(session.queues[child], alloc_after(child, extra), session.capacity)
+            k = order_key(child, extra)
             if best is None or k > best[0]:
                 best = (k, cand)
         return best[1] if best else None
@@ -221,7 +244,7 @@ def victim_stream(
                 best = ((), cand)
                 break
             extra = contribution_charge(next_contribution(cand[1]))
-            k = _alloc_order_key(session.queues[top], alloc_after(top, extra), session.capacity)
+            k = order_key(top, extra)
             if best is None or k > best[0]:
                 best = (k, cand)
         if best is None:
@@ -231,6 +254,7 @@ def victim_stream(
         out.append(Contribution(job, tasks))
         charge = contribution_charge(tasks)
         for qs in session.ancestors(leaf):
+            leaf_memo.pop(qs.name, None)
             t = taken.setdefault(qs.name, dict.fromkeys(RESOURCES, 0.0))
             for r in RESOURCES:
                 t[r] += charge[r]
@@ -335,6 +359,14 @@ def usable_nodes(session: Session, job: Job) -> list[NodeState]:
 # ---- simulation (§3.9) ---------------------------------------------------------------------
 
 
+@dataclass
+class SolveLog:
+    """How a search went: ``late`` when some scenario got past the preemptor's placement (its
+    answer then depends on the jobs allocate would pop after the preemptor)."""
+
+    late: bool = False
+
+
 def _path(session: Session, queue: str) -> list[QueueState]:
     return list(reversed(session.ancestors(queue)))
 
@@ -431,6 +463,14 @@ class AllocateOrder:
             for q, qs in session.queues.items()
             if not qs.queue.parent or qs.queue.parent not in session.queues
         ]
+        # Each queue's entry (its key with its subtree's representative), valid while neither its
+        # allocation (``session.queue_stamp``) nor a leaf below it (``ver``: a pop) changed.
+        self.ver: dict[str, int] = {}
+        self.memo: dict[str, tuple[tuple[int, int], _Best | None]] = {}
+
+    def _touch(self, leaf: str) -> None:
+        for qs in self.session.ancestors(leaf):
+            self.ver[qs.name] = self.ver.get(qs.name, 0) + 1
 
     def _other(self, leaf: str) -> tuple[tuple[object, ...], Job] | None:
         """The next pending job of the leaf from ``heads`` that is not in the simulation."""
@@ -461,29 +501,38 @@ class AllocateOrder:
 
     def _best(self, queues: list[str]) -> _Best | None:
         """Top-down: the leaf whose representative goes next among ``queues``' subtrees."""
-        session = self.session
         best: _Best | None = None
         for q in queues:
             if not self.live.get(q):
                 continue
-            qs = session.queues[q]
-            if qs.is_leaf:
-                h = self._head(q)
-                if h is None:
-                    continue
-                leaf, req, other = q, h[0], h[1]
-            else:
-                sub = self._best(qs.children)
-                if sub is None:
-                    continue
-                leaf, req, other = sub[2], sub[3], sub[4]
+            e = self._entry(q)
+            if e is not None and (best is None or JobQueue.better(e[1], e[0], best[1], best[0])):
+                best = e
+        return best
+
+    def _entry(self, q: str) -> _Best | None:
+        session = self.session
+        stamp = (session.queue_stamp.get(q, 0), self.ver.get(q, 0))
+        hit = self.memo.get(q)
+        if hit is not None and hit[0] == stamp:
+            return hit[1]
+        qs = session.queues[q]
+        found: _Best | None = None
+        if qs.is_leaf:
+            h = self._head(q)
+            rep = None if h is None else (q, h[0], h[1])
+        else:
+            sub = self._best(qs.children)
+            rep = None if sub is None else (sub[2], sub[3], sub[4])
+        if rep is not None:
+            leaf, req, other = rep
             mk = (q, session.queue_stamp.get(q, 0), tuple(req.values()))
             k = self.keys.get(mk)
             if k is None:
                 k = self.keys[mk] = queue_key(qs, req, session.capacity)
-            if best is None or JobQueue.better(qs, k, best[1], best[0]):
-                best = (k, qs, leaf, req, other)
-        return best
+            found = (k, qs, leaf, req, other)
+        self.memo[q] = (stamp, found)
+        return found
 
     def pop(self) -> tuple[Job, list[Task]] | None:
         while True:
@@ -491,6 +540,7 @@ class AllocateOrder:
             if found is None:
                 return None
             leaf, other = found[2], found[4]
+            self._touch(leaf)
             if other:
                 # allocate places or drops it; either way it no longer represents the leaf
                 self.pos[leaf] = self.pos.get(leaf, 0) + 1
@@ -624,6 +674,7 @@ def simulate(
     validate: Callable[[Outcome], bool],
     heads: PendingHeads | None = None,
     moves_only: bool = False,
+    log: SolveLog | None = None,
 ) -> Outcome | None:
     """Evict the scenario's victims, then place preemptor and re-place victims in job order.
     On failure everything is rolled back; on success the changes stay in ``stmt``.
@@ -665,6 +716,8 @@ def simulate(
             bound = list(_max_free(session))
         else:
             _replace_victims(session, stmt, j, sorted(ts, key=lambda t: j.tasks.index(t)), bound)
+    if log is not None:
+        log.late = True  # whatever fails from here on was judged after the preemptor's placement
     real: list[Task] = []
     moved: list[Task] = []
     for t in victims:
@@ -778,6 +831,7 @@ def solve(
     validate: Callable[[Outcome], bool],
     heads: PendingHeads | None = None,
     moves_only: bool = False,
+    log: SolveLog | None = None,
 ) -> Outcome | None:
     """Find the victims for the preemptor's step: fewest tasks, KAI's victim order on ties."""
     nodes = usable_nodes(session, job)
@@ -801,15 +855,15 @@ def solve(
     while mid < len(stream) and (bound is None or n + len(stream[mid].tasks) <= bound):
         n += len(stream[mid].tasks)
         mid += 1
-    found = _shortest_prefix(session, stmt, job, tasks, stream, validate, heads, moves_only, lo, mid)
+    found = _shortest_prefix(session, stmt, job, tasks, stream, validate, heads, moves_only, lo, mid, log)
     if found is not None or out_of_time(session):
         return found
     if greedy is not None:
-        out = simulate(session, stmt, job, tasks, greedy, validate, heads, moves_only)
+        out = simulate(session, stmt, job, tasks, greedy, validate, heads, moves_only, log)
         if out is not None:
             return out
     return _shortest_prefix(
-        session, stmt, job, tasks, stream, validate, heads, moves_only, mid + 1, len(stream)
+        session, stmt, job, tasks, stream, validate, heads, moves_only, mid + 1, len(stream), log
     )
 
 
@@ -824,6 +878,7 @@ def _shortest_prefix(
     moves_only: bool,
     lo: int,
     hi: int,
+    log: SolveLog | None = None,
 ) -> Outcome | None:
     """The shortest prefix ``stream[:k]``, ``lo <= k <= hi``, whose scenario works (§3.9).
 
@@ -841,7 +896,7 @@ def _shortest_prefix(
     cp = stmt.checkpoint()
 
     def attempt(k: int) -> Outcome | None:
-        return simulate(session, stmt, job, tasks, stream[:k], validate, heads, moves_only)
+        return simulate(session, stmt, job, tasks, stream[:k], validate, heads, moves_only, log)
 
     last_fail = lo - 1
     step = 1
@@ -884,6 +939,9 @@ def _shortest_prefix(
 
 Note = tuple[str, str]  # (reason, message) explaining why an action could not help a job
 
+# Screen every job before ordering any (tests switch it off to compare with the ordered loop).
+SCREEN_FIRST = True
+
 
 def run_action(
     session: Session,
@@ -906,9 +964,9 @@ def run_action(
     ``session.action_notes`` (dropped again when a later action helps the job)."""
 
     session.deadline = now_s() + max(0.0, session.config.action_time_budget_s)
-    queue = JobQueue(session, session.capacity)
     heads = None if moves_only else PendingHeads(session)
-    for candidate in session.jobs.values():
+    waiting: list[Job] = []
+    for candidate in session.pending_jobs():
         if not eligible(session, candidate):
             continue
         if heads is not None:
@@ -916,51 +974,161 @@ def run_action(
         if within_preemption_delay(session, candidate):
             add_note(session, candidate, preemption_delay_note(session, candidate))
             continue
-        queue.push(candidate)
+        waiting.append(candidate)
     if heads is not None:
         heads.freeze()
 
-    def fail(job: Job, kind: str) -> None:
-        note = explain(job, kind) if explain is not None else None
-        if note is not None:
-            add_note(session, job, note)
+    # Failed jobs by ``_alike`` signature since the last commit (a failed search rolls back, so
+    # until a commit the session is as it was): the note kind, the job, and whether the failure
+    # came from the search (then it carries over only under ``_same_turn``).
+    failed: dict[tuple[object, ...], tuple[str, Job, bool]] = {}
 
-    while (job := queue.pop()) is not None:
-        if out_of_time(session):
-            break
+    def note_of(job: Job, kind: str) -> Note | None:
+        return explain(job, kind) if explain is not None else None
+
+    def screen(job: Job, in_order: bool) -> tuple[Note | None, Search | None]:
+        """Everything before the search, which changes nothing: (a note or None, None) for a
+        job the action cannot help, (None, the search's inputs) for one it must search for.
+        ``in_order``: jobs come in job order (a failed search may carry over)."""
         tasks = gang.step_tasks(session, job)
         if not tasks:
-            continue
+            return None, None
         ok = preemptor_ok(job, tasks)
         if ok is not True:
-            if ok is not False:
-                add_note(session, job, ok)
-            continue
+            return (ok if ok is not False else None), None
+        sig = _alike(session, job, tasks) if heads is not None else None
+        hit = failed.get(sig) if sig is not None else None
+        if (
+            hit is not None
+            and heads is not None
+            and (not hit[2] or (in_order and _same_turn(session, heads, hit[1], job)))
+        ):
+            failed[sig] = (hit[0], job, hit[2])  # type: ignore[index]
+            return note_of(job, hit[0]), None
         victims, core_protected = candidates(job, tasks)
+        kind = None
         if max_gain is not None:
             # The bound needs only what the victims give, not in which order: screen with the
             # unordered contributions and order them only for a job that passes.
             chunks = victim_chunks(session, victims, core_protected) if victims else []
             if not chunks:
-                fail(job, "no_victims")
-                continue
-            tracker = FreeTracker(session, usable_nodes(session, job), tasks)
-            if tracker.free_gpu + max_gain(job, tasks, chunks) + EPS < tracker.need_gpu:
-                fail(job, "no_scenario")
-                continue
-        stream = victim_stream(session, victims, core_protected) if victims else []
-        if not stream:
-            fail(job, "no_victims")
+                kind = "no_victims"
+            else:
+                tracker = FreeTracker(session, usable_nodes(session, job), tasks)
+                if tracker.free_gpu + max_gain(job, tasks, chunks) + EPS < tracker.need_gpu:
+                    kind = "no_scenario"
+        if kind is None and not victims:
+            kind = "no_victims"
+        if kind is not None:
+            if sig is not None:
+                failed[sig] = (kind, job, False)
+            return note_of(job, kind), None
+        return None, Search(tasks, victims, core_protected, sig)
+
+    # Until something is committed the state stays as it is, so the jobs the action cannot help
+    # get the same notes in any order: when no job needs a search (as in most cycles of a full
+    # cluster), the action ends without ordering the jobs at all.
+    notes: list[tuple[Job, Note]] = []
+    needs_search = False
+    for candidate in waiting if SCREEN_FIRST else ():
+        if out_of_time(session):
+            break  # as the ordered loop: the jobs screened so far keep their notes
+        first_note, search = screen(candidate, in_order=False)
+        if search is not None:
+            needs_search = True
+            break
+        if first_note is not None:
+            notes.append((candidate, first_note))
+    if SCREEN_FIRST and not needs_search:
+        for candidate, first_note in notes:
+            add_note(session, candidate, first_note)
+        return
+
+    queue = JobQueue(session, session.capacity)
+    for candidate in waiting:
+        queue.push(candidate)
+    while (job := queue.pop()) is not None:
+        if out_of_time(session):
+            break
+        note, search = screen(job, in_order=True)
+        if note is not None:
+            add_note(session, job, note)
+        if search is None:
             continue
+        stream = victim_stream(session, search.victims, search.core_protected)
+        if not stream:
+            note = note_of(job, "no_victims")
+            if note is not None:
+                add_note(session, job, note)
+            if search.sig is not None:
+                failed[search.sig] = ("no_victims", job, False)
+            continue
+        tasks = search.tasks
         stmt = session.statement()
-        outcome = solve(session, stmt, job, tasks, stream, make_validator(job, tasks), heads, moves_only)
+        log = SolveLog()
+        outcome = solve(session, stmt, job, tasks, stream, make_validator(job, tasks), heads, moves_only, log)
         if outcome is None:
             stmt.rollback()
-            fail(job, "no_scenario")
+            note = note_of(job, "no_scenario")
+            if note is not None:
+                add_note(session, job, note)
+            if search.sig is not None and not log.late and not out_of_time(session):
+                failed[search.sig] = ("no_scenario", job, True)
             continue
         stmt.commit()
+        failed.clear()
         session.action_notes.pop(job.name, None)
         record(session, action, job, outcome, describe)
+
+
+@dataclass
+class Search:
+    """A job's victim search, as the screens leave it."""
+
+    tasks: list[Task]
+    victims: list[Job]
+    core_protected: set[str]
+    sig: tuple[object, ...] | None
+
+
+def _alike(session: Session, job: Job, tasks: list[Task]) -> tuple[object, ...] | None:
+    """What the victim search sees of a preemptor, for jobs it treats the same way: queue,
+    priority, preemptibility, node selector and the shapes of the step's tasks. None for a job
+    whose own pods or rules enter the search (pods already active, placement rules, topology,
+    sub-groups): it is always searched for itself."""
+    if job.has_rules or job.topology is not None or job.subgroups or len(tasks) != len(job.tasks):
+        return None
+    if any(gang.status(session, t) != TaskState.PENDING for t in job.tasks):
+        return None
+    shapes = tuple(
+        (t.gpu, t.gpu_memory_mib, t.cpu_millis, t.memory_mib, t.gpu_fraction_devices, t.subgroup)
+        for t in tasks
+    )
+    return (job.queue, job.priority, job.is_preemptible, tuple(sorted(job.node_selector.items())), shapes)
+
+
+def _same_turn(session: Session, heads: PendingHeads, a: Job, b: Job) -> bool:
+    """Whether a search for ``b`` meets the state ``a``'s met when each preemptor came up.
+
+    ``AllocateOrder`` represents the preemptor's leaf by the leaf's pending jobs in job order
+    (``heads``) until the preemptor's turn. Between ``a`` and ``b`` in that order every pending
+    job asks for the same as ``a``: the leaf then has one key throughout, wins every turn in a
+    row without any state changing, so ``b`` is placed in the very state ``a`` was. A search
+    that failed at or before the preemptor's placement in every scenario (``SolveLog.late``
+    unset) fails for ``b`` too."""
+    lst = heads.by_leaf.get(b.queue, [])
+    ka = (job_key(session, a), a.name)
+    kb = (job_key(session, b), b.name)
+    if not ka < kb:  # type: ignore[operator]
+        return False
+    req = heads.request(a)
+    i = bisect.bisect_left(lst, ka)  # type: ignore[arg-type]
+    j = bisect.bisect_left(lst, kb)  # type: ignore[arg-type]
+    for _key, name in lst[i:j]:
+        x = session.jobs[name]
+        if gang.pending_tasks(session, x) and heads.request(x) != req:
+            return False
+    return True
 
 
 def add_note(session: Session, job: Job, note: Note) -> None:

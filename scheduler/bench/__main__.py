@@ -81,12 +81,14 @@ def main(argv: list[str] | None = None) -> int:
 
     # The last run's medians (the file about to be replaced), shown beside the new ones.
     before: dict[str, Any] = {}
+    before_cpu: dict[str, Any] = {}
     if out.exists():
         try:
             old = json.loads(out.read_text(encoding="utf-8"))
             before = {r["name"]: r["cycle_ms"].get("median") for r in old.get("workloads", [])}
+            before_cpu = {r["name"]: r.get("cycle_cpu_ms") for r in old.get("workloads", [])}
         except (ValueError, KeyError, TypeError):
-            before = {}
+            before, before_cpu = {}, {}
     rows = []
     for w in workloads:
         left = deadline - time.perf_counter()
@@ -96,6 +98,7 @@ def main(argv: list[str] | None = None) -> int:
             w, reps=args.reps, rep_budget_s=rep_budget, timeout_s=timeout, isolate=not args.no_isolate
         )
         row["previous_median_ms"] = before.get(w.name)
+        row["previous_cpu_ms"] = before_cpu.get(w.name)
         rows.append(row)
         print(
             f"[bench]   {row['status']} median {row['cycle_ms']['median']} ms, "

@@ -73,9 +73,9 @@ def _check(row: dict[str, Any]) -> str:
 def workload_table(rows: list[dict[str, Any]]) -> list[str]:
     out = [
         "| workload | nodes | GPUs | queues | running | pending | build ms | session ms "
-        "| cycle median ms | previous run median ms | cycle p95 ms | reps | decisions | decisions/s "
-        "| peak RSS MiB (+above start) | correct | detail |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|",
+        "| cycle median ms | previous run median ms | cycle CPU median ms | previous run CPU ms "
+        "| cycle p95 ms | reps | decisions | decisions/s | peak RSS MiB (+above start) | correct | detail |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|",
     ]
     for r in rows:
         s = r.get("size") or {}
@@ -94,6 +94,7 @@ def workload_table(rows: list[dict[str, Any]]) -> list[str]:
             f"| {r['name']} | {s.get('nodes', '-')} | {s.get('gpus', '-')} | {s.get('queues', '-')} "
             f"| {s.get('running_tasks', '-')} | {s.get('pending_tasks', '-')} | {_n(r['build_ms'])} "
             f"| {_n(r['session_ms'])} | {_n(c['median'])} | {_n(r.get('previous_median_ms'))} "
+            f"| {_n(r.get('cycle_cpu_ms'))} | {_n(r.get('previous_cpu_ms'))} "
             f"| {_n(c['p95'])} | {r['reps']} "
             f"| {_n(r['decisions'])} | {_n(r['decisions_per_s'], 0)} | {peak} | {_check(r)} "
             f"| {detail.replace('|', '/')} |"
@@ -160,6 +161,8 @@ def render(results: dict[str, Any]) -> str:
         "Columns: *build* = building the `Snapshot` data classes; *session* = turning the snapshot "
         "into the cycle's state and computing fair shares (`open_session`); *cycle* = `run_cycle` end to "
         "end (session included) over the repetitions (*reps*; fewer when a repetition is slow); "
+        "*cycle CPU* = the worker's CPU time for it (less inflated than wall time by other work on the "
+        "machine); "
         "*decisions* = tasks allocated, pipelined or evicted by the cycle; *peak RSS* = peak resident memory "
         "of the worker process (in brackets, above what it held before building the workload); "
         "*correct* = the workload's own answer check. A workload that exceeds its time budget is "

@@ -66,13 +66,17 @@ def measure(w: Workload, reps: int, rep_budget_s: float, send: Any) -> None:
         t1 = time.perf_counter()
         open_session(snap, w.config, "default")  # snapshot -> session state and fair shares
         t2 = time.perf_counter()
+        c2 = time.process_time()
         result = run_cycle(snap, w.config)
         t3 = time.perf_counter()
+        c3 = time.process_time()
         msg: dict[str, Any] = {
             "rep": rep,
             "build_ms": (t1 - t0) * 1000,
             "session_ms": (t2 - t1) * 1000,
             "cycle_ms": (t3 - t2) * 1000,
+            # CPU time of this process: what other work on a shared machine inflates least
+            "cycle_cpu_ms": (c3 - c2) * 1000,
             "decisions": decisions_of(result),
             "counters": dict(result.counters),
         }
@@ -113,6 +117,7 @@ def summarise(w: Workload, msgs: list[dict[str, Any]], status: str, error: str |
         "build_ms": _r(statistics.median([m["build_ms"] for m in reps])) if reps else None,
         "session_ms": _r(statistics.median([m["session_ms"] for m in reps])) if reps else None,
         "cycle_ms": {"median": _r(med), "p95": _r(percentile(cyc, 95)), "min": _r(cyc[0] if cyc else None)},
+        "cycle_cpu_ms": _r(statistics.median([m["cycle_cpu_ms"] for m in reps])) if reps else None,
         "decisions": decisions,
         "decisions_per_s": _r(decisions / (med / 1000)) if decisions and med else (0 if reps else None),
         "counters": first.get("counters", {}),

@@ -29,11 +29,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import redis
 import yaml
+from django.utils import timezone
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
+from kubernetes.config import kube_config
 
+from kai_portal.cluster import backends
 from kai_portal.cluster.backends.kubernetes import KubernetesBackend
+from kai_portal.scheduling.cycle import run_scheduling_cycle
+from kai_portal.scheduling.lock import LOCK_NAME
+from tests.portal import factories
 
 REPO = Path(__file__).resolve().parents[2]
 TESTBED = REPO / "deploy" / "k8s-testbed"
@@ -206,6 +213,47 @@ def backend(portal_kubeconfig: Path, scheduler_name: str) -> Iterator[Kubernetes
     api = config.new_client_from_config(config_file=str(portal_kubeconfig))
     yield KubernetesBackend(api_client=api, scheduler_name=scheduler_name)
     api.close()
+
+
+@pytest.fixture
+def portal_backend(
+    portal_kubeconfig: Path, scheduler_name: str, settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[KubernetesBackend]:
+    """The portal configured for the cluster as the Celery worker would be: CLUSTER_BACKEND=kubernetes,
+    KUBECONFIG for the kai-portal ServiceAccount, this test's scheduler name; the backend its
+    cycles use (``backends.get_backend()``), made afresh, and no cycle lock left by another test."""
+    settings.CLUSTER_BACKEND, settings.SCHEDULER_NAME = "kubernetes", scheduler_name
+    monkeypatch.setenv("KUBECONFIG", str(portal_kubeconfig))
+    # The client reads KUBECONFIG when it is imported, as a process started with it set would.
+    monkeypatch.setattr(kube_config, "KUBE_CONFIG_DEFAULT_LOCATION", str(portal_kubeconfig))
+    monkeypatch.setattr(backends, "_kubernetes_backend", None)
+    lock = redis.Redis.from_url(settings.REDIS_URL)
+    lock.delete(LOCK_NAME)
+    backend = backends.get_backend()
+    assert isinstance(backend, KubernetesBackend)
+    yield backend
+    backend.api_client.close()
+    lock.delete(LOCK_NAME)
+    lock.close()
+
+
+@pytest.fixture
+def portal(portal_backend: KubernetesBackend) -> KubernetesBackend:
+    """The portal as the cluster's scheduler, as the kai-portal ServiceAccount, with queues
+    dept/team-a of 16 GPUs."""
+    review = client.AuthenticationV1Api(portal_backend.api_client).create_self_subject_review(
+        client.V1SelfSubjectReview()
+    )
+    assert review.status.user_info.username == f"system:serviceaccount:{PORTAL_NAMESPACE}:{PORTAL_ACCOUNT}"
+    dept = factories.queue("dept", gpu_quota=16)
+    factories.queue("team-a", parent=dept, gpu_quota=16)
+    return portal_backend
+
+
+def cycle() -> None:
+    """One of the portal's scheduling cycles, which must succeed."""
+    run = run_scheduling_cycle(now=timezone.now())
+    assert run.status == "succeeded", run.error
 
 
 class Nodes:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from kubernetes import client
@@ -9,7 +10,7 @@ from kubernetes import client
 from kai_portal.cluster.backends import Bind, EventType, Evict, PodEvent, PodSpecRequest, TaskStatus
 from kai_portal.cluster.backends.kubernetes import KubernetesBackend
 
-from .conftest import Cluster, Nodes, pod_body
+from .conftest import Cluster, Nodes, pod_body, wait_until
 
 
 def _events(cluster: Cluster, namespace: str) -> list[client.CoreV1Event]:
@@ -202,3 +203,112 @@ def test_an_unschedulable_pending_pod_gets_pod_scheduled_false_once_per_message(
     backend.apply([], [], [explain("waiting", second)])
     conditions = core.read_namespaced_pod("waiting", namespace).status.conditions
     assert [(c.type, c.message) for c in conditions if c.type == "PodScheduled"] == [("PodScheduled", second)]
+
+
+def test_binds_go_out_concurrently_each_with_its_own_result_and_event(
+    cluster: Cluster, namespace: str, nodes: Nodes, scheduler_name: str, backend: KubernetesBackend
+) -> None:
+    node_names = [nodes.make(f"gpu-{i}") for i in range(4)]
+    pods = [f"p{i:02d}" for i in range(40)]
+    for pod in pods:
+        cluster.core.create_namespaced_pod(namespace, pod_body(pod, scheduler_name, gpus=1))
+    backend.observe()
+    # p17 is re-created after observe: its bind carries the old uid and is refused (409).
+    cluster.core.delete_namespaced_pod("p17", namespace, grace_period_seconds=0)
+    only = "metadata.name=p17"
+    wait_until(lambda: not cluster.core.list_namespaced_pod(namespace, field_selector=only).items, "p17 gone")
+    cluster.core.create_namespaced_pod(namespace, pod_body("p17", scheduler_name, gpus=1))
+    in_flight, most = 0, 0
+    lock = threading.Lock()
+    real = backend.core.create_namespaced_pod_binding
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        nonlocal in_flight, most
+        with lock:
+            in_flight += 1
+            most = max(most, in_flight)
+        try:
+            return real(*args, **kwargs)
+        finally:
+            with lock:
+                in_flight -= 1
+
+    backend.core.create_namespaced_pod_binding = counting  # type: ignore[method-assign]
+    binds = [Bind(namespace, pod, node_names[i % 4], gpu_devices=[i % 8]) for i, pod in enumerate(pods)]
+
+    report = backend.apply(binds, [], [])
+
+    assert most > 1, "binds went out one at a time"
+    results = report.of("bind")
+    assert [r.name for r in results] == pods  # reported in the binds' order
+    assert [r.name for r in results if not r.ok] == ["p17"]
+    assert results[17].status_code == 409
+    for i, pod in enumerate(pods):
+        bound = cluster.core.read_namespaced_pod(pod, namespace)
+        if pod == "p17":
+            assert bound.spec.node_name is None
+        else:
+            assert bound.spec.node_name == node_names[i % 4]
+            assert bound.metadata.annotations["kai.scheduler/gpu-devices"] == str(i % 8)
+    reasons = sorted((e.involved_object.name, e.reason) for e in _events(cluster, namespace))
+    assert reasons == sorted([(p, "Scheduled") for p in pods if p != "p17"] + [("p17", "FailedBinding")])
+    assert len(report.of("event")) == 40 and all(e.ok for e in report.of("event"))
+
+
+def test_a_watch_lagging_behind_our_binds_never_shows_a_bound_pod_pending_again(
+    cluster: Cluster,
+    namespace: str,
+    nodes: Nodes,
+    scheduler_name: str,
+    backend: KubernetesBackend,
+    monkeypatch: Any,
+) -> None:
+    """A scheduler treats its own successful bind as done until its informer catches up
+    (kube-scheduler's "assumed" pods; KAI's cache marks the pod bound). Under a burst the next
+    cycle's short watch window can end before the bind's event arrives, or deliver an older one:
+    the pod must not look pending, or the next cycle binds it again and is refused (409)."""
+    node = nodes.make("gpu-1")
+    cluster.core.create_namespaced_pod(namespace, pod_body("p1", scheduler_name, gpus=1))
+    backend.observe()
+    before_bind = cluster.core.api_client.sanitize_for_serialization(
+        cluster.core.read_namespaced_pod("p1", namespace)
+    )
+    assert backend.apply([Bind(namespace, "p1", node, gpu_devices=[2])], [], []).ok
+
+    real_watch = backend._watch
+
+    def lagging(resource_version: str, list_call: Any, apply_event: Any, *args: Any, **kw: Any) -> str:
+        if list_call != backend.core.list_pod_for_all_namespaces:
+            return real_watch(resource_version, list_call, apply_event, *args, **kw)
+        apply_event("MODIFIED", before_bind)  # an event older than the bind, and nothing newer
+        return resource_version
+
+    monkeypatch.setattr(backend, "_watch", lagging)
+    stale = backend.observe().pods[namespace, "p1"]
+    assert (stale.node, stale.status, stale.gpu_devices) == (node, TaskStatus.BOUND, (2,))
+
+    monkeypatch.setattr(backend, "_watch", real_watch)
+    caught_up = backend.observe().pods[namespace, "p1"]
+    assert (caught_up.node, caught_up.status, caught_up.gpu_devices) == (node, TaskStatus.BOUND, (2,))
+    assert backend._bound_here == {}  # the watch showed the node: the mark is gone
+
+    # A mark is for that pod (uid): deleted and created again under its name before the watch
+    # showed the bind, the new pod is pending, not "bound".
+    cluster.core.create_namespaced_pod(namespace, pod_body("p2", scheduler_name, gpus=1))
+    backend.observe()
+    assert backend.apply([Bind(namespace, "p2", node)], [], []).ok
+    cluster.core.delete_namespaced_pod("p2", namespace, grace_period_seconds=0)
+    wait_until(lambda: _gone(cluster, namespace, "p2"), "p2 deleted")
+    uid = cluster.core.create_namespaced_pod(namespace, pod_body("p2", scheduler_name, gpus=1)).metadata.uid
+
+    def seen_again() -> Any:
+        pod = backend.observe().pods.get((namespace, "p2"))
+        return pod if pod is not None and pod.uid == uid else None
+
+    again = wait_until(seen_again, "the new p2 observed")
+    assert (again.node, again.status) == (None, TaskStatus.PENDING)
+    assert backend._bound_here == {}
+
+
+def _gone(cluster: Cluster, namespace: str, name: str) -> bool:
+    return all(p.metadata.name != name for p in cluster.core.list_namespaced_pod(namespace).items)

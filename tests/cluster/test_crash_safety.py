@@ -31,7 +31,7 @@ from kai_portal.scheduling.models import Decision, SchedulingCycle
 from kai_portal.workloads.models import Job
 
 from .conftest import Cluster, Nodes, wait_until
-from .test_portal_schedules_kwok import _job_body, portal  # noqa: F401  (the portal fixture)
+from .test_portal_schedules_kwok import _job_body
 
 pytestmark = pytest.mark.django_db(transaction=True)
 LOCK_TIMEOUT = 3  # CYCLE_LOCK_TIMEOUT_SECONDS for both workers (the least it may be)
@@ -126,7 +126,7 @@ class HalfBound:
 
 @pytest.mark.postgres_only("the killed worker is the production path: PostgreSQL and the Redis cycle lock")
 def test_a_worker_killed_mid_apply_leaves_a_half_bound_gang_the_next_cycle_completes(
-    cluster: Cluster, portal: Any, namespace: str, scheduler_name: str, nodes: Nodes,  # noqa: F811
+    cluster: Cluster, portal: Any, namespace: str, scheduler_name: str, nodes: Nodes,
     settings: Any, tmp_path: Path,
 ) -> None:  # fmt: skip
     gang = HalfBound(cluster, namespace, scheduler_name, nodes, settings, tmp_path)
@@ -152,7 +152,7 @@ def test_a_worker_killed_mid_apply_leaves_a_half_bound_gang_the_next_cycle_compl
 
 @pytest.mark.postgres_only("the killed worker is the production path: PostgreSQL and the Redis cycle lock")
 def test_a_half_bound_gang_that_cannot_complete_is_evicted_whole_after_the_stale_grace_period(
-    cluster: Cluster, portal: Any, namespace: str, scheduler_name: str, nodes: Nodes,  # noqa: F811
+    cluster: Cluster, portal: Any, namespace: str, scheduler_name: str, nodes: Nodes,
     settings: Any, tmp_path: Path,
 ) -> None:  # fmt: skip
     """KAI's stale gang eviction: a gang below its minimum (2 of 4 running) that cannot be completed

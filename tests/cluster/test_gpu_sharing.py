@@ -26,26 +26,20 @@ from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 import pytest
-import redis
 import yaml
 from django.core.wsgi import get_wsgi_application
-from django.utils import timezone
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
-from kubernetes.config import kube_config
 
-from kai_portal.cluster import backends
 from kai_portal.cluster.backends import gpu_sharing as sharing
 from kai_portal.cluster.backends.kubernetes import KubernetesBackend
 from kai_portal.cluster.reservation import report, visible_gpu
 from kai_portal.cluster.webhook import WEBHOOK_PATH
-from kai_portal.scheduling.cycle import run_scheduling_cycle
-from kai_portal.scheduling.lock import LOCK_NAME
 from kai_portal.workloads.models import Pod
 from tests.kai_examples import GPU_SHARING_EXAMPLES, kai_file
 from tests.portal import factories
 
-from .conftest import REPO, Cluster, Nodes, _has_default_account, kubeconfig_for, pod_body, wait_until
+from .conftest import REPO, Cluster, Nodes, _has_default_account, cycle, kubeconfig_for, pod_body, wait_until
 
 pytestmark = pytest.mark.django_db
 
@@ -239,30 +233,12 @@ def device_plugin(cluster: Cluster, reservation_namespace: str) -> Iterator[Devi
 
 
 @pytest.fixture
-def portal(portal_kubeconfig: Path, scheduler_name: str, settings: Any,
-           monkeypatch: pytest.MonkeyPatch) -> Iterator[KubernetesBackend]:  # fmt: skip
-    """The portal as the cluster's scheduler (as in test_portal_schedules_kwok), queues
-    team-a and KAI's examples' default-queue."""
-    settings.CLUSTER_BACKEND, settings.SCHEDULER_NAME = "kubernetes", scheduler_name
-    monkeypatch.setenv("KUBECONFIG", str(portal_kubeconfig))
-    monkeypatch.setattr(kube_config, "KUBE_CONFIG_DEFAULT_LOCATION", str(portal_kubeconfig))
-    monkeypatch.setattr(backends, "_kubernetes_backend", None)
-    lock = redis.Redis.from_url(settings.REDIS_URL)
-    lock.delete(LOCK_NAME)
-    backend = backends.get_backend()
-    assert isinstance(backend, KubernetesBackend)
-    backend.gpu_sharing.allocation_timeout_seconds = 30
+def portal(portal_backend: KubernetesBackend) -> KubernetesBackend:
+    """The portal as the cluster's scheduler, queues team-a and KAI's examples' default-queue."""
+    portal_backend.gpu_sharing.allocation_timeout_seconds = 30
     factories.queue("team-a", gpu_quota=16)
     factories.queue("default-queue", gpu_quota=16)
-    yield backend
-    backend.api_client.close()
-    lock.delete(LOCK_NAME)
-    lock.close()
-
-
-def _cycle() -> None:
-    cycle = run_scheduling_cycle(now=timezone.now())
-    assert cycle.status == "succeeded", cycle.error
+    return portal_backend
 
 
 def _shared_pod(name: str, scheduler: str, **annotations: str) -> dict[str, Any]:
@@ -270,7 +246,7 @@ def _shared_pod(name: str, scheduler: str, **annotations: str) -> dict[str, Any]
 
 
 def _bound(core: client.CoreV1Api, namespace: str, *names: str) -> bool:
-    _cycle()
+    cycle()
     return all(core.read_namespaced_pod(n, namespace).spec.node_name for n in names)
 
 
@@ -339,7 +315,7 @@ def test_fractions_share_a_reserved_gpu_made_visible_through_the_webhook_configm
         core.delete_namespaced_pod(name, namespace, grace_period_seconds=0)
 
     def first_released() -> bool:
-        _cycle()
+        cycle()
         return {r.metadata.labels["runai-gpu-group"] for r in _reservations(core, node)} == _groups(c)
 
     wait_until(first_released, "the first reservation pod deleted", timeout=60, every=0.5)
@@ -383,7 +359,7 @@ def test_without_the_webhook_a_fraction_waits_and_says_so(
     core.create_namespaced_pod(namespace, _shared_pod("half", scheduler_name, **{"gpu-fraction": "0.5"}))
 
     def explained() -> str:
-        _cycle()
+        cycle()
         return Pod.objects.filter(name="half", reason__contains="admission webhook").exists()
 
     wait_until(explained, "the reason", timeout=60, every=0.5)
@@ -405,7 +381,7 @@ def test_without_the_reservation_namespace_a_fraction_waits_and_says_so(
     core.create_namespaced_pod(namespace, _shared_pod("half", scheduler_name, **{"gpu-fraction": "0.5"}))
 
     def explained() -> str:
-        _cycle()
+        cycle()
         return Pod.objects.filter(name="half", reason__contains="does not exist").exists()
 
     wait_until(explained, "the reason", timeout=60, every=0.5)
@@ -448,7 +424,7 @@ def test_kai_s_own_gpu_sharing_examples_run_unchanged(
             placed[(target, name)] = manifest
 
         def all_bound() -> bool:
-            _cycle()
+            cycle()
             return all(core.read_namespaced_pod(n, ns).spec.node_name for ns, n in placed)
 
         wait_until(all_bound, "KAI's examples bound", timeout=120, every=0.5)
@@ -510,7 +486,7 @@ def test_a_slow_device_plugin_holds_no_cycle_up_and_a_silent_one_is_given_up(
     core.create_namespaced_pod(namespace, _shared_pod("early", scheduler_name, **{"gpu-fraction": "0.5"}))
 
     def waiting() -> bool:
-        _cycle()
+        cycle()
         return Pod.objects.filter(name="early", reason__contains="waiting for reservation pod").exists()
 
     wait_until(waiting, "the pod to wait for its reservation", timeout=60, every=0.5)
@@ -519,8 +495,8 @@ def test_a_slow_device_plugin_holds_no_cycle_up_and_a_silent_one_is_given_up(
     assert node in (slow, silent) and early.state == "pending"
     [reservation] = _reservations(core, node)
     # Later cycles retry with the same reservation pod, never a second one.
-    _cycle()
-    _cycle()
+    cycle()
+    cycle()
     assert [r.metadata.name for r in _reservations(core, node)] == [reservation.metadata.name]
     assert core.read_namespaced_pod("early", namespace).spec.node_name is None
 
@@ -541,7 +517,7 @@ def test_a_slow_device_plugin_holds_no_cycle_up_and_a_silent_one_is_given_up(
     core.create_namespaced_pod(namespace, _shared_pod("late", scheduler_name, **{"gpu-fraction": "0.75"}))
 
     def given_up() -> bool:
-        _cycle()
+        cycle()
         return Pod.objects.filter(name="late", reason__contains="did not report its GPU").exists()
 
     wait_until(given_up, "the reservation given up", timeout=90, every=0.5)

@@ -17,8 +17,7 @@ from kai_portal.cluster import backends
 from kai_portal.cluster.backends import Evict
 from kai_portal.cluster.backends.kubernetes import KubernetesBackend
 
-from .conftest import Cluster, Nodes, pod_body
-from .test_portal_schedules_kwok import _cycle, portal  # noqa: F401  (the portal fixture)
+from .conftest import Cluster, Nodes, cycle, pod_body
 
 pytestmark = pytest.mark.django_db
 
@@ -28,7 +27,7 @@ def _events(cluster: Cluster, namespace: str) -> list[client.CoreV1Event]:
 
 
 def test_100_pending_pods_over_10_cycles_write_at_most_100_events(
-    cluster: Cluster, portal: KubernetesBackend, namespace: str, scheduler_name: str, nodes: Nodes  # noqa: F811
+    cluster: Cluster, portal: KubernetesBackend, namespace: str, scheduler_name: str, nodes: Nodes
 ) -> None:
     """KAI (client-go's event aggregation): one Event per pod per distinct message, repeats bump count."""
     core = cluster.core
@@ -38,7 +37,7 @@ def test_100_pending_pods_over_10_cycles_write_at_most_100_events(
         core.create_namespaced_pod(namespace, pod_body(f"wait-{i}", scheduler_name, gpus=16, labels=labels))
 
     for _ in range(10):
-        _cycle()
+        cycle()
 
     events = _events(cluster, namespace)
     assert len(events) <= 100, Counter((e.involved_object.kind, e.reason) for e in events)
@@ -50,7 +49,7 @@ def test_100_pending_pods_over_10_cycles_write_at_most_100_events(
 
 
 def test_a_restarted_worker_bumps_the_events_the_last_one_wrote(
-    cluster: Cluster, portal: KubernetesBackend, namespace: str, scheduler_name: str, nodes: Nodes,  # noqa: F811
+    cluster: Cluster, portal: KubernetesBackend, namespace: str, scheduler_name: str, nodes: Nodes,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:  # fmt: skip
     """client-go aggregation survives a restart: the same (pod uid, reason, message) is the same Event
@@ -61,13 +60,13 @@ def test_a_restarted_worker_bumps_the_events_the_last_one_wrote(
     for name in ("a", "b"):
         core.create_namespaced_pod(namespace, pod_body(name, scheduler_name, gpus=16, labels=labels))
     for _ in range(2):
-        _cycle()
+        cycle()
 
     monkeypatch.setattr(backends, "_kubernetes_backend", None)  # a new worker: a new backend, no cache
     restarted = backends.get_backend()
     assert restarted is not portal
     for _ in range(3):
-        _cycle()
+        cycle()
     restarted.api_client.close()
 
     events = _events(cluster, namespace)
@@ -77,7 +76,7 @@ def test_a_restarted_worker_bumps_the_events_the_last_one_wrote(
 
 
 def test_pods_grouped_by_a_podgroup_get_one_podgroup_event_per_message(
-    cluster: Cluster, portal: KubernetesBackend, namespace: str, scheduler_name: str, nodes: Nodes  # noqa: F811
+    cluster: Cluster, portal: KubernetesBackend, namespace: str, scheduler_name: str, nodes: Nodes
 ) -> None:  # fmt: skip
     """KAI writes the job's message on its PodGroup (Normal, Unschedulable) and each pod's on the pod."""
     core = cluster.core
@@ -87,7 +86,7 @@ def test_pods_grouped_by_a_podgroup_get_one_podgroup_event_per_message(
                         annotations={"pod-group-name": "pg-train"})  # fmt: skip
         core.create_namespaced_pod(namespace, body)
     for _ in range(3):
-        _cycle()
+        cycle()
 
     events = _events(cluster, namespace)
     kinds = Counter((e.involved_object.kind, e.involved_object.name, e.count) for e in events)

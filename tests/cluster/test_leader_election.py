@@ -29,7 +29,6 @@ from kai_portal.scheduling import cycle as cycle_module
 from kai_portal.scheduling.models import SchedulingCycle
 
 from .conftest import Cluster, Nodes, pod_body, wait_until
-from .test_portal_schedules_kwok import portal  # noqa: F401  (the portal fixture)
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
@@ -100,7 +99,7 @@ class Replica(threading.Thread):
 
 @pytest.fixture
 def replicas(
-    cluster: Cluster, portal: Any, portal_kubeconfig: Path, scheduler_name: str,  # noqa: F811
+    cluster: Cluster, portal: Any, portal_kubeconfig: Path, scheduler_name: str,
     settings: Any, monkeypatch: pytest.MonkeyPatch,
 ) -> Iterator[tuple[Replica, Replica]]:  # fmt: skip
     settings.FORECAST_AFTER_CYCLE = False

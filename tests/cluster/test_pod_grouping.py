@@ -20,8 +20,7 @@ from kubernetes.client.exceptions import ApiException
 from kai_portal.cluster.backends.kubernetes import POD_GROUP_API, KubernetesBackend
 from kai_portal.workloads.models import Job, Pod
 
-from .conftest import REPO, Cluster, Nodes, pod_body, wait_until
-from .test_portal_schedules_kwok import _cycle, portal  # noqa: F401  (the portal fixture)
+from .conftest import REPO, Cluster, Nodes, cycle, pod_body, wait_until
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("portal")]
 
@@ -119,7 +118,7 @@ def test_a_pytorchjobs_pods_are_one_gang_of_its_replicas_in_the_queue_on_the_pyt
         core.create_namespaced_pod(namespace, pod)
 
     for _ in range(3):
-        _cycle()
+        cycle()
 
     assert sum(1 for node in _bound(core, namespace).values() if node) == bound
     row = Job.objects.get(cluster_key=f"{namespace}/PyTorchJob/bert")
@@ -146,7 +145,7 @@ def test_a_deployments_pods_are_each_their_own_gang_of_one_with_the_deployments_
                           core.list_namespaced_pod(namespace).items, "the Deployment's 2 pods")  # fmt: skip
 
     for _ in range(2):
-        _cycle()
+        cycle()
 
     assert all(_bound(core, namespace).values())
     rows = {Pod.objects.get(name=p.metadata.name).job for p in replicas}
@@ -177,7 +176,7 @@ def test_a_podgroup_objects_min_member_and_queue_make_its_pods_one_gang(
                          "pod-complete.stage.kwok.x-k8s.io/delay": "1h"}))  # fmt: skip
 
     for _ in range(3):
-        _cycle()
+        cycle()
     assert not any(_bound(core, namespace).values())
     row = Job.objects.get(cluster_key=f"{namespace}/PodGroup/trio")
     assert (row.queue.name, row.min_member, row.task_count) == ("team-a", 3, 3)
@@ -185,7 +184,7 @@ def test_a_podgroup_objects_min_member_and_queue_make_its_pods_one_gang(
 
     nodes.kwok("gpu-c")
     for _ in range(3):
-        _cycle()
+        cycle()
     assert all(_bound(core, namespace).values())
 
 
@@ -211,7 +210,7 @@ def test_priorities_are_the_clusters_priorityclass_values_and_order_the_queue(
         "unknown-class", scheduler_name, gpus=8,
         labels={**team, "priorityClassName": "no-such-class"}))  # fmt: skip
 
-    _cycle()
+    cycle()
 
     bound = {name for name, node in _bound(core, namespace).items() if node}
     assert bound == {"late-urgent"} or bound == {"urgent-but-preemptible"}

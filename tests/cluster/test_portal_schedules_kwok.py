@@ -12,25 +12,17 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-import redis
-from django.utils import timezone
 from kubernetes import client
-from kubernetes.config import kube_config
 
-from kai_portal.cluster import backends
 from kai_portal.cluster.backends.kubernetes import KubernetesBackend
 from kai_portal.cluster.models import Node, NodePool
-from kai_portal.scheduling.cycle import run_scheduling_cycle
-from kai_portal.scheduling.lock import LOCK_NAME
 from kai_portal.workloads.models import Job, Pod
 from tests.portal import factories
 
-from .conftest import Cluster, Nodes, pod_body, wait_until
+from .conftest import Cluster, Nodes, cycle, pod_body, wait_until
 
 pytestmark = pytest.mark.django_db
 
@@ -44,37 +36,6 @@ def _job_body(name: str, scheduler: str, queue: str) -> dict[str, Any]:
         "metadata": {"name": name},
         "spec": {"completions": 4, "parallelism": 2, "backoffLimit": 0, "template": template},
     }
-
-
-@pytest.fixture
-def portal(portal_kubeconfig: Path, scheduler_name: str, settings: Any,
-           monkeypatch: pytest.MonkeyPatch) -> Iterator[KubernetesBackend]:  # fmt: skip
-    """The portal configured for the cluster as `make run` or the Celery worker would be:
-    CLUSTER_BACKEND=kubernetes, KUBECONFIG for the kai-portal ServiceAccount, our scheduler name;
-    and queues dept/team-a with 16 GPUs."""
-    settings.CLUSTER_BACKEND, settings.SCHEDULER_NAME = "kubernetes", scheduler_name
-    monkeypatch.setenv("KUBECONFIG", str(portal_kubeconfig))
-    # The client reads KUBECONFIG when it is imported, as a process started with it set would.
-    monkeypatch.setattr(kube_config, "KUBE_CONFIG_DEFAULT_LOCATION", str(portal_kubeconfig))
-    monkeypatch.setattr(backends, "_kubernetes_backend", None)
-    lock = redis.Redis.from_url(settings.REDIS_URL)
-    lock.delete(LOCK_NAME)  # no cycle lock left by another test
-    backend = backends.get_backend()
-    assert isinstance(backend, KubernetesBackend)
-    review = client.AuthenticationV1Api(backend.api_client).create_self_subject_review(
-        client.V1SelfSubjectReview())
-    assert review.status.user_info.username == "system:serviceaccount:kai-portal:kai-portal"
-    dept = factories.queue("dept", gpu_quota=16)
-    factories.queue("team-a", parent=dept, gpu_quota=16)
-    yield backend
-    backend.api_client.close()
-    lock.delete(LOCK_NAME)
-    lock.close()
-
-
-def _cycle() -> None:
-    cycle = run_scheduling_cycle(now=timezone.now())
-    assert cycle.status == "succeeded", cycle.error
 
 
 def test_portal_binds_a_pod_and_a_batch_jobs_pods_which_kwok_runs_to_completion(
@@ -93,7 +54,7 @@ def test_portal_binds_a_pod_and_a_batch_jobs_pods_which_kwok_runs_to_completion(
     batch.create_namespaced_job(namespace, _job_body("batch", scheduler_name, "team-a"))
 
     def job_complete() -> bool:
-        _cycle()
+        cycle()
         job = batch.read_namespaced_job("batch", namespace)
         return (job.status.succeeded or 0) == 4
 
@@ -136,7 +97,7 @@ def test_one_cycle_binds_what_fits_and_explains_what_cannot_and_never_binds_twic
     core.create_namespaced_pod(namespace, pod_body("fits", scheduler_name, gpus=2, labels=labels))
     core.create_namespaced_pod(namespace, pod_body("too-big", scheduler_name, gpus=16, labels=labels))
 
-    _cycle()
+    cycle()
 
     assert core.read_namespaced_pod("fits", namespace).spec.node_name == node
     assert core.read_namespaced_pod("too-big", namespace).spec.node_name is None
@@ -160,8 +121,8 @@ def test_one_cycle_binds_what_fits_and_explains_what_cannot_and_never_binds_twic
     # Later cycles see the pod bound (then Running, by KWOK): nothing is bound twice,
     # which the real server would refuse with a 409 and a FailedBinding event.
     wait_until(lambda: core.read_namespaced_pod("fits", namespace).status.phase == "Running", "KWOK")
-    _cycle()
-    _cycle()
+    cycle()
+    cycle()
     events = core.list_namespaced_event(namespace).items
     reasons = [e.reason for e in events if e.involved_object.name == "fits"]
     assert reasons == ["Scheduled"]
@@ -188,7 +149,7 @@ def test_a_node_shared_with_another_schedulers_pod_is_not_over_committed(
 
     core.create_namespaced_pod(namespace, pod_body("fits", scheduler_name, gpus=2, labels=labels))
 
-    _cycle()
+    cycle()
 
     assert core.read_namespaced_pod("ours", namespace).spec.node_name is None  # 8 - 6 < 4
     fits = core.read_namespaced_pod("fits", namespace)
@@ -202,7 +163,7 @@ def test_a_node_shared_with_another_schedulers_pod_is_not_over_committed(
 
 def _bound_within(core: client.CoreV1Api, namespace: str, pod: str, cycles: int = 6) -> str | None:
     for _ in range(cycles):
-        _cycle()
+        cycle()
         node = core.read_namespaced_pod(pod, namespace).spec.node_name
         if node:
             return str(node)
@@ -220,7 +181,7 @@ def test_a_pod_deleted_and_applied_again_under_the_same_name_is_bound(
     assert _bound_within(core, namespace, "again")
     core.delete_namespaced_pod("again", namespace)
     wait_until(lambda: not core.list_namespaced_pod(namespace).items, "KWOK to remove the deleted pod")
-    _cycle()
+    cycle()
 
     core.create_namespaced_pod(namespace, body)
 
@@ -281,7 +242,7 @@ def test_a_jobs_batch_min_member_and_queue_on_the_job_make_a_gang_bound_whole_or
                "the Job controller's 4 pods")  # fmt: skip
 
     for _ in range(3):
-        _cycle()
+        cycle()
 
     pods = core.list_namespaced_pod(namespace, label_selector=selector).items
     assert sum(1 for p in pods if p.spec.node_name) == bound
@@ -322,7 +283,7 @@ def test_a_pod_whose_node_was_deleted_is_never_bound_again(
     core.delete_node(doomed)
 
     for _ in range(3):
-        _cycle()
+        cycle()
 
     events = core.list_namespaced_event(namespace).items
     assert [e.reason for e in events if e.involved_object.name == "orphan"] == ["Scheduled"]
@@ -353,7 +314,7 @@ def test_a_tainted_gpu_node_takes_only_pods_that_tolerate_its_taint(
                                                    tolerations=tolerations))  # fmt: skip
     core.create_namespaced_pod(namespace, pod_body("intolerant", scheduler_name, gpus=2, labels=labels))
 
-    _cycle()
+    cycle()
 
     assert core.read_namespaced_pod("tolerates", namespace).spec.node_name == tainted
     reason = _pending_reason(core, namespace, "intolerant")
@@ -378,7 +339,7 @@ def test_the_control_plane_node_and_its_taint_get_no_pods(
         core.create_namespaced_pod(namespace, pod_body(name, scheduler_name, labels=labels,
                                                        requests={"cpu": "1"}))  # fmt: skip
 
-    _cycle()
+    cycle()
 
     placed = {core.read_namespaced_pod(n, namespace).spec.node_name for n in ("cpu-a", "cpu-b")}
     assert placed == {worker}
@@ -400,12 +361,12 @@ def test_a_pods_node_selector_and_required_affinity_keep_it_on_matching_nodes(
                                                    nodeSelector={"accelerator": "x"}))  # fmt: skip
     core.create_namespaced_pod(namespace, pod_body("affinity", scheduler_name, gpus=4, labels=labels,
                                                    affinity=affinity))  # fmt: skip
-    _cycle()
+    cycle()
     # x is full now; the other node is empty but does not match.
     core.create_namespaced_pod(namespace, pod_body("no-room", scheduler_name, gpus=1, labels=labels,
                                                    nodeSelector={"accelerator": "x"}))  # fmt: skip
 
-    _cycle()
+    cycle()
 
     for name in ("selector", "affinity"):
         assert core.read_namespaced_pod(name, namespace).spec.node_name == matching
@@ -425,7 +386,7 @@ def test_a_nodes_max_pods_is_respected(
     for i in range(3):
         core.create_namespaced_pod(namespace, pod_body(f"p-{i}", scheduler_name, gpus=1, labels=labels))
 
-    _cycle()
+    cycle()
 
     bound = [i for i in range(3) if core.read_namespaced_pod(f"p-{i}", namespace).spec.node_name == small]
     assert len(bound) == 2  # 3 slots, one taken by their pod
@@ -450,8 +411,8 @@ def test_a_gang_whose_pods_appear_over_cycles_waits_for_its_minimum_then_binds_w
 
     create("gang-0")
     create("gang-1")
-    _cycle()
-    _cycle()
+    cycle()
+    cycle()
 
     assert "Waiting for 4 pods, currently 2 exist" in _pending_reason(core, namespace, "gang-0")
     assert core.read_namespaced_pod("gang-1", namespace).spec.node_name is None
@@ -460,7 +421,7 @@ def test_a_gang_whose_pods_appear_over_cycles_waits_for_its_minimum_then_binds_w
 
     create("gang-2")
     create("gang-3")
-    _cycle()
+    cycle()
 
     placed = [core.read_namespaced_pod(f"gang-{i}", namespace).spec.node_name for i in range(4)]
     assert all(placed), placed
@@ -484,7 +445,7 @@ def test_preferred_node_affinity_picks_the_preferred_node_among_those_that_fit(
                                                    affinity=affinity))  # fmt: skip
     core.create_namespaced_pod(namespace, pod_body("packs", scheduler_name, gpus=2, labels=labels))
 
-    _cycle()
+    cycle()
 
     assert core.read_namespaced_pod("prefers", namespace).spec.node_name == preferred
     assert core.read_namespaced_pod("packs", namespace).spec.node_name == busy  # binpack, no preference
@@ -498,7 +459,7 @@ def test_a_pod_labelled_for_a_node_pool_runs_only_there_and_only_from_a_queue_of
     core = cluster.core
     nodes.kwok("default-node")
     training = nodes.kwok("training-node", labels={"kai.scheduler/node-pool": "training"})
-    _cycle()  # the training pool appears with its node
+    cycle()  # the training pool appears with its node
     pool = NodePool.objects.get(name="training")
     factories.queue("train-q", node_pool=pool, gpu_quota=8)
     both = {"kai.scheduler/queue": "train-q", "kai.scheduler/node-pool": "training"}
@@ -506,7 +467,7 @@ def test_a_pod_labelled_for_a_node_pool_runs_only_there_and_only_from_a_queue_of
     core.create_namespaced_pod(namespace, pod_body("trains", scheduler_name, gpus=2, labels=both))
     core.create_namespaced_pod(namespace, pod_body("misfiled", scheduler_name, gpus=2, labels=wrong))
 
-    _cycle()
+    cycle()
 
     assert core.read_namespaced_pod("trains", namespace).spec.node_name == training
     assert "team-a" in _pending_reason(core, namespace, "misfiled")

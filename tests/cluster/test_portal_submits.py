@@ -17,21 +17,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import redis
 import yaml
 from django.test import Client
-from django.utils import timezone
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from kubernetes.config import kube_config
 from rest_framework.test import APIClient
 
 from kai_portal.accounts.models import User
-from kai_portal.cluster import backends, sync
+from kai_portal.cluster import sync
 from kai_portal.cluster.backends import gpu_sharing as sharing
 from kai_portal.cluster.backends.kubernetes import KubernetesBackend
-from kai_portal.scheduling.cycle import run_scheduling_cycle
-from kai_portal.scheduling.lock import LOCK_NAME
 from kai_portal.teams.models import Membership
 from kai_portal.workloads import cluster_jobs
 from kai_portal.workloads.models import Job
@@ -39,7 +35,7 @@ from tests.kai_examples import kai_file
 from tests.portal import factories
 
 from . import test_gpu_sharing as gpu_sharing
-from .conftest import REPO, Cluster, Nodes, pod_body, wait_until
+from .conftest import REPO, Cluster, Nodes, cycle, pod_body, wait_until
 from .test_gpu_sharing import GPU_MEMORY_LABEL, DevicePlugin, _configmap, _groups
 
 # The GPU-sharing examples need test_gpu_sharing's webhook (over loopback TLS) and device plugin.
@@ -53,31 +49,21 @@ OPTIONAL_RBAC = REPO / "deploy" / "rbac" / "optional" / "kai-portal-namespaces.y
 
 
 @pytest.fixture
-def portal(portal_kubeconfig: Path, web_kubeconfig: Path, scheduler_name: str, settings: Any,
-           monkeypatch: pytest.MonkeyPatch) -> Iterator[KubernetesBackend]:  # fmt: skip
+def portal(
+    portal_backend: KubernetesBackend, web_kubeconfig: Path, settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[KubernetesBackend]:
     """The portal in kubernetes mode; namespaces per team. Cycles run as the worker's ServiceAccount
     (``kai-portal``); submissions and cancels as the web pods' (``kai-portal-web``), as deployed."""
-    settings.CLUSTER_BACKEND, settings.SCHEDULER_NAME = "kubernetes", scheduler_name
     settings.JOB_NAMESPACE_MODE, settings.JOB_NAMESPACE_PREFIX = "team", ""
     settings.JOB_NAMESPACE_CREATE = False
-    monkeypatch.setenv("KUBECONFIG", str(portal_kubeconfig))
-    monkeypatch.setattr(kube_config, "KUBE_CONFIG_DEFAULT_LOCATION", str(portal_kubeconfig))
-    monkeypatch.setattr(backends, "_kubernetes_backend", None)
-    lock = redis.Redis.from_url(settings.REDIS_URL)
-    lock.delete(LOCK_NAME)
-    backend = backends.get_backend()
-    assert isinstance(backend, KubernetesBackend)
-    backend.gpu_sharing.allocation_timeout_seconds = 30
+    portal_backend.gpu_sharing.allocation_timeout_seconds = 30
     web = KubernetesBackend(
         api_client=kube_config.new_client_from_config(config_file=str(web_kubeconfig)),
-        scheduler_name=scheduler_name,
+        scheduler_name=portal_backend.scheduler_name,
     )
     monkeypatch.setattr(cluster_jobs, "get_backend", lambda: web)
-    yield backend
-    backend.api_client.close()
+    yield portal_backend
     web.api_client.close()
-    lock.delete(LOCK_NAME)
-    lock.close()
 
 
 def _member(team_slug: str, queue_name: str) -> tuple[User, Any]:
@@ -90,18 +76,13 @@ def _member(team_slug: str, queue_name: str) -> tuple[User, Any]:
     return user, queue
 
 
-def _cycle() -> None:
-    cycle = run_scheduling_cycle(now=timezone.now())
-    assert cycle.status == "succeeded", cycle.error
-
-
 def _pods(core: client.CoreV1Api, namespace: str, job: str) -> list[client.V1Pod]:
     pods = core.list_namespaced_pod(namespace, label_selector=f"kai.scheduler/portal-job={job}").items
     return sorted(pods, key=lambda p: p.metadata.name)
 
 
 def _running(core: client.CoreV1Api, namespace: str, job: Job) -> bool:
-    _cycle()
+    cycle()
     pods = _pods(core, namespace, job.name)
     job.refresh_from_db()
     return bool(pods) and all(p.status.phase == "Running" for p in pods) and job.state == "running"
@@ -135,7 +116,7 @@ def test_form_submit_creates_a_gang_in_the_team_namespace_that_a_cycle_binds_tog
     job is that pod group (its ``cluster_key``), never a second job found in the cluster."""
     core = cluster.core
     nodes.kwok("form", gpus=8)
-    _cycle()  # the node reaches the portal, so the form's fit check sees it
+    cycle()  # the node reaches the portal, so the form's fit check sees it
     user, queue = _member(namespace, f"q-{namespace}")
 
     form = _form(queue, "train", task_count=2, min_member=2, command='sh -c "sleep 3600"')
@@ -160,7 +141,7 @@ def test_form_submit_creates_a_gang_in_the_team_namespace_that_a_cycle_binds_tog
     wait_until(lambda: _running(core, namespace, job), "the gang bound and running", timeout=60, every=0.5)
 
     assert Job.objects.count() == 1  # the sync mapped the pods to the portal's row
-    _cycle()  # the rows follow the pods' phase one cycle later
+    cycle()  # the rows follow the pods' phase one cycle later
     bound = {p.metadata.name: p.spec.node_name for p in _pods(core, namespace, "train")}
     rows = {p.name: (p.state, p.node.name if p.node else None) for p in job.pods.all()}
     assert rows == {name: ("running", node) for name, node in bound.items()}
@@ -189,11 +170,11 @@ def test_cancel_in_the_portal_deletes_the_pods_and_the_job_stays_cancelled(
     assert all(p.metadata.deletion_timestamp for p in _pods(core, namespace, "serve"))
 
     def gone() -> bool:
-        _cycle()
+        cycle()
         return not _pods(core, namespace, "serve")
 
     wait_until(gone, "the pods deleted from the cluster", timeout=60, every=0.5)
-    _cycle()
+    cycle()
     job.refresh_from_db()
     assert job.state == "cancelled" and Job.objects.count() == 1
     reasons = {p.state: p.reason for p in job.pods.all()}
@@ -224,7 +205,7 @@ def test_kai_s_gpu_sharing_examples_submitted_as_yaml_are_scheduled_on_the_clust
         return Job.objects.get(uid=response["Location"].rstrip("/").split("/")[-1])
 
     def scheduled(*jobs: Job) -> bool:
-        _cycle()
+        cycle()
         return all(all(p.spec.node_name for p in _pods(core, namespace, j.name)) for j in jobs)
 
     def check(job: Job, manifest: dict[str, Any]) -> client.V1Pod:
@@ -378,14 +359,14 @@ def test_pods_of_a_submission_not_yet_committed_wait_for_their_row_then_are_adop
         "orphan-0", scheduler_name, labels=labels, annotations={"pod-group-name": "orphan"}))  # fmt: skip
 
     def observed() -> bool:
-        _cycle()
+        cycle()
         return (namespace, "orphan-0") in portal.observe().pods
 
     wait_until(observed, "the pod observed by a cycle")
     assert not Job.objects.filter(name="orphan").exists()
 
     monkeypatch.setattr(sync, "UNCLAIMED_GRACE", timedelta(0))
-    _cycle()
+    cycle()
     [adopted] = Job.objects.filter(name="orphan")
     assert adopted.cluster_key == f"{namespace}/PodGroup/orphan" and adopted.namespace == namespace
 
@@ -402,7 +383,7 @@ def test_a_job_submitted_while_a_cycle_runs_is_neither_gone_nor_bound_blind(
     node = nodes.kwok("race", gpus=4, labels=GPU_MEMORY_LABEL)
     device_plugin.gpus[node] = 4
     user, queue = _member(namespace, f"q-{namespace}")
-    _cycle()
+    cycle()
     observe = portal.observe
     submitted: list[Job] = []
 
@@ -416,7 +397,7 @@ def test_a_job_submitted_while_a_cycle_runs_is_neither_gone_nor_bound_blind(
         return state
 
     monkeypatch.setattr(portal, "observe", observe_then_submit)
-    _cycle()
+    cycle()
     [job] = submitted
     job.refresh_from_db()
     [row] = job.pods.all()
@@ -441,7 +422,7 @@ def test_a_job_applied_to_the_cluster_is_not_cancelled_from_the_portal(
     admin = User.objects.create_superuser(f"root-{secrets.token_hex(3)}", password="x")
     cluster.core.create_namespaced_pod(namespace, pod_body(
         "applied", scheduler_name, gpus=1, labels={"kai.scheduler/queue": queue.name}))  # fmt: skip
-    wait_until(lambda: _cycle() or Job.objects.filter(name="applied", state="running").exists(),
+    wait_until(lambda: cycle() or Job.objects.filter(name="applied", state="running").exists(),
                "the applied pod running as a job")  # fmt: skip
     job = Job.objects.get(name="applied")
 

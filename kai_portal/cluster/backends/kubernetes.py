@@ -114,6 +114,9 @@ LIST_PAGE_SIZE = 500
 SETTINGS_WATCH_WINDOW = 0.25
 OWNER_RETRY_SECONDS = 30
 EVENT_CACHE_LIMIT = 10_000
+# Binds in flight at once: enough to hide the API server's round trip, few enough that a large
+# cycle does not flood it (kube-scheduler binds asynchronously in goroutines, unbounded).
+BIND_CONCURRENCY = 16
 UNSCHEDULABLE = "Unschedulable"
 DISRUPTED_BY_SCHEDULER = "PreemptionByScheduler"  # KAI's evictor (v1.PodReasonPreemptionByScheduler)
 # An Event name is a DNS subdomain: the object's name, ".", 16 hex digits of the hash.
@@ -138,8 +141,13 @@ class KubernetesBackend:
         watch_timeout_seconds: int = 1,
         gpu_sharing: GpuSharing | None = None,
         owner_read_threads: int = 8,
+        bind_concurrency: int = BIND_CONCURRENCY,
     ) -> None:
         self.api_client = api_client or _load_api_client()
+        # Binds in flight at once (apply): at most the client's connection pool, which holds
+        # cpu_count * 5 connections unless the configuration says otherwise.
+        pool_size = getattr(self.api_client.configuration, "connection_pool_maxsize", None) or 1
+        self.bind_concurrency = max(1, min(bind_concurrency, pool_size))
         self.core = client.CoreV1Api(self.api_client)
         self.batch = client.BatchV1Api(self.api_client)
         self.apps = client.AppsV1Api(self.api_client)
@@ -164,6 +172,9 @@ class KubernetesBackend:
         self._pod_rv: str | None = None
         # (namespace, event name) -> the count last written; the name encodes the rest (_event_name)
         self._recent_events: dict[tuple[str, str], int] = {}
+        # Pods this process bound (key -> uid, node, devices) that the watch has not yet shown
+        # bound: see _with_own_binds.
+        self._bound_here: dict[tuple[str, str], tuple[str, str, tuple[int, ...]]] = {}
         # Owner uid -> the owner object as read (apiVersion, kind, metadata, spec, status)
         self._owners: dict[str, Json] = {}
         self._owners_lock = threading.Lock()
@@ -196,6 +207,7 @@ class KubernetesBackend:
         settings_changed = self._follow_settings()
         if settings_changed:
             self._pods = {key: self._finish(*grouped) for key, grouped in self._grouped.items()}
+        self._with_own_binds()
         external: dict[str, NodeUsage] = {}
         for pod in self._foreign.values():
             if pod.node in self._nodes:  # a deleted node's pods go with it
@@ -207,6 +219,21 @@ class KubernetesBackend:
             pod_resource_version=self._pod_rv,
             external=external,
         )
+
+    def _with_own_binds(self) -> None:
+        """Show the pods this process bound as bound until the watch does.
+
+        A watch read for one short window can lag the last cycle's binds (the API server under a
+        burst of thousands); the pods would look pending and be bound again, each refused with 409
+        "already assigned". A pod's node never changes once set, so an event without one for the
+        same pod (uid) is older than our bind; the mark goes when the watch shows the node, or the
+        pod (that uid) is gone."""
+        for key, (uid, node, devices) in list(self._bound_here.items()):
+            pod = self._pods.get(key)
+            if pod is None or pod.uid != uid or pod.node:
+                del self._bound_here[key]
+            else:
+                self._pods[key] = replace(pod, node=node, status=TaskStatus.BOUND, gpu_devices=devices)
 
     def _orphaned(self, pod: ObservedPod) -> bool:
         """A live pod bound to a node that no longer exists.
@@ -506,9 +533,9 @@ class KubernetesBackend:
         report = ApplyReport()
         for result in self.gpu_sharing.start_cycle(self._pods.values()):
             report.add(result)
-        for bind in binds:
-            report.add(self._bind(bind))
-            report.add(self._post_event(self._bind_event(bind, report.results[-1])))
+        for bound, scheduled in self._bind_all(binds):
+            report.add(bound)
+            report.add(scheduled)
         for eviction in evictions:
             report.add(self._evict(eviction))
             if report.results[-1].ok:
@@ -521,6 +548,36 @@ class KubernetesBackend:
                 if marked is not None:
                     report.add(marked)
         return report
+
+    def _bind_all(self, binds: list[Bind]) -> list[tuple[OperationResult, OperationResult]]:
+        """Each bind and its Scheduled/FailedBinding event, in the binds' order.
+
+        Binds go out concurrently on a bounded pool (no per-pod round trip in series); each stays
+        its own caught call with its own result and event, so a refused bind is reported alone.
+        A bind to a shared GPU reserves its device group first (``gpu_sharing``, which keeps
+        per-cycle state): those stay in series on this thread."""
+
+        def one(bind: Bind) -> tuple[OperationResult, OperationResult]:
+            result = self._bind(bind)
+            return result, self._post_event(self._bind_event(bind, result))
+
+        def shared(bind: Bind) -> bool:
+            cached = self._pods.get((bind.namespace, bind.pod))
+            return cached is not None and cached.gpu.shared
+
+        out: list[tuple[OperationResult, OperationResult] | None] = [None] * len(binds)
+        parallel = [i for i, b in enumerate(binds) if not shared(b)]
+        if self.bind_concurrency > 1 and len(parallel) > 1:
+            with ThreadPoolExecutor(max_workers=min(self.bind_concurrency, len(parallel))) as pool:
+                for i, done in zip(parallel, pool.map(one, [binds[i] for i in parallel]), strict=True):
+                    out[i] = done
+        else:
+            for i in parallel:
+                out[i] = one(binds[i])
+        for i, bind in enumerate(binds):
+            if out[i] is None:
+                out[i] = one(bind)
+        return [o for o in out if o is not None]
 
     def _mark_unschedulable(self, event: PodEvent) -> OperationResult | None:
         """PodScheduled=False on a pending pod, unless it already says this."""
@@ -588,7 +645,7 @@ class KubernetesBackend:
         )
         # _preload_content=False: the server answers with a Status, which the
         # client would fail to deserialize as a V1Binding (a known client quirk).
-        return self._call(
+        result = self._call(
             "bind",
             bind.namespace,
             bind.pod,
@@ -596,6 +653,9 @@ class KubernetesBackend:
                 bind.pod, bind.namespace, body, _preload_content=False
             ),
         )
+        if result.ok and cached is not None and cached.uid:
+            self._bound_here[cached.key] = (cached.uid, bind.node, tuple(bind.gpu_devices or ()))
+        return result
 
     def _bind_event(self, bind: Bind, result: OperationResult) -> PodEvent:
         """KAI's Scheduled / FailedBinding pod event for a bind outcome (§8)."""
