@@ -37,8 +37,10 @@ pytestmark = pytest.mark.django_db(transaction=True)
 LOCK_TIMEOUT = 3  # CYCLE_LOCK_TIMEOUT_SECONDS for both workers (the least it may be)
 
 # The killed worker: the production cycle, with a backend that stops for good after N binds.
+# Binds go out concurrently, so every bind after the Nth hangs before it is sent.
 WORKER = textwrap.dedent(
     """
+    import threading
     import time
     from pathlib import Path
 
@@ -48,14 +50,19 @@ WORKER = textwrap.dedent(
     from kai_portal.cluster.backends.kubernetes import KubernetesBackend
     from kai_portal.scheduling.cycle import run_scheduling_cycle
 
-    bind, done = KubernetesBackend._bind, []
+    bind, lock, started, done = KubernetesBackend._bind, threading.Lock(), [], []
 
     def bind_then_hang(self, request):
-        result = bind(self, request)
-        done.append(result.ok)
-        if sum(done) == {binds}:
-            Path({marker!r}).write_text("bound")
+        with lock:
+            started.append(request.pod)
+            turn = len(started)
+        if turn > {binds}:
             time.sleep(300)
+        result = bind(self, request)
+        with lock:
+            done.append(result.ok)
+            if sum(done) == {binds}:
+                Path({marker!r}).write_text("bound")
         return result
 
     KubernetesBackend._bind = bind_then_hang
