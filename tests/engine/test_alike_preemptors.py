@@ -256,3 +256,38 @@ def test_department_trees_match_a_search_per_job(
 ) -> None:
     snap = _tree(lambda xs: data.draw(st.sampled_from(xs)))
     assert _answer(snap) == _without_shortcut(monkeypatch, snap)
+
+
+def test_victims_served_first_do_not_always_take_their_room_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Why no screen may conclude "the search must fail" from allocate order alone (issue 20):
+    here p02 (a quarter GPU) does not fit when its search starts, and in every scenario the
+    search simulates every victim job is re-placed before p02's turn - yet a scenario works,
+    because re-placing is not putting back: a victim placed earlier in this cycle (p10) goes
+    through the node search and lands elsewhere, running victims whose room it took move too,
+    and p02 is pipelined where a victim moved away from."""
+    from scheduler.actions.allocate import capacity_error, step_request
+
+    found: list[tuple[str, int, int]] = []
+    real = victims.solve
+
+    def watching(session, stmt, job, tasks, stream, validate, heads=None, moves_only=False, log=None):  # type: ignore[no-untyped-def]
+        cp = stmt.checkpoint()
+        fits = capacity_error(
+            session, job, step_request(session, tasks)
+        ) is None and victims._place_preemptor(session, stmt, job, tasks)
+        stmt.rollback(cp)
+        out = real(session, stmt, job, tasks, stream, validate, heads, moves_only, log)
+        if out is not None and not fits and log is not None and log.last and not moves_only:
+            found.append((job.name, len(out.victims), len(out.moved)))
+        return out
+
+    monkeypatch.setattr(victims, "solve", watching)
+    result = run_cycle(_tree(random.Random(40).choice), Config(actions=ACTIONS, action_time_budget_s=600.0))
+    assert found == [("p02", 1, 3)], found
+    assert {e.task: e.moved_to for e in result.evictions if e.evictor_job == "p02"} == {
+        "r012-0": None,
+        "r008-0": "n2",
+        "r002-0": "n1",
+        "p10-0": "n0",
+    }
+    assert result.tasks["p02-0"].node == "n0"  # where r002 ran
