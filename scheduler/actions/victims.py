@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, timedelta
+from typing import Literal
 
 from scheduler import gang, reasons, rules
 from scheduler.actions.allocate import capacity_error, eligible, place_task, step_request
@@ -362,9 +363,12 @@ def usable_nodes(session: Session, job: Job) -> list[NodeState]:
 @dataclass
 class SolveLog:
     """How a search went: ``late`` when some scenario got past the preemptor's placement (its
-    answer then depends on the jobs allocate would pop after the preemptor)."""
+    answer then depends on the jobs allocate would pop after the preemptor); ``last`` unset when
+    some scenario came to the preemptor's turn with a victim job still to come after it in
+    allocate order (see ``_carries``)."""
 
     late: bool = False
+    last: bool = True
 
 
 def _path(session: Session, queue: str) -> list[QueueState]:
@@ -705,8 +709,11 @@ def simulate(
         stmt.rollback(cp)
         return None
     bound = list(_max_free(session))
+    popped = 0  # victim jobs re-placed (or left evicted) before the preemptor's turn
     for j, ts in order:
         if j is job:
+            if log is not None and popped < len(entries) - 1:
+                log.last = False
             # again here: victims of its own queues re-placed before it may have used the room
             if capacity_error(session, job, step_request(session, tasks)) or not _place_preemptor(
                 session, stmt, job, tasks
@@ -715,6 +722,7 @@ def simulate(
                 return None
             bound = list(_max_free(session))
         else:
+            popped += 1
             _replace_victims(session, stmt, j, sorted(ts, key=lambda t: j.tasks.index(t)), bound)
     if log is not None:
         log.late = True  # whatever fails from here on was judged after the preemptor's placement
@@ -979,9 +987,9 @@ def run_action(
         heads.freeze()
 
     # Failed jobs by ``_alike`` signature since the last commit (a failed search rolls back, so
-    # until a commit the session is as it was): the note kind, the job, and whether the failure
-    # came from the search (then it carries over only under ``_same_turn``).
-    failed: dict[tuple[object, ...], tuple[str, Job, bool]] = {}
+    # until a commit the session is as it was): the note kind, the job, and how the failure
+    # carries over to an alike job (``_carries``).
+    failed: dict[tuple[object, ...], tuple[str, Job, Carry]] = {}
 
     def note_of(job: Job, kind: str) -> Note | None:
         return explain(job, kind) if explain is not None else None
@@ -998,11 +1006,7 @@ def run_action(
             return (ok if ok is not False else None), None
         sig = _alike(session, job, tasks) if heads is not None else None
         hit = failed.get(sig) if sig is not None else None
-        if (
-            hit is not None
-            and heads is not None
-            and (not hit[2] or (in_order and _same_turn(session, heads, hit[1], job)))
-        ):
+        if hit is not None and heads is not None and _carries(session, heads, hit[2], hit[1], job, in_order):
             failed[sig] = (hit[0], job, hit[2])  # type: ignore[index]
             return note_of(job, hit[0]), None
         victims, core_protected = candidates(job, tasks)
@@ -1021,7 +1025,7 @@ def run_action(
             kind = "no_victims"
         if kind is not None:
             if sig is not None:
-                failed[sig] = (kind, job, False)
+                failed[sig] = (kind, job, "any")
             return note_of(job, kind), None
         return None, Search(tasks, victims, core_protected, sig)
 
@@ -1061,7 +1065,7 @@ def run_action(
             if note is not None:
                 add_note(session, job, note)
             if search.sig is not None:
-                failed[search.sig] = ("no_victims", job, False)
+                failed[search.sig] = ("no_victims", job, "any")
             continue
         tasks = search.tasks
         stmt = session.statement()
@@ -1073,7 +1077,7 @@ def run_action(
             if note is not None:
                 add_note(session, job, note)
             if search.sig is not None and not log.late and not out_of_time(session):
-                failed[search.sig] = ("no_scenario", job, True)
+                failed[search.sig] = ("no_scenario", job, "later" if log.last and REUSE_LAST else "turn")
             continue
         stmt.commit()
         failed.clear()
@@ -1105,6 +1109,39 @@ def _alike(session: Session, job: Job, tasks: list[Task]) -> tuple[object, ...] 
         for t in tasks
     )
     return (job.queue, job.priority, job.is_preemptible, tuple(sorted(job.node_selector.items())), shapes)
+
+
+# How a failure of job ``a`` carries over to an alike job ``b`` (``_carries``).
+Carry = Literal["any", "turn", "later"]
+
+# Let a search failure judged with no victim left after the preemptor carry to every alike job
+# later in its leaf (``_carries``, "later"); tests switch it off to compare with ``_same_turn``.
+REUSE_LAST = True
+
+
+def _carries(session: Session, heads: PendingHeads, carry: Carry, a: Job, b: Job, in_order: bool) -> bool:
+    """Whether ``b`` gets the note of the alike job ``a`` without a search of its own.
+
+    * "any": ``a`` failed a screen or had no victims, which depend only on what ``_alike`` keeps.
+    * "turn": ``a``'s search failed at or before the preemptor's placement: ``b`` must meet the
+      state ``a`` met at its turn (``_same_turn``).
+    * "later": moreover, in every scenario ``a``'s search simulated, every victim job came before
+      the preemptor in allocate order (``SolveLog.last``). For ``b`` later in the same leaf's job
+      order, ``AllocateOrder`` represents the leaf by the same pending jobs up to and including
+      ``a`` (now another pending job, asking what ``a`` asked), so each scenario runs exactly as
+      it did for ``a`` until ``a``'s turn; no victim job is left then, so only pending jobs of
+      the leaf, which the simulation skips without changing anything, stand between that point
+      and ``b``'s turn. ``b`` is placed in the state ``a`` was, with the same shapes and rules,
+      and fails the same way in every scenario - and so does the search, whose choice of
+      scenarios depends only on their results, on the victims and on the preemptor's shapes.
+    """
+    if carry == "any":
+        return True
+    if not in_order:
+        return False
+    if carry == "later":
+        return (job_key(session, a), a.name) < (job_key(session, b), b.name)  # type: ignore[operator]
+    return _same_turn(session, heads, a, b)
 
 
 def _same_turn(session: Session, heads: PendingHeads, a: Job, b: Job) -> bool:
