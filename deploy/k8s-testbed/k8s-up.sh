@@ -100,6 +100,11 @@ wait_for kube-apiserver 120 "$bin/kubectl" --kubeconfig "$dir/admin.kubeconfig" 
 controllers="job-controller,replicaset-controller,deployment-controller,garbage-collector-controller"
 controllers+=",pod-garbage-collector-controller,disruption-controller,serviceaccount-controller"
 controllers+=",serviceaccount-token-controller,namespace-controller,root-ca-certificate-publisher-controller"
+# node-lifecycle-controller takes the node.kubernetes.io/not-ready:NoSchedule taint (put on every new
+# node by the TaintNodesByCondition admission plugin) off a node once it reports Ready, as in any
+# cluster; without it a KWOK node made by hand keeps the taint and nothing tolerates it. Taint-based
+# eviction is the separate taint-eviction-controller, not run: a node the tests leave silent keeps its pods.
+controllers+=",node-lifecycle-controller"
 # Each controller runs as its own service account (RBAC's bootstrap roles);
 # --secure-port 0: no serving port to collide with another worktree's.
 start kube-controller-manager "$bin/kube-controller-manager" \

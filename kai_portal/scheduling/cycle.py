@@ -30,6 +30,7 @@ from kai_portal.cluster.queue_sync import sync_queue_objects
 from kai_portal.cluster.sync import sync_cluster_state
 from kai_portal.monitoring.recording import record_cycle
 from kai_portal.scheduling import forecast_store
+from kai_portal.scheduling.engine_names import with_own_names
 from kai_portal.scheduling.lock import cycle_lock
 from kai_portal.scheduling.models import SchedulingCycle
 from kai_portal.scheduling.results import cluster_operations, persist_result
@@ -94,7 +95,8 @@ def _run_locked(now: datetime, backend: ClusterBackend) -> SchedulingCycle:
                 unsynced_events = sync_cluster_state(state, now)
         inp = build_snapshot(now)
         _fail_unhandled_jobs(inp.index.unhandled, now)
-        result = scheduler.run_cycle(inp.snapshot, inp.config)
+        # Names the snapshot made unique go back to the cluster's own in every text written.
+        result = with_own_names(scheduler.run_cycle(inp.snapshot, inp.config), inp.index)
         ops = cluster_operations(inp, result)
         with transaction.atomic():
             lifecycle.lock_jobs(ref.job_id for ref in inp.index.jobs.values())  # jobs before pods

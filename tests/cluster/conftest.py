@@ -301,9 +301,11 @@ class Nodes:
         created = self.core.create_node(body)
         self.made.append(name)
         # The TaintNodesByCondition admission plugin puts node.kubernetes.io/not-ready:NoSchedule on
-        # every new node, and in a cluster the node-lifecycle controller takes it off once the node
-        # is Ready. The testbed runs no such controller, so it is taken off here (the node's
-        # readiness is still what KWOK or the test reports); the portal honours taints (issue 16).
+        # every new node, and the node-lifecycle controller (run by the testbed, as in a cluster)
+        # takes it off once the node is Ready, within its 5 s monitor period. Tests take it off at
+        # once, and for nodes no kubelet reports Ready (the node's readiness is still what KWOK or
+        # the test reports); the portal honours taints (issue 16). README's hand-made KWOK nodes
+        # rely on the controller (tests/cluster/test_kai_quickstart.py: readme_node).
         taints = [t for t in created.spec.taints or [] if t.key != NOT_READY_TAINT]
         if len(taints) != len(created.spec.taints or []):
             kept = [{"key": t.key, "value": t.value or "", "effect": t.effect} for t in taints]

@@ -37,7 +37,6 @@ pytestmark = pytest.mark.django_db(transaction=True)
 LOCK_TIMEOUT = 3  # CYCLE_LOCK_TIMEOUT_SECONDS for both workers (the least it may be)
 
 # The killed worker: the production cycle, with a backend that stops for good after N binds.
-# Binds go out concurrently, so every bind after the Nth hangs before it is sent.
 WORKER = textwrap.dedent(
     """
     import threading
@@ -52,17 +51,24 @@ WORKER = textwrap.dedent(
 
     bind, lock, started, done = KubernetesBackend._bind, threading.Lock(), [], []
 
+    # Binds go out on a pool (bind_concurrency): only the first N may reach the API server, the
+    # rest wait here until the kill, so exactly N are bound whether binds run in series or not;
+    # the Nth hangs after its bind, before its Scheduled event.
     def bind_then_hang(self, request):
         with lock:
-            started.append(request.pod)
-            turn = len(started)
-        if turn > {binds}:
+            go = len(started) < {binds}
+            if go:
+                started.append(request)
+        if not go:
             time.sleep(300)
         result = bind(self, request)
         with lock:
             done.append(result.ok)
-            if sum(done) == {binds}:
+            last = sum(done) == {binds}
+            if last:
                 Path({marker!r}).write_text("bound")
+        if last:
+            time.sleep(300)
         return result
 
     KubernetesBackend._bind = bind_then_hang
@@ -147,11 +153,12 @@ def test_a_worker_killed_mid_apply_leaves_a_half_bound_gang_the_next_cycle_compl
     abandoned = SchedulingCycle.objects.get(error=ABANDONED)
     assert abandoned.status == "failed" and abandoned.finished_at is not None
     # Each pod bound once: no refused (409) bind, no Scheduled event twice. The dead worker was killed
-    # between its second bind and that bind's event, so that one pod has none; the rest have one each.
+    # between its second bind and that bind's event, so that one pod has none; the rest have one each
+    # (the first bind's event ran on another pool thread: it may not have gone out before the kill).
     events = [e for e in core.list_namespaced_event(namespace).items if e.involved_object.kind == "Pod"]
     assert {(e.reason, e.count) for e in events} == {("Scheduled", 1)}
     scheduled = Counter(e.involved_object.name for e in events)
-    assert set(scheduled.values()) == {1} and len(scheduled) == 3
+    assert set(scheduled.values()) == {1} and len(scheduled) in (2, 3)
     assert set(bound) - half <= set(scheduled), "a pod the next cycle bound has no Scheduled event"
     row = Job.objects.get(cluster_key=f"{namespace}/Job/gang")
     assert {p.state for p in row.pods.all()} <= {"bound", "running"}  # KWOK runs the first two already

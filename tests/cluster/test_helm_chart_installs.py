@@ -40,7 +40,7 @@ pytestmark = [
 
 CLUSTER_SCOPED = {
     "Namespace", "ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition",
-    "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration",
+    "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration", "PriorityClass",
 }  # fmt: skip
 
 
@@ -86,6 +86,11 @@ def test_the_chart_applies_and_its_service_account_runs_a_full_cycle(
     # What the chart made is really there: the CRDs KAI users apply Queues with, and the role.
     crds = cluster.kubectl("get", "crd", "-o", "name")
     assert "queues.scheduling.run.ai" in crds and "podgroups.scheduling.run.ai" in crds
+    # KAI's PriorityClasses, as KAI's chart installs them: a pod naming one in its spec is admitted
+    # (the Priority admission plugin refuses a missing class) with KAI's value.
+    named = cluster.core.create_namespaced_pod(
+        namespace, pod_body("build-class", scheduler_name, priorityClassName="build"), dry_run="All")
+    assert named.spec.priority == 100
     assert cluster.can_i("create", "pods", subresource="binding", namespace="x",
                          user=f"system:serviceaccount:{chart_namespace}:{account}")  # fmt: skip
     # The web pods' account writes KAI Queue objects (a portal quota edit) and creates and deletes

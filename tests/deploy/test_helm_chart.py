@@ -23,10 +23,12 @@ from django.core.management import get_commands
 from kai_portal.cluster.backends.gpu_sharing import RESERVATION_NAMESPACE
 from kai_portal.cluster.backends.kubernetes import POD_GROUP_API
 from kai_portal.cluster.backends.owners import CUSTOM_OWNERS
+from kai_portal.cluster.backends.pod_groups import BUILTIN_PRIORITIES
 from kai_portal.cluster.webhook import WEBHOOK_PATH
 from kai_portal.monitoring.middleware import ENDPOINTS
 from kai_portal.queues import kai_yaml
 from tests.deploy.test_compose import SERVICES, settings_env_names
+from tests.kai_examples import kai_file
 from tests.portal import factories
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -281,6 +283,10 @@ def test_default_install_renders_every_component():
         ("Job", "kai-kai-portal-migrate"),
         ("MutatingWebhookConfiguration", "kai-kai-portal-gpu-sharing"),
         ("Namespace", "kai-resource-reservation"),
+        ("PriorityClass", "build"),
+        ("PriorityClass", "build-preemptible"),
+        ("PriorityClass", "inference"),
+        ("PriorityClass", "train"),
         ("Role", "kai-kai-portal-leader-election"),
         ("Role", "kai-resource-reservation"),
         ("RoleBinding", "kai-kai-portal-leader-election"),
@@ -450,6 +456,22 @@ def openapi_to_jsonschema(schema: Any) -> Any:
     if isinstance(schema, list):
         return [openapi_to_jsonschema(v) for v in schema]
     return schema
+
+
+def test_kais_priority_classes_are_installed_with_kais_values_unless_turned_off():
+    """KAI's chart installs train/build-preemptible/build/inference; without them the API server
+    refuses a pod naming one in spec.priorityClassName. Same names and values as KAI's templates
+    and as the portal's built-ins (used when the cluster has no such class)."""
+    classes = {d["metadata"]["name"]: d for d in render(*REQUIRED) if d["kind"] == "PriorityClass"}
+    assert {name: d["value"] for name, d in classes.items()} == BUILTIN_PRIORITIES
+    for name, doc in classes.items():
+        template = kai_file(f"deployments/kai-scheduler/templates/priorityclasses/{name}.yaml")
+        kai = yaml.safe_load("\n".join(ln for ln in template.splitlines() if not ln.startswith("{{")))
+        fields = ("apiVersion", "kind", "value")
+        assert [doc[k] for k in fields] == [kai[k] for k in fields]
+        assert not doc.get("globalDefault")
+    turned_off = render(*REQUIRED, "defaultPriorityClasses.enabled=false")
+    assert not [d for d in turned_off if d["kind"] == "PriorityClass"]
 
 
 @pytest.mark.django_db
