@@ -58,12 +58,14 @@ prodcheck: install services
 test: lint typecheck services prodcheck pytest
 
 # The portal with demo data and a live simulated cluster (an in-process scheduling loop);
-# DEBUG=1 so no secret key is needed and static files are served.
+# DEBUG=1 so no secret key is needed and static files are served. `make run RUN_PORT=8001`
+# when 8000 is taken.
+RUN_PORT ?= 8000
 run: install
 	DEBUG=1 $(PY) manage.py migrate --noinput
 	DEBUG=1 $(PY) manage.py seed_demo
 	DEBUG=1 $(PY) manage.py run_scheduler & trap 'kill $$!' EXIT; \
-	DEBUG=1 $(PY) manage.py runserver 127.0.0.1:8000
+	DEBUG=1 $(PY) manage.py runserver 127.0.0.1:$(RUN_PORT)
 
 helm: $(HELM)
 

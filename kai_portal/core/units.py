@@ -32,6 +32,14 @@ def format_amount(resource: str, value: Decimal | int) -> str:
     return f"{value} {UNIT_NAMES[resource]}"
 
 
+def cores_text(millicores: int) -> str:
+    """CPU millicores as cores for people: ``1 core``, ``0.5 cores``, ``0.01 cores``, ``2 cores``."""
+    cores = (Decimal(millicores) / 1000).normalize()
+    if cores == cores.to_integral_value():
+        cores = cores.to_integral_value()
+    return f"{cores} core" if cores == 1 else f"{cores} cores"
+
+
 def mb_to_mib(mb: int | Decimal) -> Decimal:
     """KAI queue memory (MB) to MiB with 3 decimals; -1 stays -1."""
     if mb == UNLIMITED:

@@ -31,6 +31,7 @@ from django.core.exceptions import ValidationError
 import scheduler
 from kai_portal.queues.models import Queue
 from kai_portal.scheduling.snapshot import CycleInput, alone_on_cluster, build_snapshot, with_extra_job
+from kai_portal.workloads.capacity import oversized_task_errors
 from kai_portal.workloads.models import Job
 
 
@@ -123,7 +124,13 @@ def check_fit(user: Any, fields: Mapping[str, Any] | Job, now: datetime) -> FitV
             out.verdict = Verdict.NEVER_FITS
             _reasons(out, empty_result, engine_job)
             out.summary = _never_summary(out, job)
-            if out.reason_code != "MaxNodePoolResources":
+            oversized = oversized_task_errors(job)
+            if oversized and out.reason_code not in ("OverLimit", "MaxNodePoolResources"):
+                # The engine names the first check that failed on each node ("GPU memory"), behind
+                # the reclaim and preempt attempts; the pool's node sizes say it plainly.
+                out.summary = f"Can never fit: no node in the {job.queue.node_pool.name} pool is that big."
+                out.detail = " ".join(oversized.values())
+            elif out.reason_code != "MaxNodePoolResources":
                 out.summary += _node_size_note(inp, engine_job)
         else:
             out.summary = _wait_summary(out, job)

@@ -17,6 +17,7 @@ from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_http_methods, require_POST
 
+from kai_portal.core import units
 from kai_portal.core.access import get_visible_or_404
 from kai_portal.core.htmx import page_or_fragment
 from kai_portal.queues.models import Queue
@@ -156,6 +157,7 @@ def _job_context(job: Job, user: Any) -> dict[str, Any]:
         job_forecast = forecast_store.describe(forecast_store.stored_or_not_yet(job), user)
     return {
         "job": job,
+        "cpu_per_task": units.cores_text(job.cpu_millicores),
         "pods": pods,
         "pod_total": job.task_count,
         "timeline": decision_timeline(job, user),

@@ -84,3 +84,28 @@ def test_every_linked_page_loads_without_errors(
     assert "/queues/" in visited
     assert any(p.startswith("/queues/") and p.count("/") == 3 and "?" not in p for p in visited), visited
     assert any(p.startswith("/jobs/") and len(p) > 30 for p in visited), visited
+
+
+def test_admin_saves_every_demo_queue_from_its_edit_page(page: Any, demo_world: LiveLoop) -> None:
+    """The demo has a department tree in each node pool; an admin edits each queue's over-quota
+    weight in the browser and saves. The edit page once left out the pool field, so every
+    top-level queue outside the default pool (h100, inference, sandbox) could not be saved."""
+    from kai_portal.queues.models import Queue
+
+    pools = dict(Queue.objects.values_list("name", "node_pool__name"))
+    assert {"default", "h100", "inference"} <= set(pools.values())
+    sign_in(page, "admin", "admin")
+    page.goto("/queues/")
+    names = page.eval_on_selector_all("tr[data-queue]", "rows => rows.map(r => r.dataset.queue)")
+    assert sorted(names) == sorted(pools)
+    for name in names:
+        page.goto(f"/queues/{name}/")
+        page.click("text=Edit quotas")
+        page.wait_for_url(f"**/queues/{name}/edit/")
+        page.fill("#id_gpu_over_quota_weight", "2.5")
+        page.click("button:has-text('Save changes')")
+        page.wait_for_url(f"**/queues/{name}/")
+        assert f"Queue {name} saved" in page.inner_text(".messages"), name
+    rows = Queue.objects.select_related("node_pool")
+    saved = {q.name: (q.node_pool.name, q.gpu_over_quota_weight) for q in rows}
+    assert saved == {name: (pool, 2.5) for name, pool in pools.items()}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -60,3 +61,66 @@ def test_member_sees_the_fit_verdict_follow_the_gpu_count(page: Any, world: None
     page.click("button:has-text('Submit job')")
     page.wait_for_url("**/jobs/*/")
     assert Job.objects.get().gpu_count == 2
+
+
+
+@pytest.fixture
+def slow_fit_check(monkeypatch: Any) -> None:
+    """The fit check as it answers on a busy cluster (seconds with 10,000 pending pods)."""
+    import time
+
+    from kai_portal.workloads import views
+
+    real = views.check_fit
+
+    def slow(*args: Any, **kwargs: Any) -> Any:
+        time.sleep(1.5)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(views, "check_fit", slow)
+
+
+def _record(page: Any) -> tuple[list[str], list[Any]]:
+    errors: list[str] = []
+    page.on("console", lambda m: errors.append(f"console {m.type}: {m.text}") if m.type == "error" else None)
+    page.on("requestfailed", lambda r: errors.append(f"request failed: {r.url} ({r.failure})"))
+    checks: list[Any] = []
+    page.on("request", lambda r: checks.append(r) if "fit-check" in r.url else None)
+    return errors, checks
+
+
+def test_editing_while_the_fit_check_runs_gives_the_latest_verdict_without_console_errors(
+    page: Any, world: None, slow_fit_check: None
+) -> None:
+    """A new edit used to abort the check in flight (hx-sync replace), which htmx reports as console
+    errors (htmx:sendAbort); now it waits for it, then checks the latest values."""
+    errors, checks = _record(page)
+    sign_in(page, "bob")
+    page.goto("/jobs/submit/")
+    page.select_option("#id_queue", label="beta-train (Beta) · pool default")
+    with page.expect_request("**/jobs/submit/fit-check/"):
+        page.fill("#id_gpu_count", "1")
+    page.fill("#id_gpu_count", "16")  # while the first check is still running
+    never = _verdict(page, "never_fits")
+    assert "requested 16 GPUs" in never.inner_text()
+    assert errors == [], errors
+    assert "gpu_count=16" in (checks[-1].post_data or "")
+
+
+def test_submitting_while_the_fit_check_runs_sends_the_job_without_console_errors(
+    page: Any, world: None, slow_fit_check: None
+) -> None:
+    """A quick user clicks Submit while the fit check is on its way: the click's blur used to start
+    another check that aborted the first (console errors). Once the form is sent, no check starts."""
+    errors, checks = _record(page)
+    sign_in(page, "bob")
+    page.goto("/jobs/submit/")
+    page.fill("#id_name", "quick")
+    page.select_option("#id_queue", label="beta-train (Beta) · pool default")
+    with page.expect_request("**/jobs/submit/fit-check/"):
+        page.fill("#id_gpu_count", "1")
+    page.click("button:has-text('Submit job')")  # the check is in flight
+    page.wait_for_url(re.compile(r"/jobs/[0-9a-f-]{36}/$"))
+    page.wait_for_load_state("networkidle")
+    assert Job.objects.get().name == "quick"
+    assert errors == [] and len(checks) == 1, (errors, [c.url for c in checks])

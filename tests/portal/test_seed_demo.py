@@ -5,6 +5,7 @@ from io import StringIO
 import pytest
 from django.apps import apps
 from django.core.management import call_command
+from django.test import Client
 
 from kai_portal.cluster.models import GpuDevice, Node, NodePool
 from kai_portal.queues.models import Queue
@@ -50,3 +51,17 @@ def test_seed_demo_against_a_real_cluster_makes_no_nodes_or_jobs(settings: objec
     assert not Node.objects.exists() and not Job.objects.exists()
     assert Queue.objects.filter(children__isnull=True, team__isnull=False).count() >= 3
     assert set(NodePool.objects.values_list("name", flat=True)) >= {"default", "h100", "inference"}
+
+
+def test_seed_demo_prints_sign_in_details_that_work(client: Client) -> None:
+    """`make run` prints this line; it once sent people to Django's /admin/, where team users
+    cannot sign in. Every account it names signs in to the portal with the password it names."""
+    out = StringIO()
+    call_command("seed_demo", stdout=out)
+    text = out.getvalue()
+    assert "/accounts/login/" in text and "/admin/" not in text
+    for username, password in (("admin", "admin"), ("vision-dev1", "demo"), ("vision-lead", "demo")):
+        assert f"'{username}'" in text
+        response = client.post("/accounts/login/", {"username": username, "password": password})
+        assert response.status_code == 302 and client.session.get("_auth_user_id"), username
+        client.post("/accounts/logout/")

@@ -163,3 +163,15 @@ def test_job_list_filters_by_team_queue_and_state(world: dict, client_for: Any) 
     assert "beta-job" not in admin.get("/jobs/?team=alpha").content.decode()
     assert "alpha-job" not in admin.get("/jobs/?queue=beta-train").content.decode()
     assert "alpha-job" not in admin.get("/jobs/?state=running").content.decode()
+
+
+def test_job_page_shows_cpu_per_task_in_cores_as_submitted(world: dict, client_for: Any) -> None:
+    """Half a core was shown as "0 cores (500m)" and 1.5 cores as "2 cores" (a rounding template tag)."""
+    client = client_for("member")
+    for cores, shown in [("0.5", "0.5 cores (500m)"), ("1", "1 core (1000m)"), ("1.5", "1.5 cores (1500m)"),
+                         ("0.01", "0.01 cores (10m)")]:  # fmt: skip
+        name = f"cpu-{cores.replace('.', '-')}"
+        data = {**FORM, "name": name, "queue": world["queues"]["alpha"].pk, "cpu_cores": cores}
+        assert client.post("/jobs/submit/", data).status_code == 302
+        page = client.get(f"/jobs/{Job.objects.get(name=name).uid}/").content.decode()
+        assert f"· {shown} · 4096 MiB" in page, (cores, page[page.find("Per task") :][:300])

@@ -5,8 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from kai_portal.audit.models import AuditEntry
+from kai_portal.cluster.models import NodePool
 from kai_portal.queues.forms import QueueForm
 from kai_portal.queues.models import Queue
+from tests.portal import factories
+from tests.portal.pages.rendered_form import rendered_form_data
 
 
 def _data(queue: Queue, **changes: Any) -> dict[str, Any]:
@@ -82,3 +85,36 @@ def test_a_queue_name_with_a_slash_is_refused_inline_not_a_500(world: dict, clie
     assert f'href="/queues/{queue.name}/"' in response.content.decode()
     queue.refresh_from_db()
     assert queue.name == "alpha-train"
+
+
+def _page_post(client: Any, path: str, **changes: str) -> Any:
+    """Post the edit page's form as a browser does: the fields the page renders, some changed."""
+    data = rendered_form_data(client.get(path).content.decode(), containing="gpu_quota")
+    data.update(changes)
+    return client.post(path, data)
+
+
+def test_every_queue_saves_from_its_page_as_rendered_in_every_node_pool(world: dict, client_for: Any) -> None:
+    """`make run`'s demo has a department tree per node pool. The edit page once left out the pool
+    field, so saving any top-level queue outside the default pool failed ("Nothing was saved", no
+    field marked) while tests that posted every form field passed."""
+    factories.node("h100-node-1", pool="h100", gpus=8)
+    h100 = NodePool.objects.get(name="h100")
+    dept = factories.queue("research-h100", node_pool=h100, gpu_quota=8)
+    factories.queue("alpha-h100", parent=dept, team=world["teams"]["alpha"], gpu_quota=4)
+    client = client_for("admin")
+    for queue in Queue.objects.all():
+        response = _page_post(client, f"/queues/{queue.name}/edit/", gpu_over_quota_weight="2")
+        assert response.status_code == 302, (queue.name, response.context["form"].errors)
+        saved = Queue.objects.get(pk=queue.pk)
+        assert saved.gpu_over_quota_weight == 2 and saved.node_pool_id == queue.node_pool_id, queue.name
+
+
+def test_the_new_queue_page_creates_a_department_in_another_pool(world: dict, client_for: Any) -> None:
+    factories.node("h100-node-1", pool="h100", gpus=8)
+    h100 = NodePool.objects.get(name="h100")
+    response = _page_post(
+        client_for("admin"), "/queues/new/", name="inference", node_pool=str(h100.pk), gpu_quota="4"
+    )
+    assert response.status_code == 302, response.context["form"].errors
+    assert Queue.objects.get(name="inference").node_pool == h100

@@ -90,6 +90,23 @@ def test_more_gpus_than_any_node_never_fits(loop, people, queues):
     assert verdict.summary == "Can never fit: no node in the default pool is that big (see the reason below)."
 
 
+def test_more_gpu_memory_than_any_gpu_never_fits_and_says_so(loop, people, queues):
+    """The engine's text for this was its reclaim and preempt attempts ("ReclaimNotPossible: ...
+    vision uses GPU: 0 ...") with "didn't have enough resources: GPU memory" behind them; the
+    verdict now names the largest GPU of the pool, as the submit form's refusal does."""
+    a, _ = queues
+    factories.node("n1", gpus=8)
+
+    verdict = check_fit(people["users"]["member"], _draft(a, gpu_count=0, gpu_memory_mib=90_000), loop.now)
+
+    assert verdict.verdict == Verdict.NEVER_FITS
+    assert verdict.summary == "Can never fit: no node in the default pool is that big."
+    assert verdict.detail == (
+        "Each task asks for 90000 MiB of one GPU's memory, but the largest GPU in the default pool "
+        "has 81920 MiB; the job could never start."
+    )
+
+
 def test_a_pool_without_gpus_never_fits(loop, people, queues):
     a, _ = queues
     factories.node("cpu-1", pool="cpu", gpus=0)

@@ -19,6 +19,11 @@ class Command(BaseCommand):
                 "CLUSTER_BACKEND=kubernetes: made pools, teams, users and queues only; "
                 "nodes and jobs come from the cluster."
             )
+        # The portal's own sign-in, not Django's /admin/: the team users are not staff, and the
+        # portal is where jobs are submitted and queues edited.
         self.stdout.write(
-            "Demo data is in place. Sign in to /admin/ as 'admin' (DEMO_ADMIN_PASSWORD, default admin)."
+            "Demo data is in place. Sign in to the portal at /accounts/login/ as 'admin' (portal "
+            "admin), password DEMO_ADMIN_PASSWORD (default admin), or as a team user such as "
+            "'vision-dev1' (member) or 'vision-lead' (team admin), password DEMO_USER_PASSWORD "
+            "(default demo)."
         )
