@@ -35,6 +35,7 @@ from django.db.models import Count, ProtectedError, Q
 
 from kai_portal.audit.context import acting_as
 from kai_portal.cluster.models import NodePool
+from kai_portal.core.units import UNLIMITED
 from kai_portal.queues import kai_yaml
 from kai_portal.queues.models import Queue
 from kai_portal.workloads.choices import JobState
@@ -88,11 +89,12 @@ def _apply_object(obj: dict[str, Any], row: Queue | None) -> None:
     name = obj["metadata"]["name"]
     uid, resource_version = _version(obj)
     labels = obj["metadata"].get("labels") or {}
+    spec, adapted = _capped_by_limits(obj.get("spec") or {})
     document = {
         "apiVersion": obj.get("apiVersion"),
         "kind": obj.get("kind"),
         "metadata": {"name": name, "labels": labels},
-        "spec": obj.get("spec") or {},
+        "spec": spec,
     }
     try:
         with transaction.atomic():  # a savepoint: an object that fails leaves no trace
@@ -107,8 +109,38 @@ def _apply_object(obj: dict[str, Any], row: Queue | None) -> None:
                            f"applied: {why}")  # fmt: skip
         return
     Queue.objects.filter(name=name).update(
-        cluster_uid=uid, cluster_resource_version=resource_version, cluster_message=""
+        cluster_uid=uid, cluster_resource_version=resource_version, cluster_message="; ".join(adapted)
     )
+    if adapted:
+        logger.info("queue %s: %s", name, "; ".join(adapted))
+
+
+def _capped_by_limits(spec: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """The object's spec with each quota above its limit lowered to the limit, and what was lowered.
+
+    KAI accepts a Queue whose quota exceeds its limit (its webhook only warns; an omitted limit is
+    0, as in KAI's own hierarchy example) and never lets the queue hold more than the limit, so
+    the quota above it is never reached. The portal's rows require limit >= quota; storing the
+    quota the limit leaves (a quota of -1, "unlimited", included) schedules the queue as KAI does
+    instead of refusing a KAI user's object. The row says what was lowered."""
+    resources = spec.get("resources")
+    if not isinstance(resources, dict):
+        return spec, []
+    out = {**spec, "resources": dict(resources)}
+    adapted: list[str] = []
+    for resource, section in resources.items():
+        if not isinstance(section, dict):
+            continue
+        quota, limit = section.get("quota", 0), section.get("limit", 0)
+        if not all(isinstance(v, int | float) and not isinstance(v, bool) for v in (quota, limit)):
+            continue  # the import's own checks name what is wrong
+        if limit >= 0 and (quota == UNLIMITED or quota > limit):
+            out["resources"][resource] = {**section, "quota": limit}
+            adapted.append(
+                f"{resource} quota {quota:g} is above its limit {limit:g}: the limit caps the queue "
+                f"(as in KAI), so the portal uses quota {limit:g}"
+            )
+    return out, adapted
 
 
 def _remove(row: Queue) -> None:

@@ -77,3 +77,32 @@ def test_rows_that_never_came_from_the_cluster_are_left_alone() -> None:
     assert (row.gpu_quota, row.cluster_uid, row.cluster_resource_version) == (3, "u-7", "7")
     apply_queue_objects({})
     assert not Queue.objects.filter(name="portal-only").exists()
+
+
+def test_a_kai_queue_whose_quota_is_above_its_limit_is_applied_capped_as_kai_schedules_it() -> None:
+    """KAI accepts a Queue whose quota exceeds its limit (an omitted limit is 0, as in its own
+    hierarchy example: GPU quota 1, no limit) and never lets it hold more than the limit. The
+    portal stores the quota the limit leaves instead of refusing the object, and says so."""
+    parent = obj("research", "1", gpu=2)
+    parent["spec"]["resources"]["cpu"]["quota"] = 8000
+    team = obj("ml-team", "1", parent="research")
+    team["spec"]["resources"]["gpu"] = {"quota": 1}  # no limit: 0
+    team["spec"]["resources"]["cpu"] = {"quota": -1, "limit": 4000, "overQuotaWeight": 1}
+    apply_queue_objects(by_name(parent, team))
+
+    row = Queue.objects.get(name="ml-team")
+    assert (row.parent.name, row.gpu_quota, row.gpu_limit) == ("research", 0, 0)
+    assert (row.cpu_quota, row.cpu_limit) == (4000, 4000)
+    assert row.cluster_message == (
+        "gpu quota 1 is above its limit 0: the limit caps the queue (as in KAI), so the portal uses "
+        "quota 0; cpu quota -1 is above its limit 4000: the limit caps the queue (as in KAI), so the "
+        "portal uses quota 4000"
+    )
+    # Fixed in the cluster: the row follows and the message goes.
+    team["spec"]["resources"]["gpu"] = {"quota": 1, "limit": 2}
+    team["spec"]["resources"]["cpu"] = {"quota": 0, "limit": -1}
+    team["metadata"]["resourceVersion"] = "2"
+    apply_queue_objects(by_name(parent, team))
+    row.refresh_from_db()
+    assert (row.gpu_quota, row.gpu_limit, row.cpu_quota, row.cpu_limit) == (1, 2, 0, -1)
+    assert row.cluster_message == ""
