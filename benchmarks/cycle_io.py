@@ -43,20 +43,9 @@ OUT = Path(__file__).resolve().parent / "cycle-io.md"
 
 
 def ensure_database() -> None:
-    import dj_database_url
-    import psycopg
+    from benchmarks.bench_db import ensure_postgres_database
 
-    cfg = dj_database_url.parse(os.environ["TEST_DATABASE_URL"])
-    if cfg["ENGINE"] != "django.db.backends.postgresql":
-        raise SystemExit("cycle_io.py measures PostgreSQL: set TEST_DATABASE_URL to a postgres:// URL")
-    admin = psycopg.connect(
-        host=cfg["HOST"], port=cfg["PORT"] or 5432, user=cfg["USER"], password=cfg["PASSWORD"] or None,
-        dbname="postgres", autocommit=True,
-    )  # fmt: skip
-    exists = admin.execute("SELECT 1 FROM pg_database WHERE datname = %s", [cfg["NAME"]]).fetchone()
-    if not exists:
-        admin.execute(f'CREATE DATABASE "{cfg["NAME"]}"')
-    admin.close()
+    ensure_postgres_database("cycle_io.py")
 
 
 def seed() -> None:

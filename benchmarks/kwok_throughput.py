@@ -58,19 +58,9 @@ KUBE_SCHEDULER_PODS_S = 680
 
 
 def ensure_database() -> None:
-    import dj_database_url
-    import psycopg
+    from benchmarks.bench_db import ensure_postgres_database
 
-    cfg = dj_database_url.parse(os.environ["TEST_DATABASE_URL"])
-    if cfg["ENGINE"] != "django.db.backends.postgresql":
-        raise SystemExit("kwok_throughput.py runs on PostgreSQL: set TEST_DATABASE_URL to a postgres:// URL")
-    admin = psycopg.connect(
-        host=cfg["HOST"], port=cfg["PORT"] or 5432, user=cfg["USER"], password=cfg["PASSWORD"] or None,
-        dbname="postgres", autocommit=True,
-    )  # fmt: skip
-    if not admin.execute("SELECT 1 FROM pg_database WHERE datname = %s", [cfg["NAME"]]).fetchone():
-        admin.execute(f'CREATE DATABASE "{cfg["NAME"]}"')
-    admin.close()
+    ensure_postgres_database("kwok_throughput.py")
 
 
 def setup_portal(gpus: int) -> None:
