@@ -79,6 +79,9 @@ def setup_portal(gpus: int) -> None:
 
     Queue.objects.create(name="bench", gpu_quota=gpus)
     settings.CLUSTER_BACKEND, settings.SCHEDULER_NAME = "kubernetes", SCHEDULER
+    # One scheduling process and no kai-portal namespace for its Lease: with leader election on
+    # (the default) every cycle would be skipped as "not the leader".
+    settings.LEADER_ELECTION = False
 
 
 def start_cluster(state: Path) -> Path:
