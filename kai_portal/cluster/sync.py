@@ -51,6 +51,7 @@ from kai_portal.cluster.backends import (
 )
 from kai_portal.cluster.backends.kubernetes_objects import PORTAL_JOB_UID_LABEL
 from kai_portal.cluster.models import GpuDevice, Node, NodePool
+from kai_portal.core.bulk import chunks
 from kai_portal.queues.models import Queue
 from kai_portal.workloads import lifecycle
 from kai_portal.workloads.choices import PRIORITY_VALUES, JobState, PodState, PriorityClass
@@ -70,7 +71,6 @@ NODE_FIELDS = [
 ]  # fmt: skip
 POD_READ = ("pk", "job_id", "name", "uid", "index", "state", "node_id", "releasing_since", "started_at")
 POD_WRITE = ["uid", "state", "node", "releasing_since", "started_at", "updated_at"]
-CHUNK = 5000  # ids per IN (SQLite caps a query's parameters)
 UNKNOWN_GPU_MEMORY_MIB = 1  # "not synced": no GPU-memory request fits (ObservedNode.gpu_memory_mib None)
 ENDED_PODS = [PodState.SUCCEEDED, PodState.FAILED]
 POD_STATE = {
@@ -266,14 +266,12 @@ class _PodWrites:
 
     @classmethod
     def read(cls, jobs: Iterable[Job], now: datetime) -> _PodWrites:
-        # The pods of the observed keys' jobs only (finished history is not read every cycle),
-        # in chunks: SQLite caps a query's parameters.
+        # The pods of the observed keys' jobs only (finished history is not read every cycle).
         ids = sorted(j.pk for j in jobs)
         pods_of: dict[int, dict[str, Pod]] = defaultdict(dict)
         links: dict[int, set[int]] = defaultdict(set)
         through = Pod.gpu_devices.through
-        for chunk in range(0, len(ids), CHUNK):
-            part = ids[chunk : chunk + CHUNK]
+        for part in chunks(ids):
             for row in Pod.objects.filter(job_id__in=part).only(*POD_READ):
                 pods_of[row.job_id][row.name] = row
             for pod_id, device_id in through.objects.filter(pod__job_id__in=part).values_list(
@@ -340,8 +338,8 @@ class _PodWrites:
         if self.relink:
             through = Pod.gpu_devices.through
             ids = list(self.relink)
-            for chunk in range(0, len(ids), CHUNK):
-                through.objects.filter(pod_id__in=ids[chunk : chunk + CHUNK]).delete()
+            for part in chunks(ids):
+                through.objects.filter(pod_id__in=part).delete()
             links = [through(pod_id=pod, gpudevice_id=d) for pod, ds in self.relink.items() for d in ds]
             through.objects.bulk_create(links, batch_size=BATCH)
         return self.seen

@@ -7,13 +7,22 @@ that size), dominated the cycle's persistence. PostgreSQL and SQLite (3.33+) bot
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, TypeVar
 
 from django.db import connection
 from django.db.models import Field, Model
 
 CHUNK = 2000
+IN_CHUNK = 5000  # ids per ``IN (...)``: SQLite caps a statement's parameters
+
+T = TypeVar("T")
+
+
+def chunks(items: Sequence[T], size: int = IN_CHUNK) -> Iterator[Sequence[T]]:
+    """``items`` in consecutive slices of at most ``size`` (for ``pk__in`` lookups)."""
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
 
 
 def update_rows(

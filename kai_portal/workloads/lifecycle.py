@@ -222,8 +222,7 @@ def refresh_job_states(job_ids: Iterable[int], now: datetime) -> None:
         )
     )
     pod_states: dict[int, list[str]] = {pk: [] for pk, *_ in jobs}
-    for chunk in range(0, len(jobs), 5000):
-        ids = [pk for pk, *_ in jobs[chunk : chunk + 5000]]
+    for ids in bulk.chunks([pk for pk, *_ in jobs]):
         for job_id, pod_state in Pod.objects.filter(job_id__in=ids).values_list("job_id", "state"):
             pod_states[job_id].append(pod_state)
     groups: dict[tuple[str, tuple[tuple[str, Any], ...]], list[int]] = {}
@@ -258,7 +257,5 @@ def refresh_job_states(job_ids: Iterable[int], now: datetime) -> None:
     # One UPDATE per distinct change (a cycle starting 8,000 jobs makes one, not 8,000), still
     # conditional on the state read.
     for (job_state, changes), pks in groups.items():
-        for chunk in range(0, len(pks), 5000):
-            Job.objects.filter(pk__in=pks[chunk : chunk + 5000], state=job_state).update(
-                updated_at=now, **dict(changes)
-            )
+        for part in bulk.chunks(pks):
+            Job.objects.filter(pk__in=part, state=job_state).update(updated_at=now, **dict(changes))
