@@ -54,12 +54,7 @@ def open_session(
     queues = [q for q in snapshot.queues if queue_pools[q.name] == pool]
     session = Session(pool, config, nodes, queues, jobs)
     session.queue_pools = queue_pools
-    # Tasks pinned to GPU devices first, so that a task without a device never takes one of them.
-    for pinned in (True, False):
-        for job in jobs:
-            for task in job.tasks:
-                if bool(task.gpu_devices) == pinned:
-                    session.load_task(task, job)
+    session.load_tasks(jobs)
     session.hold_external()
     # What other schedulers' pods hold is nobody's fair share (KAI's proportion plugin).
     schedulable = [n for n in nodes if not n.unschedulable]

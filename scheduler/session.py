@@ -9,7 +9,7 @@ so actions can try placements (and, in part 2, victim evictions) virtually.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from scheduler.model import RESOURCES, Config, Job, Node, Queue, Task, TaskState, clean, round_gpu
@@ -18,7 +18,7 @@ from scheduler.result import Eviction
 EPS = 1e-9
 
 
-@dataclass
+@dataclass(slots=True)
 class Device:
     """One GPU device. Memory in MiB; a whole-GPU task occupies all of it."""
 
@@ -121,7 +121,7 @@ class QueueState:
         return self._as
 
 
-@dataclass
+@dataclass(slots=True)
 class Placement:
     """Where a task sits in the virtual state and what it is charged."""
 
@@ -197,6 +197,7 @@ class Session:
         self.free_gpus_cache: tuple[int, float] | None = None
         self._jobs_by_queue: dict[str, list[Job]] | None = None
         self._pending_jobs: list[Job] | None = None
+        self._pending_candidates: list[Job] | None = None
 
     def pending_jobs(self) -> list[Job]:
         """The jobs, in order, that had a pending task when first asked (by the cycle's first
@@ -206,9 +207,11 @@ class Session:
         if self._pending_jobs is None:
             pend = TaskState.PENDING
             placements = self.placements
+            # Only a job with a task pending at load can have one now (``load_tasks``).
+            candidates = self._pending_candidates
             self._pending_jobs = [
                 j
-                for j in self.jobs.values()
+                for j in (self.jobs.values() if candidates is None else candidates)
                 if any((p := placements.get(t.name)) is None or p.status == pend for t in j.tasks)
             ]
         return self._pending_jobs
@@ -293,41 +296,107 @@ class Session:
     # ---- initial state ---------------------------------------------------
     def load_task(self, task: Task, job: Job) -> None:
         """Put a Running or Releasing task of the snapshot on its node."""
-        if task.state not in (TaskState.RUNNING, TaskState.RELEASING) or task.node not in self.nodes:
-            self.placements[task.name] = Placement(TaskState.PENDING)
+        charge = self._load_on_node(task)
+        if charge is not None:
+            self._charge_queues(job, charge, +1)
+
+    def load_tasks(self, jobs: list[Job]) -> None:
+        """``load_task`` for every task of ``jobs``, tasks pinned to GPU devices first (so that a
+        task without a device never takes one of them), with the queues charged in bulk.
+
+        Queue sums are rounded (``clean``) after every addition, so their value depends on the
+        order of the additions unless every amount is a multiple of 1/4 (then every partial sum
+        is exact and ``clean`` leaves it alone); only then are they added per queue at once,
+        otherwise task by task as ``load_task`` does."""
+        charged: list[tuple[Job, dict[str, float]]] = []
+        pending: set[str] = set()
+        load = self._load_on_node
+        for pinned in (True, False):
+            for job in jobs:
+                for task in job.tasks:
+                    if bool(task.gpu_devices) == pinned:
+                        charge = load(task)
+                        if charge is not None:
+                            charged.append((job, charge))
+                        elif self.placements[task.name].status == TaskState.PENDING:
+                            pending.add(job.name)
+        self._pending_candidates = [j for j in self.jobs.values() if j.name in pending]
+        if len(charged) >= 2**20 or not _exact_sums(c for _, c in charged):
+            for job, charge in charged:
+                self._charge_queues(job, charge, +1)
             return
-        ns = self.nodes[task.node]
-        releasing = task.state == TaskState.RELEASING
-        devices = self._initial_devices(ns, task)
+        # Per leaf: number of charges and the plain sums (all of them, non-preemptible jobs).
+        per_leaf: dict[str, list[float]] = {}
+        for job, charge in charged:
+            acc = per_leaf.get(job.queue)
+            if acc is None:
+                acc = per_leaf[job.queue] = [0.0] * 7
+            acc[0] += 1
+            g, c, m = charge["gpu"], charge["cpu"], charge["memory"]
+            acc[1] += g
+            acc[2] += c
+            acc[3] += m
+            if not job.is_preemptible:
+                acc[4] += g
+                acc[5] += c
+                acc[6] += m
+        stamp = self.queue_stamp
+        for leaf, acc in per_leaf.items():
+            n = int(acc[0])
+            for qs in self.ancestors(leaf):
+                stamp[qs.name] = stamp.get(qs.name, 0) + n
+                alloc, alloc_np = qs.allocated, qs.allocated_np
+                for k, r in enumerate(RESOURCES, start=1):
+                    alloc[r] = alloc[r] + acc[k]
+                    alloc_np[r] = alloc_np[r] + acc[k + 3]
+
+    def _load_on_node(self, task: Task) -> dict[str, float] | None:
+        """Put a task of the snapshot in the state: Running or Releasing on its node, else
+        Pending. Returns what its queue is to be charged (None: nothing, pending or releasing)."""
+        state = task.state
+        ns = self.nodes.get(task.node) if task.node is not None else None
+        if ns is None or (state != TaskState.RUNNING and state != TaskState.RELEASING):
+            self.placements[task.name] = Placement(TaskState.PENDING)
+            return None
+        releasing = state == TaskState.RELEASING
+        fractional = task.is_fractional
+        devs = ns.devices
+        gd = task.gpu_devices
+        if gd and not fractional and max(gd) < len(devs):
+            devices: tuple[int, ...] = gd  # every pinned device exists (``_initial_devices``)
+        else:
+            devices = self._initial_devices(ns, task)
         mem = 0.0
-        if task.is_fractional:
+        if fractional:
             mem = self.device_need(task, ns.node.gpu_memory_mib)
         for i in devices:
-            d = ns.devices[i]
-            amount = mem if task.is_fractional else d.memory
-            if task.is_fractional and opens_group(d):
+            d = devs[i]
+            amount = mem if fractional else d.memory
+            if fractional and opens_group(d):
                 ns.pods_idle -= 1  # the group's reservation pod
             if releasing:
                 d.releasing = clean(d.releasing + amount)
             else:
                 d.active = clean(d.active + amount)
-            if not task.is_fractional:
+            if not fractional:
                 d.whole = True
-        ns.cpu_idle = clean(ns.cpu_idle - task.cpu_millis)
-        ns.mem_idle = clean(ns.mem_idle - task.memory_mib)
+        cpu, memory = task.cpu_millis, task.memory_mib
+        ns.cpu_idle = clean(ns.cpu_idle - cpu)
+        ns.mem_idle = clean(ns.mem_idle - memory)
         ns.pods_idle -= 1
         if releasing:
-            ns.cpu_rel = clean(ns.cpu_rel + task.cpu_millis)
-            ns.mem_rel = clean(ns.mem_rel + task.memory_mib)
+            ns.cpu_rel = clean(ns.cpu_rel + cpu)
+            ns.mem_rel = clean(ns.mem_rel + memory)
             ns.pods_rel += 1
-        charge = {
-            "gpu": self.gpu_fraction_on(task, ns.node.gpu_memory_mib),
-            "cpu": task.cpu_millis,
-            "memory": task.memory_mib,
-        }
-        self.placements[task.name] = Placement(task.state, ns.name, devices, mem, charge)
-        if not releasing:  # a releasing pod is no longer charged to its queue
-            self._charge_queues(job, charge, +1)
+        if task.gpu >= 1:
+            gpu = float(task.whole_gpus)
+        elif fractional:
+            gpu = self.gpu_fraction_on(task, ns.node.gpu_memory_mib)
+        else:
+            gpu = 0.0
+        charge = {"gpu": gpu, "cpu": cpu, "memory": memory}
+        self.placements[task.name] = Placement(state, ns.name, devices, mem, charge)
+        return None if releasing else charge  # a releasing pod is no longer charged to its queue
 
     def hold_external(self) -> None:
         """Take out of each node what pods outside this scheduler hold (``Node.external``).
@@ -369,6 +438,16 @@ class Session:
     # ---- statements --------------------------------------------------------
     def statement(self) -> Statement:
         return Statement(self)
+
+
+def _exact_sums(charges: Iterable[dict[str, float]]) -> bool:
+    """Whether every amount is a multiple of 1/4 well inside the range where such sums are exact
+    (so adding them in any order, rounded or not, gives the same float)."""
+    seen: set[float] = set()
+    for charge in charges:
+        seen.update(charge.values())
+    # 2**30 per amount and under 2**20 amounts keep every sum below 2**50: exact in quarters.
+    return all(abs(v) < 2.0**30 and float(v * 4).is_integer() for v in seen)
 
 
 class Statement:
