@@ -9,7 +9,7 @@ from typing import Any
 from scheduler.model import TaskState
 
 
-@dataclass
+@dataclass(slots=True)
 class TaskOutcome:
     name: str
     job: str
@@ -51,7 +51,7 @@ class QueueOutcome:
         }
 
 
-@dataclass
+@dataclass(slots=True)
 class Event:
     object: str  # task or job name
     kind: str  # Scheduled, Pipelined, Unschedulable, NotReady, Evict

@@ -321,7 +321,7 @@ class Session:
                         elif self.placements[task.name].status == TaskState.PENDING:
                             pending.add(job.name)
         self._pending_candidates = [j for j in self.jobs.values() if j.name in pending]
-        if len(charged) >= 2**20 or not _exact_sums(c for _, c in charged):
+        if len(charged) >= 2**20 or not exact_sums(c for _, c in charged):
             for job, charge in charged:
                 self._charge_queues(job, charge, +1)
             return
@@ -440,7 +440,7 @@ class Session:
         return Statement(self)
 
 
-def _exact_sums(charges: Iterable[dict[str, float]]) -> bool:
+def exact_sums(charges: Iterable[dict[str, float]]) -> bool:
     """Whether every amount is a multiple of 1/4 well inside the range where such sums are exact
     (so adding them in any order, rounded or not, gives the same float)."""
     seen: set[float] = set()
