@@ -74,8 +74,9 @@ def workload_table(rows: list[dict[str, Any]]) -> list[str]:
     out = [
         "| workload | nodes | GPUs | queues | running | pending | build ms | session ms "
         "| cycle median ms | previous run median ms | cycle CPU median ms | previous run CPU ms "
-        "| cycle p95 ms | reps | decisions | decisions/s | peak RSS MiB (+above start) | correct | detail |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|",
+        "| CPU ms after session | cycle p95 ms | reps | decisions | decisions/s "
+        "| peak RSS MiB (+above start) | correct | detail |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|",
     ]
     for r in rows:
         s = r.get("size") or {}
@@ -95,7 +96,7 @@ def workload_table(rows: list[dict[str, Any]]) -> list[str]:
             f"| {s.get('running_tasks', '-')} | {s.get('pending_tasks', '-')} | {_n(r['build_ms'])} "
             f"| {_n(r['session_ms'])} | {_n(c['median'])} | {_n(r.get('previous_median_ms'))} "
             f"| {_n(r.get('cycle_cpu_ms'))} | {_n(r.get('previous_cpu_ms'))} "
-            f"| {_n(c['p95'])} | {r['reps']} "
+            f"| {_n(r.get('after_session_cpu_ms'))} | {_n(c['p95'])} | {r['reps']} "
             f"| {_n(r['decisions'])} | {_n(r['decisions_per_s'], 0)} | {peak} | {_check(r)} "
             f"| {detail.replace('|', '/')} |"
         )
@@ -162,7 +163,9 @@ def render(results: dict[str, Any]) -> str:
         "into the cycle's state and computing fair shares (`open_session`); *cycle* = `run_cycle` end to "
         "end (session included) over the repetitions (*reps*; fewer when a repetition is slow); "
         "*cycle CPU* = the worker's CPU time for it (less inflated than wall time by other work on the "
-        "machine); "
+        "machine); *CPU ms after session* = cycle CPU less the session's CPU time (measured alone "
+        "just before on the same snapshot): node pools, the actions and the result, i.e. the decision "
+        "itself once the state is built; "
         "*decisions* = tasks allocated, pipelined or evicted by the cycle; *peak RSS* = peak resident memory "
         "of the worker process (in brackets, above what it held before building the workload); "
         "*correct* = the workload's own answer check. A workload that exceeds its time budget is "

@@ -64,6 +64,7 @@ def measure(w: Workload, reps: int, rep_budget_s: float, send: Any) -> None:
         t0 = time.perf_counter()
         snap = w.build()
         t1 = time.perf_counter()
+        c1 = time.process_time()
         open_session(snap, w.config, "default")  # snapshot -> session state and fair shares
         gc.collect(0)  # the collection the engine defers while it runs (``cycle.gc_paused``)
         t2 = time.perf_counter()
@@ -79,6 +80,8 @@ def measure(w: Workload, reps: int, rep_budget_s: float, send: Any) -> None:
             "cycle_ms": (t3 - t2) * 1000,
             # CPU time of this process: what other work on a shared machine inflates least
             "cycle_cpu_ms": (c3 - c2) * 1000,
+            # the cycle less its session (same state, timed alone just before): pools, actions, result
+            "after_session_cpu_ms": ((c3 - c2) - (c2 - c1)) * 1000,
             "decisions": decisions_of(result),
             "counters": dict(result.counters),
         }
@@ -120,6 +123,9 @@ def summarise(w: Workload, msgs: list[dict[str, Any]], status: str, error: str |
         "session_ms": _r(statistics.median([m["session_ms"] for m in reps])) if reps else None,
         "cycle_ms": {"median": _r(med), "p95": _r(percentile(cyc, 95)), "min": _r(cyc[0] if cyc else None)},
         "cycle_cpu_ms": _r(statistics.median([m["cycle_cpu_ms"] for m in reps])) if reps else None,
+        "after_session_cpu_ms": (
+            _r(statistics.median([m["after_session_cpu_ms"] for m in reps])) if reps else None
+        ),
         "decisions": decisions,
         "decisions_per_s": _r(decisions / (med / 1000)) if decisions and med else (0 if reps else None),
         "counters": first.get("counters", {}),
