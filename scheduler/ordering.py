@@ -62,14 +62,21 @@ def queue_key(
     for r in RESOURCES:
         a, j, as_r = alloc[r], job_req.get(r, 0.0), a_s[r]
         over = over and a > fs[r] + 1e-9
-        d = qs.quota(r)
-        if starved and d >= 0 and clean(a + j) > d + 1e-9:
-            starved = False
+        if starved:
+            d = qs.quota(r)
+            if d >= 0 and round(a + j, 6) > d + 1e-9:  # clean()
+                starved = False
         if as_r == 0 and a + j > 0:
             zero_share = True
-        cap = capacity.get(r, 0.0)
-        with_job = max(with_job, _share(a + j, as_r, cap))
-        without = max(without, _share(a, as_r, cap))
+        if as_r < 0:
+            as_r = capacity.get(r, 0.0)
+        # _share(), inline: a queue with no share pays a heavy penalty for what it holds
+        w = (a + j) / as_r if as_r > 0 else (a + j) * 1000
+        wo = a / as_r if as_r > 0 else a * 1000
+        if w > with_job:
+            with_job = w
+        if wo > without:
+            without = wo
     return (over, not starved, -qs.queue.priority, zero_share, round(with_job, 9), round(without, 9))
 
 

@@ -331,13 +331,18 @@ class NodeIndex:
         if not ks:
             return None
 
+        fits: dict[int, tuple[NodeState, Fit]] = {}  # nothing changes during the search
+
         def first(k: int, now: bool | None) -> tuple[NodeState, Fit] | None:
             """First node of bucket k, in name order, that fits (and fits now / later)."""
             for r in self.buckets[k]:
-                ns = nodes[names[r]]
-                fit = node_fit(session, ns, task, selector)
+                hit = fits.get(r)
+                if hit is None:
+                    ns = nodes[names[r]]
+                    hit = fits[r] = (ns, node_fit(session, ns, task, selector))
+                fit = hit[1]
                 if fit.ok and (now is None or fit.now == now):
-                    return ns, fit
+                    return hit
             return None
 
         # Minimum and maximum free count over all fitting nodes (the binpack range).

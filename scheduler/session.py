@@ -98,11 +98,21 @@ class QueueState:
     _as_of: dict[str, float] | None = field(default=None, init=False, repr=False, compare=False)
     _as: dict[str, float] = field(default_factory=dict, init=False, repr=False, compare=False)
 
+    # Quota and limit per resource, read from the queue once (a queue does not change in a cycle).
+    _quota: dict[str, float] | None = field(default=None, init=False, repr=False, compare=False)
+    _limit: dict[str, float] | None = field(default=None, init=False, repr=False, compare=False)
+
     def quota(self, r: str) -> float:
-        return self.queue.res(r).quota
+        q = self._quota
+        if q is None:
+            q = self._quota = {x: self.queue.res(x).quota for x in RESOURCES}
+        return q[r] if r in q else self.queue.res(r).quota
 
     def limit(self, r: str) -> float:
-        return self.queue.res(r).limit
+        lim = self._limit
+        if lim is None:
+            lim = self._limit = {x: self.queue.res(x).limit for x in RESOURCES}
+        return lim[r] if r in lim else self.queue.res(r).limit
 
     def allocatable(self) -> dict[str, float]:
         """AS per resource: the quota when unlimited (-1), else max(quota, FS) capped at the limit."""
@@ -198,6 +208,8 @@ class Session:
         self._jobs_by_queue: dict[str, list[Job]] | None = None
         self._pending_jobs: list[Job] | None = None
         self._pending_candidates: list[Job] | None = None
+        self._ancestors: dict[str, list[QueueState]] = {}
+        self._node_list: list[NodeState] | None = None
 
     def pending_jobs(self) -> list[Job]:
         """The jobs, in order, that had a pending task when first asked (by the cycle's first
@@ -224,6 +236,12 @@ class Session:
                 self._jobs_by_queue.setdefault(job.queue, []).append(job)
         return self._jobs_by_queue.get(queue, [])
 
+    def node_list(self) -> list[NodeState]:
+        """Every node of the pool in name order (one list for the session: do not change it)."""
+        if self._node_list is None:
+            self._node_list = list(self.nodes.values())
+        return self._node_list
+
     def touch_node(self, name: str) -> None:
         """Record that a node's resources change (called before and on undo of every change)."""
         self.node_version += 1
@@ -243,22 +261,32 @@ class Session:
 
     # ---- queue helpers -------------------------------------------------
     def ancestors(self, queue: str) -> list[QueueState]:
-        """The queue itself and every ancestor up to the top level."""
-        out: list[QueueState] = []
-        q: QueueState | None = self.queues.get(queue)
-        while q is not None:
-            out.append(q)
-            q = self.queues.get(q.queue.parent) if q.queue.parent else None
+        """The queue itself and every ancestor up to the top level (one list per queue, kept for
+        the session: callers must not change it)."""
+        out = self._ancestors.get(queue)
+        if out is None:
+            out = []
+            q: QueueState | None = self.queues.get(queue)
+            while q is not None:
+                out.append(q)
+                q = self.queues.get(q.queue.parent) if q.queue.parent else None
+            self._ancestors[queue] = out
         return out
 
     def _charge_queues(self, job: Job, charge: dict[str, float], sign: float) -> None:
         stamp = self.queue_stamp
+        amounts = [(r, sign * charge.get(r, 0.0)) for r in RESOURCES]
+        np_too = not job.is_preemptible
         for qs in self.ancestors(job.queue):
-            stamp[qs.name] = stamp.get(qs.name, 0) + 1
-            for r in RESOURCES:
-                qs.allocated[r] = clean(qs.allocated[r] + sign * charge.get(r, 0.0))
-                if not job.is_preemptible:
-                    qs.allocated_np[r] = clean(qs.allocated_np[r] + sign * charge.get(r, 0.0))
+            name = qs.queue.name
+            stamp[name] = stamp.get(name, 0) + 1
+            alloc = qs.allocated
+            for r, v in amounts:
+                alloc[r] = round(alloc[r] + v, 6)  # clean()
+            if np_too:
+                alloc_np = qs.allocated_np
+                for r, v in amounts:
+                    alloc_np[r] = round(alloc_np[r] + v, 6)
 
     # ---- request conversion --------------------------------------------
     def gpu_fraction_on(self, task: Task, device_memory: float) -> float:

@@ -10,7 +10,7 @@ from scheduler.model import RESOURCES, Job, Task, TaskState, clean
 from scheduler.ordering import JobQueue
 from scheduler.placement import Fit, best_fit, node_fit, scan_fits, score_nodes
 from scheduler.session import EPS, NodeState, Session, Statement
-from scheduler.topology import domain_fits, node_sets, required_domain_errors
+from scheduler.topology import NodeSet, domain_fits, node_sets, required_domain_errors
 
 
 def allocate(session: Session) -> None:
@@ -198,7 +198,11 @@ def allocate_step(session: Session, job: Job) -> bool:
     before = gang.active_allocated(session, job)
     is_gang = (job.gang_min > 1 or bool(job.subgroups)) and not gang.gang_satisfied(session, job)
     sg_mins = gang.subgroup_mins(job)
-    sets = node_sets(session, job, tasks, list(session.nodes.values()))
+    topo = job.topology
+    if topo is None or (topo.required is None and topo.preferred is None):
+        sets = [NodeSet("cluster", session.node_list())]  # what node_sets gives, without a copy
+    else:
+        sets = node_sets(session, job, tasks, list(session.nodes.values()))
     if not sets:
         # KAI: one fit error per domain of the required level, then the unmatched requirement
         topo = job.topology
