@@ -151,24 +151,12 @@ def add_up(amounts: list[dict[str, float]]) -> dict[str, float]:
 KAI_NOTES = frozenset({reasons.PREEMPTION_DELAY_NOT_ELAPSED})
 
 
-def _job_message(
-    session: Session, job: Job, memo: dict[tuple[tuple[str, str], ...], str] | None = None
-) -> str | None:
-    """The job's message; ``memo`` keeps the text of each list of errors (many pending jobs of a
-    cycle share theirs)."""
+def _job_message(session: Session, job: Job) -> str | None:
     own = session.job_errors.get(job.name, [])
     notes = session.action_notes.get(job.name)
     kai_notes = [n for n in notes if n[0] in KAI_NOTES and n not in own] if notes else []
     errors = own + kai_notes
-    if not errors:
-        return None
-    if memo is None:
-        return reasons.job_message(errors)
-    key = tuple(errors)
-    text = memo.get(key)
-    if text is None:
-        text = memo[key] = reasons.job_message(errors)
-    return text
+    return reasons.job_message(errors) if errors else None
 
 
 def _job_notes(session: Session, job: Job) -> list[str]:
@@ -177,37 +165,48 @@ def _job_notes(session: Session, job: Job) -> list[str]:
 
 def _collect(session: Session, result: CycleResult) -> None:
     ns_of = {j.name: j.namespace for j in session.jobs.values()}
-    memo: dict[tuple[tuple[str, str], ...], str] = {}
+    pool = session.pool
+    placements = session.placements
+    task_reasons = session.task_reasons
+    outcomes = result.tasks
+    events = result.events
     for job in session.jobs.values():
-        message = _job_message(session, job, memo)
-        pending = False
+        message: str | None = None
+        pending = False  # the message is needed (and made) once a task is found pending
         for task in job.tasks:
-            p = session.placements[task.name]
-            outcome = TaskOutcome(task.name, job.name, p.status, p.node, p.devices, None, session.pool)
-            if p.status == TaskState.PENDING:
-                pending = True
+            name = task.name
+            p = placements[name]
+            status = p.status
+            outcome = TaskOutcome(name, job.name, status, p.node, p.devices, None, pool)
+            outcomes[name] = outcome
+            if status == TaskState.RUNNING:
+                continue
+            if status == TaskState.PENDING:
+                if not pending:
+                    message = _job_message(session, job)
+                    pending = True
                 outcome.node, outcome.gpu_devices = None, ()
-                outcome.reason = session.task_reasons.get(task.name) or message or reasons.DEFAULT_POD_TEXT
-                result.events.append(Event(task.name, "Unschedulable", outcome.reason))
-            elif p.status == TaskState.ALLOCATED and p.node:
-                msg = reasons.scheduled(ns_of[job.name], task.name, p.node, session.pool)
-                result.events.append(Event(task.name, "Scheduled", msg))
-            elif p.status == TaskState.PIPELINED and p.node:
-                result.events.append(
-                    Event(task.name, "Pipelined", reasons.pipelined(ns_of[job.name], task.name, p.node))
+                outcome.reason = task_reasons.get(name) or message or reasons.DEFAULT_POD_TEXT
+                events.append(Event(name, "Unschedulable", outcome.reason))
+            elif status == TaskState.ALLOCATED and p.node:
+                events.append(
+                    Event(name, "Scheduled", reasons.scheduled(ns_of[job.name], name, p.node, pool))
                 )
-            elif p.status == TaskState.RELEASING and task.name in session.task_reasons:
-                outcome.reason = session.task_reasons[task.name]
-            result.tasks[task.name] = outcome
-        if pending and message:
+            elif status == TaskState.PIPELINED and p.node:
+                events.append(Event(name, "Pipelined", reasons.pipelined(ns_of[job.name], name, p.node)))
+            elif status == TaskState.RELEASING and name in task_reasons:
+                outcome.reason = task_reasons[name]
+        if not pending:
+            continue
+        if message:
             result.job_messages[job.name] = message
             kind = (
                 "NotReady"
                 if any(r == "NotReady" for r, _ in session.job_errors.get(job.name, []))
                 else "Unschedulable"
             )
-            result.events.append(Event(job.name, kind, message))
-        notes = _job_notes(session, job) if pending else []
+            events.append(Event(job.name, kind, message))
+        notes = _job_notes(session, job)
         if notes:
             result.job_notes[job.name] = notes
     result.events.extend(Event(o, k, m) for o, k, m in session.events)

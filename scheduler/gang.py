@@ -20,12 +20,25 @@ def status(session: Session, task: Task) -> TaskState:
 
 
 def active_allocated(session: Session, job: Job) -> int:
-    return sum(1 for t in job.tasks if status(session, t) in ACTIVE_ALLOCATED)
+    placements = session.placements
+    n = 0
+    for t in job.tasks:
+        p = placements.get(t.name)  # status(), inline: this runs for every job at every step
+        if p is not None and p.status in ACTIVE_ALLOCATED:
+            n += 1
+    return n
 
 
 def pending_tasks(session: Session, job: Job) -> list[Task]:
     """Pending tasks in task order (file order stands for pod age)."""
-    return [t for t in job.tasks if status(session, t) == TaskState.PENDING]
+    placements = session.placements
+    pending = TaskState.PENDING
+    out = []
+    for t in job.tasks:
+        p = placements.get(t.name)
+        if p is None or p.status == pending:
+            out.append(t)
+    return out
 
 
 def alive(session: Session, job: Job) -> int:

@@ -70,7 +70,7 @@ class NodeState:
 
     def free_whole_gpus(self) -> int:
         """Devices that are free now or once releasing tasks leave."""
-        return sum(1 for d in self.devices if d.is_free)
+        return sum(1 for d in self.devices if d.active <= EPS)  # is_free
 
     def idle_whole_gpus(self) -> int:
         return sum(1 for d in self.devices if d.is_idle)
