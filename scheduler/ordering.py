@@ -121,12 +121,14 @@ class JobQueue:
         self.capacity = capacity
         self.heaps: dict[str, list[tuple[tuple[object, ...], str]]] = {}
         self.heap_stamp: dict[str, int] = {}
-        self.memo: dict[str, tuple[tuple[int, int], tuple[Job, tuple[object, ...]] | None]] = {}
+        # Per queue: (queue stamp, heap stamp, its entry) as of those stamps.
+        self.memo: dict[str, tuple[int, int, tuple[Job, tuple[object, ...]] | None]] = {}
         # A job's next-step request, valid while its leaf queue's stamp is unchanged (its tasks'
         # placements only change through a charge or uncharge, which bumps that stamp); the same
         # job represents its leaf and every ancestor, so it is asked for once per change.
         self.requests: dict[str, tuple[int, dict[str, float], tuple[float, ...]]] = {}
         self.keys: dict[tuple[str, tuple[float, ...]], tuple[int, tuple[object, ...]]] = {}
+        self.tails: dict[str, tuple[dict[str, float], list[float], tuple[int, str]]] = {}
         self.tops = [
             qs.name
             for qs in session.queues.values()
@@ -143,10 +145,11 @@ class JobQueue:
 
     def _entry(self, queue: str) -> tuple[Job, tuple[object, ...]] | None:
         """The subtree's best job and the queue's key for it (cached until the subtree changes)."""
-        stamp = (self.session.queue_stamp.get(queue, 0), self.heap_stamp.get(queue, 0))
+        qstamp = self.session.queue_stamp.get(queue, 0)
+        hstamp = self.heap_stamp.get(queue, 0)
         hit = self.memo.get(queue)
-        if hit is not None and hit[0] == stamp:
-            return hit[1]
+        if hit is not None and hit[0] == qstamp and hit[1] == hstamp:
+            return hit[2]
         cand = self._best_in(queue)
         out = None
         if cand is not None:
@@ -155,13 +158,13 @@ class JobQueue:
             # of one shape give one key, so a pop that only changes which job represents the
             # queue does not recompute it.
             hit_key = self.keys.get((queue, shape))
-            if hit_key is not None and hit_key[0] == stamp[0]:
+            if hit_key is not None and hit_key[0] == qstamp:
                 key = hit_key[1]
             else:
                 key = queue_key(self.session.queues[queue], req, self.capacity)
-                self.keys[(queue, shape)] = (stamp[0], key)
+                self.keys[(queue, shape)] = (qstamp, key)
             out = (cand, key)
-        self.memo[queue] = (stamp, out)
+        self.memo[queue] = (qstamp, hstamp, out)
         return out
 
     def _request(self, job: Job) -> tuple[dict[str, float], tuple[float, ...]]:
@@ -182,16 +185,51 @@ class JobQueue:
         return self._best_of(qs.children)
 
     def _best_of(self, queues: list[str]) -> Job | None:
-        best: tuple[QueueState, Job, tuple[object, ...]] | None = None
+        """The best of these queues' entries: smaller key first, on a tie ``_pareto_tail``
+        (``better``, with each queue's tail read once per fair share)."""
+        qstamp = self.session.queue_stamp
+        hstamp = self.heap_stamp
+        memo = self.memo
+        best: tuple[str, Job, tuple[object, ...]] | None = None
         for child in queues:
-            entry = self._entry(child)
+            hit = memo.get(child)
+            if hit is not None and hit[0] == qstamp.get(child, 0) and hit[1] == hstamp.get(child, 0):
+                entry = hit[2]  # _entry(child), unchanged since it was made
+            else:
+                entry = self._entry(child)
             if entry is None:
                 continue
             cand, key = entry
-            cqs = self.session.queues[child]
-            if best is None or self.better(cqs, key, best[0], best[2]):
-                best = (cqs, cand, key)
+            if best is None:
+                best = (child, cand, key)
+                continue
+            best_key = best[2]
+            if key != best_key:
+                if key < best_key:  # type: ignore[operator]
+                    best = (child, cand, key)
+            elif self._tail_first(child, best[0]):
+                best = (child, cand, key)
         return best[1] if best else None
+
+    def _tail(self, name: str) -> tuple[list[float], tuple[int, str]]:
+        qs = self.session.queues[name]
+        fs = qs.fair_share
+        hit = self.tails.get(name)
+        if hit is None or hit[0] is not fs:  # allocatable() is a function of the fair-share dict
+            a_s = qs.allocatable()
+            hit = self.tails[name] = (fs, [a_s[r] for r in RESOURCES], (qs.queue.created_index, qs.name))
+        return hit[1], hit[2]
+
+    def _tail_first(self, a: str, b: str) -> bool:
+        """``_pareto_tail(a, b) < 0``."""
+        va, ka = self._tail(a)
+        vb, kb = self._tail(b)
+        if va != vb:
+            if all(x <= y for x, y in zip(va, vb, strict=True)):
+                return True
+            if all(y <= x for x, y in zip(va, vb, strict=True)):
+                return False
+        return ka < kb
 
     @staticmethod
     def better(a: QueueState, ka: tuple[object, ...], b: QueueState, kb: tuple[object, ...]) -> bool:
