@@ -64,7 +64,7 @@ def queue_key(
         over = over and a > fs[r] + 1e-9
         if starved:
             d = qs.quota(r)
-            if d >= 0 and round(a + j, 6) > d + 1e-9:  # clean()
+            if d >= 0 and clean(a + j) > d + 1e-9:
                 starved = False
         if as_r == 0 and a + j > 0:
             zero_share = True

@@ -282,11 +282,11 @@ class Session:
             stamp[name] = stamp.get(name, 0) + 1
             alloc = qs.allocated
             for r, v in amounts:
-                alloc[r] = round(alloc[r] + v, 6)  # clean()
+                alloc[r] = clean(alloc[r] + v)
             if np_too:
                 alloc_np = qs.allocated_np
                 for r, v in amounts:
-                    alloc_np[r] = round(alloc_np[r] + v, 6)
+                    alloc_np[r] = clean(alloc_np[r] + v)
 
     # ---- request conversion --------------------------------------------
     def gpu_fraction_on(self, task: Task, device_memory: float) -> float:
