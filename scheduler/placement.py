@@ -21,7 +21,7 @@ Rules = Job | Mapping[str, str]
 AMOUNT_EPS = 1e-4
 
 
-@dataclass
+@dataclass(slots=True)
 class Fit:
     """Outcome of checking one task against one node."""
 
@@ -74,9 +74,12 @@ def node_fit(session: Session, ns: NodeState, task: Task, selector: Rules) -> Fi
     if ns.node.unschedulable:
         return Fit(False, reason=reasons.NODE_UNSCHEDULABLE)
     if isinstance(selector, Job):
-        why = rules.static_reason(ns.node, selector) or rules.anti_affinity_reason(session, ns.node, selector)
-        if why is not None:
-            return Fit(False, reason=why)
+        node = ns.node
+        # Both rules pass when neither node nor job has any (the usual case: skip the calls).
+        if node.taints or selector.node_selector or selector.node_affinity or selector.anti_affinity_key:
+            why = rules.static_reason(node, selector) or rules.anti_affinity_reason(session, node, selector)
+            if why is not None:
+                return Fit(False, reason=why)
     elif selector and not rules.selector_matches(ns.node, selector):
         return Fit(False, reason=reasons.NODE_SELECTOR)
     if ns.pods_idle + ns.pods_rel < 1:
@@ -285,7 +288,7 @@ class NodeIndex:
 
     def _set_group(self, ns: NodeState, r: int) -> None:
         """(Re)file the node among nodes with a shared device that has room left."""
-        room = max((d.memory - d.active for d in ns.devices if d.is_group), default=0.0)
+        room = max((d.memory - d.active for d in ns.devices if d.active > EPS and not d.whole), default=0.0)
         old = self.group_where.get(ns.name)
         k = self.where[ns.name] if room > 0 else None
         if old is not None and old != k:
@@ -327,7 +330,8 @@ class NodeIndex:
         session = self.session
         nodes = session.nodes
         names = self.names
-        ks = sorted(k for k, lst in self.buckets.items() if k >= task.whole_gpus and lst)
+        need = task.whole_gpus
+        ks = sorted(k for k, lst in self.buckets.items() if k >= need and lst)
         if not ks:
             return None
 
