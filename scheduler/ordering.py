@@ -55,6 +55,7 @@ def queue_key(
     a_s = qs.allocatable()
     alloc = qs.allocated
     fs = qs.fair_share
+    quotas = qs.quotas()
     over = True
     starved = True
     zero_share = False
@@ -63,7 +64,7 @@ def queue_key(
         a, j, as_r = alloc[r], job_req.get(r, 0.0), a_s[r]
         over = over and a > fs[r] + 1e-9
         if starved:
-            d = qs.quota(r)
+            d = quotas[r]
             if d >= 0 and clean(a + j) > d + 1e-9:
                 starved = False
         if as_r == 0 and a + j > 0:

@@ -102,10 +102,15 @@ class QueueState:
     _quota: dict[str, float] | None = field(default=None, init=False, repr=False, compare=False)
     _limit: dict[str, float] | None = field(default=None, init=False, repr=False, compare=False)
 
-    def quota(self, r: str) -> float:
+    def quotas(self) -> dict[str, float]:
+        """Quota per resource of ``RESOURCES`` (read once; do not change it)."""
         q = self._quota
         if q is None:
             q = self._quota = {x: self.queue.res(x).quota for x in RESOURCES}
+        return q
+
+    def quota(self, r: str) -> float:
+        q = self.quotas()
         return q[r] if r in q else self.queue.res(r).quota
 
     def limit(self, r: str) -> float:

@@ -129,8 +129,9 @@ def place_task(
         # A task shape that fitted no node still fits none while no node has changed (not kept
         # for jobs with their own rules: tolerations, affinities, anti-affinity to own pods).
         whole_pool = len(nodes) == len(session.nodes) and not job.has_rules
-        shape = (task.gpu, task.gpu_memory_mib, task.cpu_millis, task.memory_mib)
-        key = (*shape, *sorted(job.node_selector.items()))
+        key: tuple[object, ...] = (task.gpu, task.gpu_memory_mib, task.cpu_millis, task.memory_mib)
+        if job.node_selector:
+            key = (*key, *sorted(job.node_selector.items()))
         cached = session.fit_error_cache.get(key) if whole_pool else None
         if cached is not None and cached[0] == session.node_version:
             return cached[1]
