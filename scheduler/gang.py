@@ -42,7 +42,14 @@ def pending_tasks(session: Session, job: Job) -> list[Task]:
 
 
 def alive(session: Session, job: Job) -> int:
-    return active_allocated(session, job) + len(pending_tasks(session, job))
+    """Active and pending pods (active_allocated + len(pending_tasks), in one pass)."""
+    placements = session.placements
+    n = 0
+    for t in job.tasks:
+        p = placements.get(t.name)
+        if p is None or p.status == TaskState.PENDING or p.status in ACTIVE_ALLOCATED:
+            n += 1
+    return n
 
 
 def subgroup_mins(job: Job) -> dict[str, int]:
@@ -133,12 +140,22 @@ def step_tasks(session: Session, job: Job) -> list[Task]:
     With sub-groups: first each sub-group's missing members (sub-groups below their minimum
     first), then more pods until the job's own minimum; an elastic extra comes from the
     sub-group with the lowest allocated/minimum ratio (§4.3)."""
-    pending = pending_tasks(session, job)
     if not job.subgroups:
-        missing = job.gang_min - active_allocated(session, job)
+        # pending_tasks and active_allocated in one pass (this runs at every step of every job)
+        placements = session.placements
+        waiting: list[Task] = []
+        n_active = 0
+        for t in job.tasks:
+            p = placements.get(t.name)
+            if p is None or p.status == TaskState.PENDING:
+                waiting.append(t)
+            elif p.status in ACTIVE_ALLOCATED:
+                n_active += 1
+        missing = job.gang_min - n_active
         if missing > 0:
-            return pending[:missing]
-        return pending[:1]
+            return waiting[:missing]
+        return waiting[:1]
+    pending = pending_tasks(session, job)
     active = active_tasks(session, job)
     tree = _Tree(job, active)
     counts = tree.counts
