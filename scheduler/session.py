@@ -520,7 +520,9 @@ class Statement:
         ns = s.nodes[node]
         job = s.task_job[task.name]
         restore_node = self._snapshot_node(ns)
-        old = s.placements.get(task.name, Placement(TaskState.PENDING))
+        old = s.placements.get(task.name)
+        if old is None:
+            old = Placement(TaskState.PENDING)
         mem = s.device_need(task, ns.node.gpu_memory_mib) if task.is_fractional else 0.0
         promised = 0.0
         for i in devices:
