@@ -15,6 +15,13 @@ from dataclasses import dataclass, field
 from scheduler.model import RESOURCES, Config, Job, Node, Queue, Task, TaskState, clean, round_gpu
 from scheduler.result import Eviction
 
+# Task states as module constants: reading a member through the enum class costs ~15x a global.
+_PENDING = TaskState.PENDING
+_RUNNING = TaskState.RUNNING
+_RELEASING = TaskState.RELEASING
+_ALLOCATED = TaskState.ALLOCATED
+_PIPELINED = TaskState.PIPELINED
+
 EPS = 1e-9
 
 
@@ -222,7 +229,7 @@ class Session:
         an eviction leaves a running task Releasing and only a task placed in this cycle goes
         back to Pending. Actions scan these instead of every running job."""
         if self._pending_jobs is None:
-            pend = TaskState.PENDING
+            pend = _PENDING
             placements = self.placements
             # Only a job with a task pending at load can have one now (``load_tasks``).
             candidates = self._pending_candidates
@@ -351,7 +358,7 @@ class Session:
                         charge = load(task)
                         if charge is not None:
                             charged.append((job, charge))
-                        elif self.placements[task.name].status == TaskState.PENDING:
+                        elif self.placements[task.name].status == _PENDING:
                             pending.add(job.name)
         self._pending_candidates = [j for j in self.jobs.values() if j.name in pending]
         if len(charged) >= 2**20 or not exact_sums(c for _, c in charged):
@@ -388,10 +395,10 @@ class Session:
         Pending. Returns what its queue is to be charged (None: nothing, pending or releasing)."""
         state = task.state
         ns = self.nodes.get(task.node) if task.node is not None else None
-        if ns is None or (state != TaskState.RUNNING and state != TaskState.RELEASING):
-            self.placements[task.name] = Placement(TaskState.PENDING)
+        if ns is None or (state != _RUNNING and state != _RELEASING):
+            self.placements[task.name] = Placement(_PENDING)
             return None
-        releasing = state == TaskState.RELEASING
+        releasing = state == _RELEASING
         fractional = task.is_fractional
         devs = ns.devices
         gd = task.gpu_devices
@@ -522,7 +529,7 @@ class Statement:
         restore_node = self._snapshot_node(ns)
         old = s.placements.get(task.name)
         if old is None:
-            old = Placement(TaskState.PENDING)
+            old = Placement(_PENDING)
         mem = s.device_need(task, ns.node.gpu_memory_mib) if task.is_fractional else 0.0
         promised = 0.0
         for i in devices:
@@ -557,7 +564,7 @@ class Statement:
             "cpu": task.cpu_millis,
             "memory": task.memory_mib,
         }
-        status = TaskState.PIPELINED if pipelined else TaskState.ALLOCATED
+        status = _PIPELINED if pipelined else _ALLOCATED
         s.placements[task.name] = Placement(status, node, devices, mem, charge, promised, pipelined)
         s._charge_queues(job, charge, +1)
 
@@ -589,9 +596,9 @@ class Statement:
         """
         s = self.session
         p = s.placements[task.name]
-        if p.node is None or p.status in (TaskState.PENDING, TaskState.RELEASING):
+        if p.node is None or p.status in (_PENDING, _RELEASING):
             return
-        if p.status in (TaskState.ALLOCATED, TaskState.PIPELINED):
+        if p.status in (_ALLOCATED, _PIPELINED):
             self._unplace(task)
             return
         ns = s.nodes[p.node]
@@ -611,7 +618,7 @@ class Statement:
         ns.mem_rel = clean(ns.mem_rel + task.memory_mib)
         ns.pods_rel += 1
         s._charge_queues(job, p.charge, -1)
-        s.placements[task.name] = Placement(TaskState.RELEASING, p.node, p.devices, p.gpu_memory, p.charge)
+        s.placements[task.name] = Placement(_RELEASING, p.node, p.devices, p.gpu_memory, p.charge)
 
         def undo() -> None:
             restore_node()
@@ -651,7 +658,7 @@ class Statement:
             ns.mem_idle = clean(ns.mem_idle + task.memory_mib)
             ns.pods_idle += 1
         s._charge_queues(job, p.charge, -1)
-        s.placements[task.name] = Placement(TaskState.PENDING)
+        s.placements[task.name] = Placement(_PENDING)
 
         def undo() -> None:
             restore_node()
@@ -665,7 +672,7 @@ class Statement:
         slot) as releasing resources on its node: nothing placed since took any of it."""
         s = self.session
         p = s.placements[task.name]
-        if p.status != TaskState.RELEASING or p.node is None:
+        if p.status != _RELEASING or p.node is None:
             return False
         ns = s.nodes[p.node]
         # CPU, memory and pod slots are not per device: what counts is that the node, idle and
@@ -688,7 +695,7 @@ class Statement:
                 return False
         return True
 
-    def unevict(self, task: Task, status: TaskState = TaskState.RUNNING) -> bool:
+    def unevict(self, task: Task, status: TaskState = _RUNNING) -> bool:
         """Put a task evicted in this cycle back where it was, on its own devices; refused (False)
         when any of its room was taken since (e.g. a preemptor pipelined onto its GPU)."""
         s = self.session
