@@ -530,11 +530,12 @@ class Statement:
         old = s.placements.get(task.name)
         if old is None:
             old = Placement(_PENDING)
-        mem = s.device_need(task, ns.node.gpu_memory_mib) if task.is_fractional else 0.0
+        fractional = task.is_fractional
+        mem = s.device_need(task, ns.node.gpu_memory_mib) if fractional else 0.0
         promised = 0.0
         for i in devices:
             d = ns.devices[i]
-            if task.is_fractional:
+            if fractional:
                 if opens_group(d):  # a new GPU group: its reservation pod takes a pod slot
                     if pipelined and ns.pods_idle < 2:
                         ns.pods_rel -= 1

@@ -57,16 +57,17 @@ def step_request(session: Session, tasks: Sequence[Task]) -> dict[str, float]:
 
 def capacity_error(session: Session, job: Job, request: dict[str, float]) -> tuple[str, str] | None:
     """Queue limit and non-preemptible quota checks on the leaf queue and every ancestor (§3.5)."""
+    asked = [(r, request[r]) for r in RESOURCES if request[r] > EPS]
+    if not asked:
+        return None
+    preemptible = job.is_preemptible
     for qs in session.ancestors(job.queue):
-        for r in RESOURCES:
-            j = request[r]
-            if j <= EPS:
-                continue
+        for r, j in asked:
             lim = qs.limit(r)
             if lim >= 0 and clean(qs.allocated[r] + j) > lim + EPS:
                 return reasons.OVER_LIMIT, reasons.over_limit(qs.name, r, lim, qs.allocated[r], j)
             d = qs.quota(r)
-            if not job.is_preemptible and d >= 0 and clean(qs.allocated_np[r] + j) > d + EPS:
+            if not preemptible and d >= 0 and clean(qs.allocated_np[r] + j) > d + EPS:
                 return (
                     reasons.NON_PREEMPTIBLE_OVER_QUOTA,
                     reasons.non_preemptible_over_quota(qs.name, r, j, d, qs.allocated_np[r]),
@@ -258,7 +259,8 @@ def _pipeline_partial_gang(session: Session, stmt: Statement, job: Job, tasks: S
     """Never start part of a gang: if some tasks had to be pipelined and the ones that can start
     now do not reach the minimum, every task of this step waits (§3.3 step 5)."""
     placed = [session.placements[t.name] for t in tasks]
-    if not any(p.status == TaskState.PIPELINED for p in placed):
+    pipelined = TaskState.PIPELINED
+    if not any(p.status == pipelined for p in placed):
         return
     started = [t for t in job.tasks if gang.status(session, t) in (TaskState.RUNNING, TaskState.ALLOCATED)]
     if not gang.meets_minimum(job, started):
