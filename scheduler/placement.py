@@ -376,7 +376,17 @@ class NodeIndex:
 
     @staticmethod
     def _score(now: bool, k: int, mn: int, mx: int) -> float:
-        return node_score(Fit(True, now=now), True, False, False, float(k), 1.0, float(mn), float(mx), 0.0)
+        """``node_score(Fit(True, now=now), True, False, False, k, 1.0, mn, mx, 0.0)``, the same
+        float operations without building a Fit (it runs a few times per whole-GPU search)."""
+        s = 0.0
+        if now:
+            s += 1_000
+        low, high = float(mn), float(mx)
+        if high <= 0:
+            return s
+        if low == high:
+            return s + 9
+        return s + 9 * (1 - (float(k) - low) / (high - low))
 
     def best_fraction(self, task: Task, selector: Rules) -> tuple[NodeState, Fit] | None | bool:
         """First node in (score desc, name asc) order for a fractional or GPU-memory task under
