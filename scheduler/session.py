@@ -351,15 +351,24 @@ class Session:
         charged: list[tuple[Job, dict[str, float]]] = []
         pending: set[str] = set()
         load = self._load_on_node
-        for pinned in (True, False):
-            for job in jobs:
-                for task in job.tasks:
-                    if bool(task.gpu_devices) == pinned:
-                        charge = load(task)
-                        if charge is not None:
-                            charged.append((job, charge))
-                        elif self.placements[task.name].status == _PENDING:
-                            pending.add(job.name)
+        placements = self.placements
+        unpinned: list[tuple[Task, Job]] = []  # loaded after every pinned task, in job order
+        for job in jobs:
+            for task in job.tasks:
+                if not task.gpu_devices:
+                    unpinned.append((task, job))
+                    continue
+                charge = load(task)
+                if charge is not None:
+                    charged.append((job, charge))
+                elif placements[task.name].status == _PENDING:
+                    pending.add(job.name)
+        for task, job in unpinned:
+            charge = load(task)
+            if charge is not None:
+                charged.append((job, charge))
+            elif placements[task.name].status == _PENDING:
+                pending.add(job.name)
         self._pending_candidates = [j for j in self.jobs.values() if j.name in pending]
         if len(charged) >= 2**20 or not exact_sums(c for _, c in charged):
             for job, charge in charged:
