@@ -49,8 +49,11 @@ def assign_pools(jobs: list[Job], nodes: list[Node], pools: dict[str, str]) -> l
     node_pool = {n.name: n.pool for n in nodes}
     placed: list[Job] = []
     for job in jobs:
-        held = (node_pool[t.node] for t in job.tasks if t.node in node_pool and t.state in HOLDING)
-        running = next(held, None)
+        running = None  # the pool of the first task that holds a node
+        for t in job.tasks:
+            if t.node in node_pool and t.state in HOLDING:
+                running = node_pool[t.node]
+                break
         pool = running or job.node_selector.get(POOL_LABEL) or pools.get(job.queue, job.pool)
         placed.append(job if job.pool == pool else dataclasses.replace(job, pool=pool))
     return placed
