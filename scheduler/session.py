@@ -438,13 +438,13 @@ class Session:
             ns.mem_rel = clean(ns.mem_rel + memory)
             ns.pods_rel += 1
         if task.gpu >= 1:
-            gpu = float(task.whole_gpus)
+            gpu = float(int(task.gpu))  # whole_gpus
         elif fractional:
             gpu = self.gpu_fraction_on(task, ns.node.gpu_memory_mib)
         else:
             gpu = 0.0
         charge = {"gpu": gpu, "cpu": cpu, "memory": memory}
-        self.placements[task.name] = Placement(state, ns.name, devices, mem, charge)
+        self.placements[task.name] = Placement(state, task.node, devices, mem, charge)  # = ns.name
         return None if releasing else charge  # a releasing pod is no longer charged to its queue
 
     def hold_external(self) -> None:
