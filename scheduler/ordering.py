@@ -142,7 +142,8 @@ class JobQueue:
 
     def push(self, job: Job) -> None:
         heapq.heappush(self.heaps.setdefault(job.queue, []), (job_key(self.session, job), job.name))
-        self._touch(job.queue)
+        if self.memo:  # nothing cached yet (the first pushes): nothing to invalidate
+            self._touch(job.queue)
 
     def _entry(self, queue: str) -> tuple[Job, tuple[object, ...]] | None:
         """The subtree's best job and the queue's key for it (cached until the subtree changes)."""
