@@ -285,6 +285,12 @@ class Session:
             self._ancestors[queue] = out
         return out
 
+    def charge_step(self, job: Job, charge: dict[str, float]) -> None:
+        """Charge ``charge`` to the job's queue and its ancestors as an allocation would, with no
+        placement (what-if ordering). Goes through the allocation stamps, so cached queue keys see
+        it."""
+        self._charge_queues(job, charge, +1)
+
     def _charge_queues(self, job: Job, charge: dict[str, float], sign: float) -> None:
         stamp = self.queue_stamp
         amounts = [(r, sign * charge.get(r, 0.0)) for r in RESOURCES]

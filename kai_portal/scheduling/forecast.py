@@ -117,10 +117,7 @@ def pool_orders(inp: CycleInput) -> dict[str, list[str]]:
         while (popped := queue.pop()) is not None:
             order.append(popped.name)
             # Charge the job's step to its queues, as a successful allocation would.
-            charge = job_request(session, popped)
-            for qs in session.ancestors(popped.queue):
-                for r, v in charge.items():
-                    qs.allocated[r] = scheduler.model.clean(qs.allocated[r] + v)
+            session.charge_step(popped, job_request(session, popped))
         orders[pool] = order
     return orders
 

@@ -128,3 +128,15 @@ def test_a_job_above_its_queue_limit_is_not_said_to_fit_nowhere(loop, leaf):
     f = forecast(loop.now)[over.pk]
     assert f.estimated_start is None and f.unknown == UNKNOWN_NEVER_FITS
     assert "queue's limit" in f.reason and "empty cluster" not in f.reason
+
+
+def test_cluster_positions_alternate_between_equal_queues_as_allocate_would(loop, department):
+    # Each pop charges its job to its queue and the next pop must see that charge, so two equal
+    # queues take turns (the engine's queue order caches keys by the queues' allocation stamps).
+    factories.node("n1", gpus=1)
+    a = factories.queue("a", parent=department, gpu_quota=4)
+    b = factories.queue("b", parent=department, gpu_quota=4)
+    jobs = {q.name: [factories.job(q, f"{q.name}-{i}", gpu_count=1) for i in range(3)] for q in (a, b)}
+    fc = forecast(loop.now)
+    order = [q for _, q in sorted((fc[j.pk].cluster_position, q) for q, js in jobs.items() for j in js)]
+    assert all(x != y for x, y in zip(order, order[1:], strict=False)), order
