@@ -80,10 +80,23 @@ class AnyOf(Lookup):  # type: ignore[type-arg]
 
 def _preparers(fields: Sequence[Field[Any, Any]]) -> list[Any]:
     """Per column: None where values go as they are, else the field's own preparation."""
-    return [
-        None if f.get_internal_type() in _PLAIN else (lambda v, f=f: f.get_db_prep_value(v, connection))
-        for f in fields
-    ]
+    return [None if f.get_internal_type() in _PLAIN else _Prepare(f) for f in fields]
+
+
+class _Prepare:
+    """``field.get_db_prep_value`` remembering its last answer: a column often holds one value in
+    every row (the cycle's time in 12,000 decisions)."""
+
+    def __init__(self, field: Field[Any, Any]) -> None:
+        self.field = field
+        self.last: tuple[object, object] | None = None
+
+    def __call__(self, value: object) -> object:
+        if self.last is not None and self.last[0] is value:
+            return self.last[1]
+        prepared = self.field.get_db_prep_value(value, connection)
+        self.last = (value, prepared)
+        return prepared
 
 
 def _prepared(rows: Iterable[Sequence[object]], preparers: list[Any]) -> Iterator[tuple[object, ...]]:
