@@ -75,7 +75,12 @@ class AnyOf(Lookup):  # type: ignore[type-arg]
 
     def as_postgresql(self, compiler: Any, connection_: Any) -> tuple[str, list[Any]]:
         lhs, params, values = self._parts(compiler, connection_)
-        return f"{lhs} = ANY(%s::{self.lhs.output_field.cast_db_type(connection_)}[])", params + [values]
+        return f"{lhs} = ANY(%s::{_cast_type(self.lhs.output_field, connection_)}[])", params + [values]
+
+
+def _cast_type(field: Field[Any, Any], conn: Any = connection) -> str:
+    """The column type to cast an array parameter to (a foreign key: its target's)."""
+    return str(field.cast_db_type(conn))  # type: ignore[attr-defined]
 
 
 def _preparers(fields: Sequence[Field[Any, Any]]) -> list[Any]:
@@ -129,9 +134,8 @@ def insert_rows(model: type[Model], fields: Sequence[str], rows: Sequence[Sequen
                     copy.write_row(row)
         else:
             placeholders = ", ".join(["%s"] * len(model_fields))
-            cur.executemany(
-                f"INSERT INTO {q(meta.db_table)} ({columns}) VALUES ({placeholders})", list(values)
-            )
+            params: list[Any] = list(values)
+            cur.executemany(f"INSERT INTO {q(meta.db_table)} ({columns}) VALUES ({placeholders})", params)
     return len(rows)
 
 
@@ -172,7 +176,7 @@ def update_rows(
     prepared = list(_prepared(rows, _preparers([pk_field, *model_fields])))
     if _postgres():
         # One array per column, whatever the number of rows.
-        arrays = ", ".join(f"%s::{f.cast_db_type(connection)}[]" for f in [pk_field, *model_fields])
+        arrays = ", ".join(f"%s::{_cast_type(f)}[]" for f in [pk_field, *model_fields])
         sql = (
             f"UPDATE {table} SET {', '.join(sets)} FROM unnest({arrays}) AS v({names}) "
             f"WHERE {table}.{pk} = v.id{wheres}"

@@ -356,7 +356,7 @@ def _job_columns(job_ids: list[int], unhandled: dict[int, str]) -> dict[int, Job
     for part in bulk.id_slices(job_ids):
         for row in jobs.filter(bulk.AnyOf(F("pk"), part)).values_list(*JOB_COLUMNS):
             try:
-                out[row[0]] = JobColumns(
+                out[row[0]] = JobColumns(  # type: ignore[call-arg]  # (the columns in JOB_COLUMNS' order)
                     *row[:14], _json(row[14]), _json(row[15]), _json(row[16]), *_task_shape(*row[17:])
                 )
             except (ArithmeticError, ValueError, TypeError) as error:  # JSONDecodeError is a ValueError

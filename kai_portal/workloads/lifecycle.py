@@ -215,35 +215,25 @@ def refresh_job_states(job_ids: Iterable[int], now: datetime) -> None:
     Also keeps ``stale_since``: set when a gang first has some but fewer than
     its minimum pods on nodes (and none succeeded), cleared when that ends.
     """
+
     # Counts per job and pod state from one grouped query (not 50,000 pod rows at scale).
-    counts = {
-        name: Count("pods", filter=Q(pods__state__in=states))
-        for name, states in (
-            ("holding", HOLDING),
-            ("releasing", [PodState.RELEASING]),
-            ("pending", [PodState.PENDING]),
-            ("succeeded", [PodState.SUCCEEDED]),
-            ("failed", [PodState.FAILED]),
-        )
-    }
+    def count(*states: str) -> Count:
+        return Count("pods", filter=Q(pods__state__in=states))
+
     jobs: list[tuple[Any, ...]] = []
     for part in bulk.id_slices(set(job_ids)):
         jobs += (
             Job.objects.filter(bulk.AnyOf(F("pk"), part), state__in=JobState.active())
-            .annotate(total=Count("pods"), **counts)
+            .annotate(
+                total=Count("pods"), holding=count(*HOLDING), releasing=count(PodState.RELEASING),
+                pending=count(PodState.PENDING), succeeded=count(PodState.SUCCEEDED),
+                failed=count(PodState.FAILED),
+            )
             .values_list(
-                "pk",
-                "state",
-                "min_member",
-                "stale_since",
-                "total",
-                "holding",
-                "releasing",
-                "pending",
-                "succeeded",
-                "failed",
-            )  # fmt: skip
-        )
+                "pk", "state", "min_member", "stale_since",
+                "total", "holding", "releasing", "pending", "succeeded", "failed",
+            )
+        )  # fmt: skip
     groups: dict[tuple[str, tuple[tuple[str, Any], ...]], list[int]] = {}
     for (
         job_pk,
