@@ -60,12 +60,15 @@ def cluster_operations(inp: CycleInput, result: CycleResult) -> Operations:
     """The backend calls that carry out a result: binds, evictions, and the reasons as events."""
     ops = Operations()
     index = inp.index
-    for name, outcome in sorted(result.tasks.items()):
+    fractions = _fractions(inp)
+    # Task names in order, sorted once (50,000 at scale): binds and events go out in name order.
+    tasks = [(name, result.tasks[name]) for name in sorted(result.tasks)]
+    for name, outcome in tasks:
         ref = index.tasks.get(name)
         if ref is None:
             continue
         if outcome.status == TaskState.ALLOCATED and outcome.node:
-            fraction = _fraction(inp, outcome.job)
+            fraction = fractions.get(outcome.job)
             ops.binds.append(
                 Bind(
                     ref.namespace,
@@ -93,7 +96,7 @@ def cluster_operations(inp: CycleInput, result: CycleResult) -> Operations:
         )
     # Task and job names may coincide (a lone pod is its own job), so pod events come
     # from the task outcomes and pod-group events from the job messages.
-    for name, outcome in sorted(result.tasks.items()):
+    for name, outcome in tasks:
         ref = index.tasks.get(name)
         if ref is not None and outcome.status == TaskState.PENDING and outcome.reason:
             ops.events.append(
@@ -117,12 +120,14 @@ def cluster_operations(inp: CycleInput, result: CycleResult) -> Operations:
     return ops
 
 
-def _fraction(inp: CycleInput, job_name: str) -> float | None:
+def _fractions(inp: CycleInput) -> dict[str, float | None]:
+    """Each job's GPU fraction per task (None for whole GPUs), by engine name: one pass over the
+    jobs, not one per bind (2,000 binds x 12,500 jobs was 0.6 s a cycle at scale)."""
+    out: dict[str, float | None] = {}
     for job in inp.snapshot.jobs:
-        if job.name == job_name:
-            task = job.tasks[0] if job.tasks else None
-            return task.gpu if task is not None and 0 < task.gpu < 1 else None
-    return None
+        task = job.tasks[0] if job.tasks else None
+        out.setdefault(job.name, task.gpu if task is not None and 0 < task.gpu < 1 else None)
+    return out
 
 
 def reason_code(text: str) -> str:
