@@ -13,15 +13,21 @@ too (two teams may both run ``train``); then it becomes ``<name>-<pk>``.
 from __future__ import annotations
 
 import copy
+import json
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from typing import Any, NamedTuple
 
 from django.conf import settings
+from django.db.models import F, TextField
+from django.db.models.functions import Cast
 
 import scheduler
 from kai_portal.cluster.models import GpuDevice, Node
+from kai_portal.core import bulk
+from kai_portal.core.gc_pause import gc_paused
 from kai_portal.queues.models import Queue
 from kai_portal.scheduling import usage
 from kai_portal.workloads.choices import JobState, PodState, Preemptibility
@@ -47,9 +53,9 @@ _ENGINE_STATE = {
 }
 
 
-@dataclass(frozen=True)
-class PodRef:
-    """The row behind one engine task."""
+class PodRef(NamedTuple):
+    """The row behind one engine task (a named tuple: 50,000 of them per cycle at scale, and a
+    frozen dataclass costs several times as much to make)."""
 
     pod_id: int
     job_id: int
@@ -60,8 +66,7 @@ class PodRef:
     reason: str
 
 
-@dataclass(frozen=True)
-class JobRef:
+class JobRef(NamedTuple):
     """The row behind one engine job."""
 
     job_id: int
@@ -97,6 +102,11 @@ class CycleInput:
 
 def build_snapshot(now: datetime) -> CycleInput:
     """The engine's view of the cluster at ``now``: queue tree, nodes, active jobs and their pods."""
+    with gc_paused():
+        return _build(now)
+
+
+def _build(now: datetime) -> CycleInput:
     index = SnapshotIndex()
     nodes = _nodes(index)
     queues = _queues(index)
@@ -116,39 +126,48 @@ def build_snapshot(now: datetime) -> CycleInput:
     return CycleInput(scheduler.Snapshot(nodes=nodes, queues=queues, jobs=jobs), config, index)
 
 
+NODE_COLUMNS = ("pk", "name", "pool__name", "cpu_millicores", "memory_mib", "labels_text", "taints_text",
+                "schedulable", "ready", "max_pods", "external_gpus", "external_cpu_millicores",
+                "external_memory_mib", "external_pods")  # fmt: skip
+
+
 def _nodes(index: SnapshotIndex) -> list[scheduler.Node]:
-    rows = Node.objects.select_related("pool")
-    # Devices as columns (node, index, pk, memory), in index order per node: 40,000 at scale.
+    # Nodes and devices as columns (5,000 nodes and 40,000 devices at scale), devices in index
+    # order per node.
     by_node: dict[int, list[tuple[int, int, int]]] = {}
     for node_id, d_index, d_pk, d_memory in GpuDevice.objects.order_by("node_id", "index").values_list(
         "node_id", "index", "pk", "memory_mib"
     ):
         by_node.setdefault(node_id, []).append((d_index, d_pk, d_memory))
+    rows = Node.objects.annotate(labels_text=_text("labels"), taints_text=_text("taints")).values_list(
+        *NODE_COLUMNS
+    )
     out = []
     capacity = dict.fromkeys(("gpu", "cpu", "memory"), 0.0)
-    for row in rows:
-        devices = by_node.get(row.pk, [])
-        index.nodes[row.name] = row.pk
-        index.node_pools[row.name] = row.pool.name
+    for (pk, name, pool, cpu, memory, labels, taints, schedulable, ready, max_pods,
+         ext_gpus, ext_cpu, ext_memory, ext_pods) in rows:  # fmt: skip
+        devices = by_node.get(pk, [])
+        index.nodes[name] = pk
+        index.node_pools[name] = pool
         for d_index, d_pk, _memory in devices:
-            index.devices[(row.pk, d_index)] = d_pk
+            index.devices[(pk, d_index)] = d_pk
         node = scheduler.Node(
-            name=row.name,
+            name=name,
             gpus=len(devices),
             # The engine assumes identical devices on a node; the smallest is the safe figure.
             gpu_memory_mib=float(min((m for _i, _pk, m in devices), default=DEFAULT_GPU_MEMORY_MIB)),
-            cpu_millis=float(row.cpu_millicores),
-            memory_mib=float(row.memory_mib),
-            pool=row.pool.name,
-            labels={str(k): str(v) for k, v in (row.labels or {}).items()},
-            unschedulable=not (row.schedulable and row.ready),
-            max_pods=int(row.max_pods),
-            taints=_taints(row.taints),
+            cpu_millis=float(cpu),
+            memory_mib=float(memory),
+            pool=pool,
+            labels={str(k): str(v) for k, v in (_json(labels) or {}).items()},
+            unschedulable=not (schedulable and ready),
+            max_pods=int(max_pods),
+            taints=_taints(_json(taints)),
             external=scheduler.ExternalUsage(
-                gpus=int(row.external_gpus),
-                cpu_millis=float(row.external_cpu_millicores),
-                memory_mib=float(row.external_memory_mib),
-                pods=int(row.external_pods),
+                gpus=int(ext_gpus),
+                cpu_millis=float(ext_cpu),
+                memory_mib=float(ext_memory),
+                pods=int(ext_pods),
             ),
         )
         if not node.unschedulable:
@@ -159,6 +178,22 @@ def _nodes(index: SnapshotIndex) -> list[scheduler.Node]:
         out.append(node)
     index.capacity = capacity
     return out
+
+
+def _text(field: str) -> Cast:
+    """A JSON column read as its text, so the common empty ``{}`` / ``[]`` needs no parsing."""
+    return Cast(field, output_field=TextField())
+
+
+_EMPTY_JSON: dict[str, Callable[[], object]] = {"{}": dict, "[]": list, "null": lambda: None}
+
+
+def _json(text: str | None) -> Any:
+    """A JSON column's value from its text (see ``_text``)."""
+    if text is None:
+        return None
+    empty = _EMPTY_JSON.get(text)
+    return empty() if empty is not None else json.loads(text)
 
 
 def _taints(raw: object) -> list[Taint]:
@@ -174,11 +209,13 @@ def _taints(raw: object) -> list[Taint]:
 Placement = tuple[dict[str, str], list[Toleration], list[tuple[MatchExpression, ...]], list[PreferredTerm]]
 
 
-def _placement(job: Job) -> Placement:
+def _placement(job: JobColumns) -> Placement:
     """The job's placement rules (Kubernetes' shape in its JSON fields) as engine fields.
 
     Raises ValueError on a malformed rule: the job is then left out and failed (``unhandled``),
     never placed without the rule it asked for."""
+    if not (job.node_selector or job.tolerations or job.node_affinity):
+        return {}, [], [], []  # most jobs: nothing to convert
     selector = job.node_selector or {}
     if not isinstance(selector, dict):
         raise ValueError("node_selector must be a mapping")
@@ -253,35 +290,117 @@ def _age(now: datetime, moment: datetime | None) -> float | None:
     return None if moment is None else max(0.0, (now - moment).total_seconds())
 
 
+@dataclass(frozen=True, slots=True)
+class JobColumns:
+    """The columns of a job row the engine needs (read as plain values: at 12,500 jobs, model
+    instances with their queue and pool cost a second per cycle)."""
+
+    pk: int
+    name: str
+    namespace: str
+    queue_id: int
+    queue_name: str
+    pool_name: str | None
+    message: str
+    priority: int
+    preemptibility: str
+    min_member: int
+    created_at: datetime | None
+    started_at: datetime | None
+    stale_since: datetime | None
+    last_evicted_at: datetime | None
+    node_selector: Any
+    tolerations: Any
+    node_affinity: Any
+    gpu: float  # per task: the fraction, else the whole GPUs
+    gpu_memory_mib: float
+    gpu_fraction_devices: int
+    cpu_millis: float
+    memory_mib: float
+
+    @classmethod
+    def of(cls, job: Job) -> JobColumns:
+        """An (unsaved) job model's columns, e.g. for a what-if preview."""
+        return cls(
+            job.pk, job.name, job.namespace, job.queue_id, job.queue.name,
+            job.node_pool.name if job.node_pool else None, job.message, job.priority, job.preemptibility,
+            job.min_member, job.created_at, job.started_at, job.stale_since, job.last_evicted_at,
+            job.node_selector, job.tolerations, job.node_affinity,
+            *_task_shape(job.gpu_fraction, job.gpu_count, job.gpu_memory_mib, job.gpu_fraction_devices,
+                         job.cpu_millicores, job.memory_mib),
+        )  # fmt: skip
+
+
+JOB_COLUMNS = ("pk", "name", "namespace", "queue_id", "queue__name", "node_pool__name", "message", "priority",
+               "preemptibility", "min_member", "created_at", "started_at", "stale_since", "last_evicted_at",
+               "selector_text", "tolerations_text", "affinity_text", "gpu_fraction", "gpu_count",
+               "gpu_memory_mib", "gpu_fraction_devices", "cpu_millicores", "memory_mib")  # fmt: skip
+
+
+def _task_shape(
+    fraction: object, count: object, gpu_memory: object, devices: object, cpu: object, memory: object
+) -> tuple[float, float, int, float, float]:
+    """What each task of a job asks for, as the engine's numbers (fraction wins over count)."""
+    gpu = float(fraction) if fraction is not None else float(count)  # type: ignore[arg-type]
+    return gpu, float(gpu_memory or 0), int(devices or 1), float(cpu), float(memory)  # type: ignore[arg-type, call-overload]
+
+
+def _job_columns(job_ids: list[int], unhandled: dict[int, str]) -> dict[int, JobColumns]:
+    """The rows of these jobs as ``JobColumns``; a row that does not convert is left out and
+    what was wrong recorded in ``unhandled``."""
+    out: dict[int, JobColumns] = {}
+    jobs = Job.objects.annotate(
+        selector_text=_text("node_selector"), tolerations_text=_text("tolerations"),
+        affinity_text=_text("node_affinity"),
+    )  # fmt: skip
+    for part in bulk.id_slices(job_ids):
+        for row in jobs.filter(bulk.AnyOf(F("pk"), part)).values_list(*JOB_COLUMNS):
+            try:
+                out[row[0]] = JobColumns(  # type: ignore[call-arg]  # (the columns in JOB_COLUMNS' order)
+                    *row[:14], _json(row[14]), _json(row[15]), _json(row[16]), *_task_shape(*row[17:])
+                )
+            except (ArithmeticError, ValueError, TypeError) as error:  # JSONDecodeError is a ValueError
+                unhandled[row[0]] = f"{type(error).__name__}: {str(error)[:200]}"
+    return out
+
+
 def _jobs(now: datetime, index: SnapshotIndex) -> list[scheduler.Job]:
     """Active jobs with their alive pods, plus releasing pods of ended jobs (they still hold nodes).
 
-    Pods and their devices are read as plain columns and each job row once (at 50,000 pods,
-    model instances per pod with their job, queue, pool and node dominated the cycle). A job that
-    cannot be converted (a value out of range) is left out and recorded in ``index.unhandled``:
-    one bad row never stops the cycle for everyone else."""
+    Pods, their devices and job rows are read as plain columns, in one pass over the pods (at
+    50,000 pods, model instances per pod or per job dominated the cycle). A job that cannot be
+    converted (a value out of range) is left out and recorded in ``index.unhandled``: one bad
+    row never stops the cycle for everyone else."""
     pods = Pod.objects.filter(state__in=list(_ENGINE_STATE)).exclude(
         state=PodState.PENDING, job__state__in=[s for s in JobState.values if s not in JobState.active()]
     )
     rows = pods.order_by("job_id", "index").values_list(
         "pk", "job_id", "name", "index", "state", "node_id", "reason"
     )
+    # Device indices from the devices ``_nodes`` read (no join): device id -> index.
+    device_index = {pk: d_index for (_node, d_index), pk in index.devices.items()}
     devices: dict[int, list[int]] = {}
     through = Pod.gpu_devices.through.objects.filter(pod__in=pods.values("pk"))
-    for pod_id, device_index in through.values_list("pod_id", "gpudevice__index"):
-        devices.setdefault(pod_id, []).append(device_index)
+    for pod_id, device_id in through.values_list("pod_id", "gpudevice_id"):
+        devices.setdefault(pod_id, []).append(device_index[device_id])
     node_names = {pk: name for name, pk in index.nodes.items()}
     by_job: dict[int, list[PodRow]] = {}
     for row in rows:
-        by_job.setdefault(row[1], []).append(row)
-    job_rows = Job.objects.select_related("queue", "node_pool").in_bulk(list(by_job))
-    taken = Counter(job_rows[job_id].name for job_id in by_job)
+        pods_of = by_job.get(row[1])
+        if pods_of is None:
+            by_job[row[1]] = [row]
+        else:
+            pods_of.append(row)
+    job_rows = _job_columns(list(by_job), index.unhandled)
+    taken = Counter(job.name for job in job_rows.values())
     used_tasks: set[str] = set()
     out = []
     for job_id, job_pods in by_job.items():
-        job = job_rows[job_id]
+        job = job_rows.get(job_id)
+        if job is None:
+            continue  # its row did not convert: in ``index.unhandled``
         engine_name = job.name if taken[job.name] == 1 else f"{job.name}-{job.pk}"
-        namespace = job.namespace or job.queue.name
+        namespace = job.namespace or job.queue_name
         try:
             tasks, refs = _job_tasks(job, job_pods, engine_name, namespace, used_tasks, devices, node_names)
             engine_job = _engine_job(job, engine_name, namespace, tasks, now)
@@ -300,7 +419,7 @@ PodRow = tuple[int, int, str, int, str, "int | None", str]
 
 
 def _job_tasks(
-    job: Job,
+    job: JobColumns,
     job_pods: list[PodRow],
     engine_name: str,
     namespace: str,
@@ -309,8 +428,9 @@ def _job_tasks(
     node_names: dict[int, str],
 ) -> tuple[list[scheduler.Task], dict[str, PodRef]]:
     tasks, refs = [], {}
+    own_names = engine_name == job.name
     for pod_pk, _job_id, pod_name, pod_index, pod_state, node_id, reason in job_pods:
-        task_name = pod_name if engine_name == job.name else f"{engine_name}-{pod_index}"
+        task_name = pod_name if own_names else f"{engine_name}-{pod_index}"
         if task_name in used_tasks or task_name in refs:
             task_name = f"{task_name}-p{pod_pk}"
         node_name = node_names.get(node_id) if node_id is not None else None
@@ -320,13 +440,13 @@ def _job_tasks(
 
 
 def _engine_job(
-    job: Job, name: str, namespace: str, tasks: list[scheduler.Task], now: datetime
+    job: JobColumns, name: str, namespace: str, tasks: list[scheduler.Task], now: datetime
 ) -> scheduler.Job:
     explicit = {Preemptibility.PREEMPTIBLE: True, Preemptibility.NON_PREEMPTIBLE: False}
     selector, tolerations, required, preferred = _placement(job)
     return scheduler.Job(
         name=name,
-        queue=job.queue.name,
+        queue=job.queue_name,
         priority=job.priority,
         preemptible=explicit.get(job.preemptibility),  # type: ignore[call-overload]
         min_available=max(job.min_member, 1),
@@ -334,7 +454,7 @@ def _engine_job(
         last_start_s=_age(now, job.started_at),
         tasks=tasks,
         namespace=namespace,
-        pool=job.node_pool.name if job.node_pool else DEFAULT_POOL,
+        pool=job.pool_name or DEFAULT_POOL,
         stale_s=_age(now, job.stale_since),
         last_eviction_s=_age(now, job.last_evicted_at),
         node_selector=selector,
@@ -345,24 +465,24 @@ def _engine_job(
 
 
 def _row_task(
-    pod_state: str, node: str | None, devices: Iterable[int], job: Job, name: str, job_name: str
+    pod_state: str, node: str | None, devices: Iterable[int], job: JobColumns, name: str, job_name: str
 ) -> scheduler.Task:
     """A pod as an engine task, from its columns (state, node name, device indices)."""
-    state = _ENGINE_STATE[PodState(pod_state)]
+    state = _ENGINE_STATE[pod_state]  # type: ignore[index]
     if node is None:
         state = scheduler.TaskState.PENDING  # its node is gone: it needs a new one
-    gpu = float(job.gpu_fraction) if job.gpu_fraction is not None else float(job.gpu_count)
+    pending = state == scheduler.TaskState.PENDING
     return scheduler.Task(
         name=name,
         job=job_name,
-        gpu=gpu,
-        gpu_memory_mib=float(job.gpu_memory_mib or 0),
-        gpu_fraction_devices=int(job.gpu_fraction_devices or 1),
-        cpu_millis=float(job.cpu_millicores),
-        memory_mib=float(job.memory_mib),
+        gpu=job.gpu,
+        gpu_memory_mib=job.gpu_memory_mib,
+        gpu_fraction_devices=job.gpu_fraction_devices,
+        cpu_millis=job.cpu_millis,
+        memory_mib=job.memory_mib,
         state=state,
-        node=node if state != scheduler.TaskState.PENDING else None,
-        gpu_devices=tuple(sorted(devices)) if state != scheduler.TaskState.PENDING else (),
+        node=None if pending else node,
+        gpu_devices=() if pending else tuple(sorted(devices)),
     )
 
 
@@ -396,13 +516,14 @@ def with_extra_job(inp: CycleInput, job: Job, now: datetime) -> tuple[CycleInput
     while name in out.index.jobs or any(j.name == name for j in out.snapshot.jobs):
         name = f"{name}-new"
     namespace = job.namespace or job.queue.name
+    columns = JobColumns.of(job)
     tasks = []
     for i in range(job.task_count):
         task_name = f"{job.name}-{i}" if name == job.name else f"{name}-{i}"
         while task_name in out.index.tasks:
             task_name = f"{task_name}-new"
-        tasks.append(_row_task(PodState.PENDING, None, (), job, task_name, name))
-    out.snapshot.jobs.append(_engine_job(job, name, namespace, tasks, now))
+        tasks.append(_row_task(PodState.PENDING, None, (), columns, task_name, name))
+    out.snapshot.jobs.append(_engine_job(columns, name, namespace, tasks, now))
     return out, name
 
 

@@ -17,6 +17,7 @@ from datetime import datetime
 from typing import Any
 
 from django.db import transaction
+from django.db.models import Count, F, Q
 from django.utils import timezone
 
 from kai_portal.core import bulk
@@ -100,25 +101,24 @@ def bind_pods(binds: Sequence[tuple[int, int, Sequence[int], str]], now: datetim
     are locked first, so none changes between that check and the update, as in ``bind_pod``."""
     through = Pod.gpu_devices.through
     bound: set[int] = set()
-    for start in range(0, len(binds), 2000):
-        chunk = binds[start : start + 2000]
+    for part in bulk.id_slices([b[0] for b in binds]):
         pending = Pod.objects.select_for_update(of=("self",)).filter(
-            pk__in=[b[0] for b in chunk], state=PodState.PENDING, job__state__in=JobState.active()
+            bulk.AnyOf(F("pk"), part), state=PodState.PENDING, job__state__in=JobState.active()
         )
-        ok = set(pending.values_list("pk", flat=True))
-        if not ok:
-            continue
-        rows = [(pod_id, node_id, reason) for pod_id, node_id, _devices, reason in chunk if pod_id in ok]
-        constants = {"state": PodState.BOUND, "reason_at": now, "updated_at": now, "releasing_since": None}
-        bulk.update_rows(Pod, ["node", "reason"], rows, constants)
-        through.objects.filter(pod_id__in=ok).delete()
-        through.objects.bulk_create(
-            through(pod_id=pod_id, gpudevice_id=d)
-            for pod_id, _node, devices, _reason in chunk
-            if pod_id in ok
-            for d in devices
-        )
-        bound |= ok
+        bound |= set(pending.values_list("pk", flat=True))
+    if not bound:
+        return bound
+    ok = [b for b in binds if b[0] in bound]
+    rows = [(pod_id, node_id, reason) for pod_id, node_id, _devices, reason in ok]
+    constants = {"state": PodState.BOUND, "reason_at": now, "updated_at": now, "releasing_since": None}
+    bulk.update_rows(Pod, ["node", "reason"], rows, constants)
+    for part in bulk.id_slices(sorted(bound)):
+        through.objects.filter(bulk.AnyOf(F("pod_id"), part)).delete()
+    bulk.insert_rows(
+        through,
+        ["pod_id", "gpudevice_id"],
+        [(pod_id, d) for pod_id, _node, devices, _r in ok for d in devices],
+    )
     return bound
 
 
@@ -215,32 +215,50 @@ def refresh_job_states(job_ids: Iterable[int], now: datetime) -> None:
     Also keeps ``stale_since``: set when a gang first has some but fewer than
     its minimum pods on nodes (and none succeeded), cleared when that ends.
     """
-    # Plain columns, not model instances: a cycle refreshes every active job (50k pods at scale).
-    jobs = list(
-        Job.objects.filter(pk__in=list(job_ids), state__in=JobState.active()).values_list(
-            "pk", "state", "min_member", "stale_since"
-        )
-    )
-    pod_states: dict[int, list[str]] = {pk: [] for pk, *_ in jobs}
-    for ids in bulk.chunks([pk for pk, *_ in jobs]):
-        for job_id, pod_state in Pod.objects.filter(job_id__in=ids).values_list("job_id", "state"):
-            pod_states[job_id].append(pod_state)
+
+    # Counts per job and pod state from one grouped query (not 50,000 pod rows at scale).
+    def count(*states: str) -> Count:
+        return Count("pods", filter=Q(pods__state__in=states))
+
+    jobs: list[tuple[Any, ...]] = []
+    for part in bulk.id_slices(set(job_ids)):
+        jobs += (
+            Job.objects.filter(bulk.AnyOf(F("pk"), part), state__in=JobState.active())
+            .annotate(
+                total=Count("pods"), holding=count(*HOLDING), releasing=count(PodState.RELEASING),
+                pending=count(PodState.PENDING), succeeded=count(PodState.SUCCEEDED),
+                failed=count(PodState.FAILED),
+            )
+            .values_list(
+                "pk", "state", "min_member", "stale_since",
+                "total", "holding", "releasing", "pending", "succeeded", "failed",
+            )
+        )  # fmt: skip
     groups: dict[tuple[str, tuple[tuple[str, Any], ...]], list[int]] = {}
-    for job_pk, job_state, min_member, stale_since in jobs:
-        states = pod_states[job_pk]
+    for (
+        job_pk,
+        job_state,
+        min_member,
+        stale_since,
+        total,
+        holding,
+        releasing,
+        pending,
+        succeeded,
+        failed,
+    ) in jobs:
         gang = max(min_member, 1)
-        holding = sum(1 for s in states if s in HOLDING)
-        used = holding + states.count(PodState.RELEASING)
-        alive = used + states.count(PodState.PENDING)
-        if states and all(s == PodState.SUCCEEDED for s in states):
+        used = holding + releasing
+        alive = used + pending
+        if total and succeeded == total:
             new = JobState.SUCCEEDED
-        elif PodState.FAILED in states and alive == 0:
+        elif failed and alive == 0:
             new = JobState.FAILED
-        elif holding >= gang or (PodState.SUCCEEDED in states and holding > 0):
+        elif holding >= gang or (succeeded and holding > 0):
             new = JobState.RUNNING
         else:
             new = JobState.PENDING
-        stale = 0 < used < gang and PodState.SUCCEEDED not in states
+        stale = 0 < used < gang and not succeeded
         updates: dict[str, Any] = {}
         if new != job_state:
             updates["state"] = new
@@ -257,5 +275,7 @@ def refresh_job_states(job_ids: Iterable[int], now: datetime) -> None:
     # One UPDATE per distinct change (a cycle starting 8,000 jobs makes one, not 8,000), still
     # conditional on the state read.
     for (job_state, changes), pks in groups.items():
-        for part in bulk.chunks(pks):
-            Job.objects.filter(pk__in=part, state=job_state).update(updated_at=now, **dict(changes))
+        for part in bulk.id_slices(pks):
+            Job.objects.filter(bulk.AnyOf(F("pk"), part), state=job_state).update(
+                updated_at=now, **dict(changes)
+            )
