@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
-import gc
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 
 from scheduler import pools, reasons
 from scheduler.actions import get_action
 from scheduler.fairshare import compute_fair_shares
+from scheduler.gc_pause import gc_paused
 from scheduler.model import RESOURCES, Config, Job, Snapshot, TaskState, clean
 from scheduler.result import CycleResult, Event, QueueOutcome, TaskOutcome
 from scheduler.session import Session, exact_sums
@@ -20,25 +19,6 @@ _RUNNING = TaskState.RUNNING
 _RELEASING = TaskState.RELEASING
 _ALLOCATED = TaskState.ALLOCATED
 _PIPELINED = TaskState.PIPELINED
-
-
-@contextmanager
-def gc_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector while a cycle builds its state.
-
-    A cycle allocates an object or more per task (placements, outcomes, undo records) that live
-    until it ends, and leaves no cycles to collect; with the collector on, every few thousand of
-    them trigger a collection that walks the whole snapshot again (about a fifth of the stress
-    cycle). Reference counting still frees everything; the young objects are collected once
-    afterwards (the benchmark counts that collection in the cycle's time)."""
-    if not gc.isenabled():
-        yield
-        return
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
 
 
 def run_cycle(snapshot: Snapshot, config: Config | None = None) -> CycleResult:

@@ -27,11 +27,11 @@ from django.db.models.functions import Cast
 import scheduler
 from kai_portal.cluster.models import GpuDevice, Node
 from kai_portal.core import bulk
-from kai_portal.core.gc_pause import gc_paused
 from kai_portal.queues.models import Queue
 from kai_portal.scheduling import usage
 from kai_portal.workloads.choices import JobState, PodState, Preemptibility
 from kai_portal.workloads.models import Job, Pod
+from scheduler.gc_pause import gc_paused
 from scheduler.model import (
     MATCH_OPERATORS,
     TAINT_EFFECTS,

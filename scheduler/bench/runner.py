@@ -66,7 +66,7 @@ def measure(w: Workload, reps: int, rep_budget_s: float, send: Any) -> None:
         t1 = time.perf_counter()
         c1 = time.process_time()
         open_session(snap, w.config, "default")  # snapshot -> session state and fair shares
-        gc.collect(0)  # the collection the engine defers while it runs (``cycle.gc_paused``)
+        gc.collect(0)  # the collection the engine defers while it runs (``gc_pause.gc_paused``)
         t2 = time.perf_counter()
         c2 = time.process_time()
         result = run_cycle(snap, w.config)

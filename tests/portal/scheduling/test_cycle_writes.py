@@ -15,12 +15,12 @@ import scheduler
 from kai_portal.cluster.backends import ApplyReport
 from kai_portal.cluster.models import Node
 from kai_portal.core import bulk
-from kai_portal.core.gc_pause import gc_paused
 from kai_portal.scheduling.models import Decision, JobMessage, SchedulingCycle
 from kai_portal.scheduling.results import DECISION_FIELDS, persist_result
 from kai_portal.scheduling.snapshot import build_snapshot
 from kai_portal.workloads.lifecycle import refresh_job_states
 from kai_portal.workloads.models import Job, Pod
+from scheduler.gc_pause import gc_paused
 from tests.portal import factories
 
 pytestmark = pytest.mark.django_db
