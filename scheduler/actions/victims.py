@@ -219,38 +219,32 @@ def victim_stream(
                     return qname, job
                 heapq.heappop(heap)
             return None
+        return pick(qs.children)
+
+    def pick(queues: list[str]) -> tuple[str, Job] | None:
+        """The best leaf below ``queues``: the one whose queue gives first. Keys are needed only
+        to compare, so a single queue with candidates gives without one."""
+        cands = [(q, c) for q in queues if (c := best_leaf(q)) is not None]
+        if len(cands) <= 1:
+            return cands[0][1] if cands else None
         best: tuple[tuple[object, ...], tuple[str, Job]] | None = None
-        for child in qs.children:
-            cand = best_leaf(child)
-            if cand is None:
-                continue
+        for q, cand in cands:
             extra = contribution_charge(next_contribution(cand[1]))
-            k = order_key(child, extra)
+            k = order_key(q, extra)
             if best is None or k > best[0]:
                 best = (k, cand)
-        return best[1] if best else None
+        assert best is not None
+        return best[1]
 
     tops = [
         q for q, qs in session.queues.items() if not qs.queue.parent or qs.queue.parent not in session.queues
     ]
     out: list[Contribution] = []
-    single_top = len(tops) == 1
     while limit is None or len(out) < limit:
-        best: tuple[tuple[object, ...], tuple[str, Job]] | None = None
-        for top in tops:
-            cand = best_leaf(top)
-            if cand is None:
-                continue
-            if single_top:
-                best = ((), cand)
-                break
-            extra = contribution_charge(next_contribution(cand[1]))
-            k = order_key(top, extra)
-            if best is None or k > best[0]:
-                best = (k, cand)
-        if best is None:
+        found = pick(tops)
+        if found is None:
             break
-        leaf, job = best[1]
+        leaf, job = found
         tasks = next_contribution(job)
         out.append(Contribution(job, tasks))
         charge = contribution_charge(tasks)
@@ -769,47 +763,68 @@ def greedy_scenario(
                 on_node.setdefault(n, []).append(i)
     cp = stmt.checkpoint()
     chosen: set[int] = set()
-    cache: dict[tuple[str, tuple[float, ...]], tuple[int, list[int]] | None] = {}
+    index = {ns.name: i for i, ns in enumerate(nodes)}
+    # Per task shape: the nodes' costs computed so far in a heap keyed (victim tasks, node order),
+    # nodes computed in node order up to ``scanned``. A node whose state changed is recomputed
+    # when its shape is next needed; entries of an older computation are skipped (``version``).
+    # The best node is then the first in node order among those needing the fewest victim
+    # tasks - as a scan of every node would find it - without re-reading every node per task.
+    ranks: dict[tuple[float, ...], _Ranks] = {}
 
     def shape(t: Task) -> tuple[float, ...]:
         return (t.gpu, t.gpu_memory_mib, t.cpu_millis, t.memory_mib)
 
     def cost(ns: NodeState, t: Task) -> tuple[int, list[int]] | None:
-        k = (ns.name, shape(t))
-        if k in cache:
-            return cache[k]
-        res: tuple[int, list[int]] | None = None
         if node_fit(session, ns, t, job).ok:
-            res = (0, [])
-        else:
-            sub = stmt.checkpoint()
-            n = 0
-            picked: list[int] = []
-            for i in on_node.get(ns.name, []):
-                if i in chosen:
-                    continue
-                for v in stream[i].tasks:
-                    stmt.evict(v)
-                n += len(stream[i].tasks)
-                picked.append(i)
-                if node_fit(session, ns, t, job).ok:
-                    res = (n, picked)
-                    break
-            stmt.rollback(sub)
-        cache[k] = res
+            return (0, [])
+        res: tuple[int, list[int]] | None = None
+        sub = stmt.checkpoint()
+        n = 0
+        picked: list[int] = []
+        for i in on_node.get(ns.name, []):
+            if i in chosen:
+                continue
+            for v in stream[i].tasks:
+                stmt.evict(v)
+            n += len(stream[i].tasks)
+            picked.append(i)
+            if node_fit(session, ns, t, job).ok:
+                res = (n, picked)
+                break
+        stmt.rollback(sub)
         return res
+
+    def push(r: _Ranks, ns: NodeState, t: Task) -> None:
+        found = cost(ns, t)
+        if found is not None:
+            heapq.heappush(r.heap, (found[0], index[ns.name], r.version.get(ns.name, 0), found[1]))
+
+    def best_for(t: Task) -> tuple[int, str, list[int]] | None:
+        r = ranks.get(shape(t))
+        if r is None:
+            r = ranks[shape(t)] = _Ranks()
+        for name in sorted(r.stale, key=index.__getitem__):
+            push(r, session.nodes[name], t)
+        r.stale.clear()
+        while True:
+            while r.heap and r.heap[0][2] != r.version.get(nodes[r.heap[0][1]].name, 0):
+                heapq.heappop(r.heap)
+            if r.heap and r.heap[0][0] == 0:
+                break  # nothing beats a node that needs no victim; later nodes come after it
+            if r.scanned == len(nodes):
+                break
+            push(r, nodes[r.scanned], t)
+            r.scanned += 1
+        if not r.heap:
+            return None
+        top = r.heap[0]
+        return top[0], nodes[top[1]].name, top[3]
 
     try:
         for t in tasks:
             if out_of_time(session):
                 return None
-            best: tuple[int, str, list[int]] | None = None
-            for ns in nodes:
-                found = cost(ns, t)
-                if found is not None and (best is None or found[0] < best[0]):
-                    best = (found[0], ns.name, found[1])
-                    if found[0] == 0:
-                        break
+            best = best_for(t)
             if best is None:
                 return None
             dirty = {best[1]}
@@ -823,11 +838,25 @@ def greedy_scenario(
             if not fit.ok:
                 return None
             stmt.place(t, ns.name, fit.devices, pipelined=True)
-            for k in [k for k in cache if k[0] in dirty]:
-                del cache[k]
+            for r in ranks.values():
+                for name in dirty:
+                    i = index.get(name)
+                    if i is not None and i < r.scanned:
+                        r.version[name] = r.version.get(name, 0) + 1
+                        r.stale.add(name)
         return [stream[i] for i in sorted(chosen)]
     finally:
         stmt.rollback(cp)
+
+
+@dataclass
+class _Ranks:
+    """``greedy_scenario``'s node costs for one task shape."""
+
+    heap: list[tuple[int, int, int, list[int]]] = field(default_factory=list)
+    scanned: int = 0
+    version: dict[str, int] = field(default_factory=dict)
+    stale: set[str] = field(default_factory=set)
 
 
 def solve(
@@ -990,6 +1019,10 @@ def run_action(
     # until a commit the session is as it was): the note kind, the job, and how the failure
     # carries over to an alike job (``_carries``).
     failed: dict[tuple[object, ...], tuple[str, Job, Carry]] = {}
+    # KAI's scheduling signatures: the smallest job whose victim search failed, per leaf queue
+    # (reclaim, preempt) or for the whole action (consolidation) and constraint signature; kept
+    # for the whole action, commits included (``Representatives``).
+    representatives = Representatives(per_queue=not moves_only) if SIGNATURES else None
 
     def note_of(job: Job, kind: str) -> Note | None:
         return explain(job, kind) if explain is not None else None
@@ -1059,6 +1092,12 @@ def run_action(
             add_note(session, job, note)
         if search is None:
             continue
+        if representatives is not None and not representatives.easier(session, job):
+            # KAI's ``MinimalJobRepresentatives``: not easier than a job whose search failed
+            note = note_of(job, "no_scenario")
+            if note is not None:
+                add_note(session, job, note)
+            continue
         stream = victim_stream(session, search.victims, search.core_protected)
         if not stream:
             note = note_of(job, "no_victims")
@@ -1076,13 +1115,102 @@ def run_action(
             note = note_of(job, "no_scenario")
             if note is not None:
                 add_note(session, job, note)
-            if search.sig is not None and not log.late and not out_of_time(session):
-                failed[search.sig] = ("no_scenario", job, "later" if log.last and REUSE_LAST else "turn")
+            if not out_of_time(session):
+                if search.sig is not None and not log.late:
+                    failed[search.sig] = ("no_scenario", job, "later" if log.last and REUSE_LAST else "turn")
+                if representatives is not None:
+                    representatives.update(session, job)
             continue
         stmt.commit()
         failed.clear()
         session.action_notes.pop(job.name, None)
         record(session, action, job, outcome, describe)
+
+
+# KAI's scheduling signatures (``--use-scheduling-signatures``, on by default): a job is not
+# searched for when it is not easier than a job of the same signature whose search failed
+# (tests switch it off to compare the exact shortcuts with a search per job).
+SIGNATURES = True
+
+Footprint = list[tuple[float, ...]]
+
+
+def _signature(session: Session, job: Job) -> tuple[object, ...] | None:
+    """KAI's scheduling-constraints signature of a job's pending pods, without their resource
+    requests (those are compared by ``_easier``): priority, preemptibility and node selector. None
+    for a job whose own pods or rules enter the search (pods already active, placement rules,
+    topology, sub-groups): it is always searched for itself, as ``_alike`` does."""
+    if job.has_rules or job.topology is not None or job.subgroups:
+        return None
+    if any(gang.status(session, t) != TaskState.PENDING for t in job.tasks):
+        return None
+    return (job.priority, job.is_preemptible, tuple(sorted(job.node_selector.items())))
+
+
+def _footprint(session: Session, job: Job) -> Footprint:
+    """The job's pending pods' requests, sorted (KAI's ``extractSortedResourceRequests``)."""
+    return sorted(
+        (t.gpu, t.gpu_memory_mib, float(t.gpu_fraction_devices), t.cpu_millis, t.memory_mib)
+        for t in gang.pending_tasks(session, job)
+    )
+
+
+def _le(a: tuple[float, ...], b: tuple[float, ...]) -> bool:
+    return all(x <= y for x, y in zip(a, b, strict=True))
+
+
+def _easier(job: Footprint, rep: Footprint) -> bool:
+    """KAI's ``jobEasierToScheduleComparison``: fewer pods than the representative, or, pod by
+    pod in sorted order, equal up to one that asks for no more and less somewhere."""
+    if not job or not rep:
+        return False
+    if len(rep) > len(job):
+        return True
+    for i, a in enumerate(job):
+        if i >= len(rep):
+            return False
+        if _le(a, rep[i]):
+            if _le(rep[i], a):
+                continue
+            return True
+    return False
+
+
+def _smaller(new: Footprint, cur: Footprint) -> bool:
+    """KAI's ``isPodGroupFootprintSmaller``: no more pods, each no larger in sorted order."""
+    if not new or not cur or len(new) > len(cur):
+        return False
+    return all(_le(a, b) for a, b in zip(new, cur, strict=False))
+
+
+@dataclass
+class Representatives:
+    """KAI's ``MinimalJobRepresentatives`` (``actions/common/minimal_job_comparison.go``): per
+    signature the smallest job whose victim search failed; kept for the whole action, as in KAI
+    (reclaim and preempt keep one set per leaf queue, consolidation one for all queues)."""
+
+    per_queue: bool
+    reps: dict[tuple[object, ...], Footprint] = field(default_factory=dict)
+
+    def _key(self, session: Session, job: Job) -> tuple[object, ...] | None:
+        sig = _signature(session, job)
+        if sig is None:
+            return None
+        return (job.queue if self.per_queue else None, *sig)
+
+    def easier(self, session: Session, job: Job) -> bool:
+        key = self._key(session, job)
+        rep = self.reps.get(key) if key is not None else None
+        return rep is None or _easier(_footprint(session, job), rep)
+
+    def update(self, session: Session, job: Job) -> None:
+        key = self._key(session, job)
+        if key is None:
+            return
+        new = _footprint(session, job)
+        cur = self.reps.get(key)
+        if cur is None or _smaller(new, cur):
+            self.reps[key] = new
 
 
 @dataclass
