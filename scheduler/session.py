@@ -153,6 +153,7 @@ class Session:
             for n in sorted(nodes, key=lambda n: n.name)
         }
         self.queues: dict[str, QueueState] = {q.name: QueueState(q) for q in queues}
+        self._ancestors: dict[str, list[QueueState]] = {}
         for q in queues:
             if q.parent in self.queues:
                 self.queues[q.parent].children.append(q.name)
@@ -240,22 +241,32 @@ class Session:
 
     # ---- queue helpers -------------------------------------------------
     def ancestors(self, queue: str) -> list[QueueState]:
-        """The queue itself and every ancestor up to the top level."""
-        out: list[QueueState] = []
-        q: QueueState | None = self.queues.get(queue)
-        while q is not None:
-            out.append(q)
-            q = self.queues.get(q.queue.parent) if q.queue.parent else None
+        """The queue itself and every ancestor up to the top level (do not modify: the queue
+        tree is fixed for the session, so the list is kept per queue)."""
+        out = self._ancestors.get(queue)
+        if out is None:
+            out = []
+            q: QueueState | None = self.queues.get(queue)
+            while q is not None:
+                out.append(q)
+                q = self.queues.get(q.queue.parent) if q.queue.parent else None
+            self._ancestors[queue] = out
         return out
 
     def _charge_queues(self, job: Job, charge: dict[str, float], sign: float) -> None:
         stamp = self.queue_stamp
+        # Allocations are only ever written here, rounded: adding a zero would change nothing.
+        deltas = [(r, sign * v) for r in RESOURCES if (v := charge.get(r, 0.0))]
+        np_too = not job.is_preemptible
         for qs in self.ancestors(job.queue):
             stamp[qs.name] = stamp.get(qs.name, 0) + 1
-            for r in RESOURCES:
-                qs.allocated[r] = clean(qs.allocated[r] + sign * charge.get(r, 0.0))
-                if not job.is_preemptible:
-                    qs.allocated_np[r] = clean(qs.allocated_np[r] + sign * charge.get(r, 0.0))
+            alloc = qs.allocated
+            for r, d in deltas:
+                alloc[r] = clean(alloc[r] + d)
+            if np_too:
+                alloc_np = qs.allocated_np
+                for r, d in deltas:
+                    alloc_np[r] = clean(alloc_np[r] + d)
 
     # ---- request conversion --------------------------------------------
     def gpu_fraction_on(self, task: Task, device_memory: float) -> float:

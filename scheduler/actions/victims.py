@@ -36,6 +36,11 @@ from scheduler.topology import node_sets
 ACTIVE = gang.ACTIVE_ALLOCATED
 
 
+# Queue keys by (queue, its allocation, a request or an allocation after), with the fair-share
+# dict they were computed for (a key reads nothing else that changes within a cycle).
+KeyMemo = dict[tuple[str, tuple[float, ...], tuple[float, ...]], tuple[object, tuple[object, ...]]]
+
+
 @dataclass
 class Contribution:
     """What one victim job gives in one step of the victim stream."""
@@ -130,7 +135,11 @@ def victim_chunks(
 
 
 def victim_stream(
-    session: Session, candidates: Sequence[Job], core_protected: set[str], limit: int | None = None
+    session: Session,
+    candidates: Sequence[Job],
+    core_protected: set[str],
+    limit: int | None = None,
+    memo: KeyMemo | None = None,
 ) -> list[Contribution]:
     """All contributions of the candidate jobs in victim order.
 
@@ -187,16 +196,20 @@ def victim_stream(
                 out[r] += v
         return out
 
-    # Queue keys by (queue, allocation after): the session does not change while the stream is
-    # built, so a queue whose ``taken`` and next candidate did not change keeps its key.
-    key_memo: dict[tuple[str, tuple[float, ...]], tuple[object, ...]] = {}
+    # Queue keys by (queue, allocation now, allocation after): a key reads nothing else that
+    # changes within a cycle (fair shares: by identity), so ``memo`` may serve every stream of
+    # an action.
+    key_memo: KeyMemo = {} if memo is None else memo
 
     def order_key(qname: str, extra: dict[str, float]) -> tuple[object, ...]:
+        qs = session.queues[qname]
         after = alloc_after(qname, extra)
-        mk = (qname, tuple(after[r] for r in RESOURCES))
-        k = key_memo.get(mk)
-        if k is None:
-            k = key_memo[mk] = _alloc_order_key(session.queues[qname], after, session.capacity)
+        mk = (qname, tuple(qs.allocated.values()), tuple(after[r] for r in RESOURCES))
+        hit = key_memo.get(mk)
+        if hit is not None and hit[0] is qs.fair_share:
+            return hit[1]
+        k = _alloc_order_key(qs, after, session.capacity)
+        key_memo[mk] = (qs.fair_share, k)
         return k
 
     # Each subtree's best leaf, dropped along the path of the leaf that gives (nothing else changes).
@@ -411,6 +424,12 @@ class PendingHeads:
         self.session = session
         self.by_leaf: dict[str, list[tuple[tuple[object, ...], str]]] = {}
         self.requests: dict[str, dict[str, float]] = {}
+        # Queue keys by (queue, its allocation, the request it is keyed with), for every
+        # simulation of the action: nothing else a key reads changes within a cycle (fair shares
+        # are replaced as a whole dict, checked by identity), and the simulations evict and
+        # re-place the same victims again and again, so their queues come back to the same
+        # allocations.
+        self.keys: KeyMemo = {}
 
     def add(self, job: Job) -> None:
         self.by_leaf.setdefault(job.queue, []).append((job_key(self.session, job), job.name))
@@ -451,7 +470,7 @@ class AllocateOrder:
         for lst in self.sim.values():
             lst.sort(key=lambda x: (x[0], x[1]), reverse=True)  # type: ignore[arg-type,return-value]
         self.pos: dict[str, int] = {}  # next index into heads.by_leaf per leaf
-        self.keys: dict[tuple[str, int, tuple[float, ...]], tuple[object, ...]] = {}
+        self.keys = heads.keys if heads is not None else {}
         self.live: dict[str, int] = {}  # simulation jobs left per queue (subtree)
         for leaf, lst in self.sim.items():
             for qs in session.ancestors(leaf):
@@ -524,10 +543,13 @@ class AllocateOrder:
             rep = None if sub is None else (sub[2], sub[3], sub[4])
         if rep is not None:
             leaf, req, other = rep
-            mk = (q, session.queue_stamp.get(q, 0), tuple(req.values()))
-            k = self.keys.get(mk)
-            if k is None:
-                k = self.keys[mk] = queue_key(qs, req, session.capacity)
+            mk = (q, tuple(qs.allocated.values()), tuple(req.values()))
+            hit_k = self.keys.get(mk)
+            if hit_k is not None and hit_k[0] is qs.fair_share:
+                k = hit_k[1]
+            else:
+                k = queue_key(qs, req, session.capacity)
+                self.keys[mk] = (qs.fair_share, k)
             found = (k, qs, leaf, req, other)
         self.memo[q] = (stamp, found)
         return found
@@ -610,7 +632,11 @@ def _replace_victims(
     session: Session, stmt: Statement, job: Job, tasks: list[Task], bound: list[float]
 ) -> None:
     """Re-place evicted tasks of one victim job (pipeline-only); a task whose best node is the one
-    it ran on is simply un-evicted. A gang that cannot reach its minimum stays evicted."""
+    it ran on is simply un-evicted. A gang that cannot reach its minimum stays evicted.
+
+    ``bound`` is ``_max_free`` taken at some point since the last time room was freed, or empty
+    until a task needs it: re-placing only takes room, so a later reading is as valid a screen
+    (a task it skips would fit nowhere) and most victims, un-evicted, never need one."""
     cp = stmt.checkpoint()
     nodes = list(session.nodes.values())
     for t in tasks:
@@ -618,6 +644,8 @@ def _replace_victims(
             continue  # its queue's room went to the preemptor (a limit, non-preemptible quota)
         if stmt.unevict(t):  # §3.9: a task whose own room is still free is simply un-evicted
             continue
+        if not bound:
+            bound[:] = _max_free(session)
         if (
             t.whole_gpus > bound[0]
             or t.cpu_millis > bound[2] + AMOUNT_EPS
@@ -633,7 +661,7 @@ def _replace_victims(
             continue
         found = best_fit(session, t, job, nodes)
         if found is None:
-            bound[:] = list(_max_free(session))  # tighten the screen for the victims that follow
+            bound[:] = _max_free(session)  # tighten the screen for the victims that follow
             continue
         ns, fit = found
         # Its own room is taken (``room_left`` was False above), even when the best node is the
@@ -641,7 +669,7 @@ def _replace_victims(
         stmt.place(t, ns.name, fit.devices, pipelined=True)
     if not gang.gang_satisfied(session, job) and stmt.checkpoint() > cp:
         stmt.rollback(cp)
-        bound[:] = list(_max_free(session))
+        bound.clear()  # room freed again: read it when a task next needs it
 
 
 def _place_preemptor(session: Session, stmt: Statement, job: Job, tasks: list[Task]) -> bool:
@@ -702,7 +730,7 @@ def simulate(
     if capacity_error(session, job, step_request(session, tasks)):
         stmt.rollback(cp)
         return None
-    bound = list(_max_free(session))
+    bound: list[float] = []  # ``_max_free``, read when a victim first needs it
     popped = 0  # victim jobs re-placed (or left evicted) before the preemptor's turn
     for j, ts in order:
         if j is job:
@@ -714,7 +742,7 @@ def simulate(
             ):
                 stmt.rollback(cp)
                 return None
-            bound = list(_max_free(session))
+            bound.clear()
         else:
             popped += 1
             _replace_victims(session, stmt, j, sorted(ts, key=lambda t: j.tasks.index(t)), bound)
@@ -1023,6 +1051,7 @@ def run_action(
     # (reclaim, preempt) or for the whole action (consolidation) and constraint signature; kept
     # for the whole action, commits included (``Representatives``).
     representatives = Representatives(per_queue=not moves_only) if SIGNATURES else None
+    stream_keys: KeyMemo = {}  # victim order keys of every stream this action builds
 
     def note_of(job: Job, kind: str) -> Note | None:
         return explain(job, kind) if explain is not None else None
@@ -1098,7 +1127,7 @@ def run_action(
             if note is not None:
                 add_note(session, job, note)
             continue
-        stream = victim_stream(session, search.victims, search.core_protected)
+        stream = victim_stream(session, search.victims, search.core_protected, memo=stream_keys)
         if not stream:
             note = note_of(job, "no_victims")
             if note is not None:
