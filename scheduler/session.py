@@ -399,16 +399,19 @@ class Statement:
     def commit(self) -> None:
         self._undo.clear()
 
-    def _snapshot_node(self, ns: NodeState) -> Callable[[], None]:
+    def _snapshot_node(self, ns: NodeState, devices: tuple[int, ...]) -> Callable[[], None]:
+        """Undo of one operation on the node: its scalars and the devices it touches (each
+        operation changes only the devices it names; undos run last first, so the others are
+        as they were)."""
         session = self.session
         session.touch_node(ns.name)
         scalars = (ns.cpu_idle, ns.cpu_rel, ns.mem_idle, ns.mem_rel, ns.pods_idle, ns.pods_rel)
-        devs = [(d.active, d.releasing, d.whole) for d in ns.devices]
+        devs = [(d, d.active, d.releasing, d.whole) for d in (ns.devices[i] for i in devices)]
 
         def restore() -> None:
             session.touch_node(ns.name)
             ns.cpu_idle, ns.cpu_rel, ns.mem_idle, ns.mem_rel, ns.pods_idle, ns.pods_rel = scalars
-            for d, (a, rel, w) in zip(ns.devices, devs, strict=True):
+            for d, a, rel, w in devs:
                 d.active, d.releasing, d.whole = a, rel, w
 
         return restore
@@ -418,7 +421,7 @@ class Statement:
         s = self.session
         ns = s.nodes[node]
         job = s.task_job[task.name]
-        restore_node = self._snapshot_node(ns)
+        restore_node = self._snapshot_node(ns, devices)
         old = s.placements.get(task.name, Placement(TaskState.PENDING))
         mem = s.device_need(task, ns.node.gpu_memory_mib) if task.is_fractional else 0.0
         promised = 0.0
@@ -493,7 +496,7 @@ class Statement:
             return
         ns = s.nodes[p.node]
         job = s.task_job[task.name]
-        restore_node = self._snapshot_node(ns)
+        restore_node = self._snapshot_node(ns, p.devices)
         old = p
         for i in p.devices:
             d = ns.devices[i]
@@ -524,7 +527,7 @@ class Statement:
         assert p.node is not None
         ns = s.nodes[p.node]
         job = s.task_job[task.name]
-        restore_node = self._snapshot_node(ns)
+        restore_node = self._snapshot_node(ns, p.devices)
         for i in p.devices:
             d = ns.devices[i]
             if task.is_fractional:
@@ -595,7 +598,7 @@ class Statement:
         assert p.node is not None
         ns = s.nodes[p.node]
         job = s.task_job[task.name]
-        restore_node = self._snapshot_node(ns)
+        restore_node = self._snapshot_node(ns, p.devices)
         for i in p.devices:
             d = ns.devices[i]
             amount = p.gpu_memory if task.is_fractional else d.memory
