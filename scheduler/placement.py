@@ -338,7 +338,10 @@ class NodeIndex:
                 # Fitting now needs a free pod slot and enough idle devices: skip the full check
                 # where either is missing (after virtual evictions, as in the victim search's
                 # simulations, many nodes have only releasing room).
-                if now and (ns.pods_idle < 1 or ns.idle_whole_gpus() < task.whole_gpus):
+                if now and (
+                    ns.pods_idle < 1
+                    or sum(d.active <= EPS and d.releasing <= EPS for d in ns.devices) < task.whole_gpus
+                ):
                     continue
                 fit = node_fit(session, ns, task, selector)
                 if fit.ok and (now is None or fit.now == now):
