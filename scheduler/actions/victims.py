@@ -868,8 +868,8 @@ def greedy_scenario(
             stmt.place(t, ns.name, fit.devices, pipelined=True)
             for r in ranks.values():
                 for name in dirty:
-                    i = index.get(name)
-                    if i is not None and i < r.scanned:
+                    pos = index.get(name)
+                    if pos is not None and pos < r.scanned:
                         r.version[name] = r.version.get(name, 0) + 1
                         r.stale.add(name)
         return [stream[i] for i in sorted(chosen)]

@@ -79,7 +79,9 @@ def _searched(monkeypatch: pytest.MonkeyPatch, snap: Snapshot, signatures: bool)
 
 
 @pytest.mark.parametrize("seed", [3, 88])
-def test_a_job_not_easier_than_a_failed_one_is_not_searched(monkeypatch: pytest.MonkeyPatch, seed: int) -> None:
+def test_a_job_not_easier_than_a_failed_one_is_not_searched(
+    monkeypatch: pytest.MonkeyPatch, seed: int
+) -> None:
     """Trees where a job's search fails and later jobs of its leaf, not easier, are searched
     without the rule: with it they are not, and the answer is the reference's."""
     snap = _tree(random.Random(seed).choice)
