@@ -343,6 +343,15 @@ class NodeIndex:
                 hit = fits.get(r)
                 if hit is None:
                     ns = nodes[names[r]]
+                    # Fitting now needs a free pod slot and enough idle devices: skip the full
+                    # check where either is missing (after virtual evictions, as in the victim
+                    # search's simulations, many nodes have only releasing room). Not cached:
+                    # the node may still fit later.
+                    if now and (
+                        ns.pods_idle < 1
+                        or sum(d.active <= EPS and d.releasing <= EPS for d in ns.devices) < need
+                    ):
+                        continue
                     hit = fits[r] = (ns, node_fit(session, ns, task, selector))
                 fit = hit[1]
                 if fit.ok and (now is None or fit.now == now):

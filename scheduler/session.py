@@ -175,6 +175,7 @@ class Session:
             for n in sorted(nodes, key=lambda n: n.name)
         }
         self.queues: dict[str, QueueState] = {q.name: QueueState(q) for q in queues}
+        self._ancestors: dict[str, list[QueueState]] = {}
         for q in queues:
             if q.parent in self.queues:
                 self.queues[q.parent].children.append(q.name)
@@ -522,16 +523,19 @@ class Statement:
     def commit(self) -> None:
         self._undo.clear()
 
-    def _snapshot_node(self, ns: NodeState) -> Callable[[], None]:
+    def _snapshot_node(self, ns: NodeState, devices: tuple[int, ...]) -> Callable[[], None]:
+        """Undo of one operation on the node: its scalars and the devices it touches (each
+        operation changes only the devices it names; undos run last first, so the others are
+        as they were)."""
         session = self.session
         session.touch_node(ns.name)
         scalars = (ns.cpu_idle, ns.cpu_rel, ns.mem_idle, ns.mem_rel, ns.pods_idle, ns.pods_rel)
-        devs = [(d.active, d.releasing, d.whole) for d in ns.devices]
+        devs = [(d, d.active, d.releasing, d.whole) for d in (ns.devices[i] for i in devices)]
 
         def restore() -> None:
             session.touch_node(ns.name)
             ns.cpu_idle, ns.cpu_rel, ns.mem_idle, ns.mem_rel, ns.pods_idle, ns.pods_rel = scalars
-            for d, (a, rel, w) in zip(ns.devices, devs, strict=True):
+            for d, a, rel, w in devs:
                 d.active, d.releasing, d.whole = a, rel, w
 
         return restore
@@ -541,7 +545,7 @@ class Statement:
         s = self.session
         ns = s.nodes[node]
         job = s.task_job[task.name]
-        restore_node = self._snapshot_node(ns)
+        restore_node = self._snapshot_node(ns, devices)
         old = s.placements.get(task.name)
         if old is None:
             old = Placement(_PENDING)
@@ -619,7 +623,7 @@ class Statement:
             return
         ns = s.nodes[p.node]
         job = s.task_job[task.name]
-        restore_node = self._snapshot_node(ns)
+        restore_node = self._snapshot_node(ns, p.devices)
         old = p
         for i in p.devices:
             d = ns.devices[i]
@@ -650,7 +654,7 @@ class Statement:
         assert p.node is not None
         ns = s.nodes[p.node]
         job = s.task_job[task.name]
-        restore_node = self._snapshot_node(ns)
+        restore_node = self._snapshot_node(ns, p.devices)
         for i in p.devices:
             d = ns.devices[i]
             if task.is_fractional:
@@ -721,7 +725,7 @@ class Statement:
         assert p.node is not None
         ns = s.nodes[p.node]
         job = s.task_job[task.name]
-        restore_node = self._snapshot_node(ns)
+        restore_node = self._snapshot_node(ns, p.devices)
         for i in p.devices:
             d = ns.devices[i]
             amount = p.gpu_memory if task.is_fractional else d.memory

@@ -243,17 +243,27 @@ def reclaim(session: Session) -> None:
 
         return validate
 
+    # A queue's usage line by (queue, allocation, fair-share dict): the victims of one scenario
+    # are described in one state, mostly from a few queues.
+    usage_lines: dict[tuple[str, tuple[float, ...]], tuple[object, str]] = {}
+
+    def usage_line(q: QueueState) -> str:
+        key = (q.name, tuple(q.allocated.values()))
+        hit = usage_lines.get(key)
+        if hit is not None and hit[0] is q.fair_share:
+            return hit[1]
+        line = reasons.queue_usage_line(
+            q.name, q.allocated, {r: q.quota(r) for r in RESOURCES}, q.fair_share, q.queue.priority
+        )
+        usage_lines[key] = (q.fair_share, line)
+        return line
+
     def describe(job: Job, t: Task, outcome: Outcome) -> tuple[str, str]:
         vjob = session.task_job[t.name]
         vq, rq = session.queues[vjob.queue], session.queues[job.queue]
         if vq.queue.parent != rq.queue.parent:
             vq, rq = _diverging(session, vjob.queue, job.queue)
-        lines = [
-            reasons.queue_usage_line(
-                q.name, q.allocated, {r: q.quota(r) for r in RESOURCES}, q.fair_share, q.queue.priority
-            )
-            for q in (vq, rq)
-        ]
+        lines = [usage_line(q) for q in (vq, rq)]
         msg = reasons.evicted_by_reclaim(vjob.namespace, t.name, job.namespace, job.name, lines)
         why = (
             f"queue {vjob.queue} is above its fair share and job {vjob.name} (priority {vjob.priority}) "

@@ -36,6 +36,11 @@ from scheduler.topology import node_sets
 ACTIVE = gang.ACTIVE_ALLOCATED
 
 
+# Queue keys by (queue, its allocation, a request or an allocation after), with the fair-share
+# dict they were computed for (a key reads nothing else that changes within a cycle).
+KeyMemo = dict[tuple[str, tuple[float, ...], tuple[float, ...]], tuple[object, tuple[object, ...]]]
+
+
 @dataclass
 class Contribution:
     """What one victim job gives in one step of the victim stream."""
@@ -130,7 +135,11 @@ def victim_chunks(
 
 
 def victim_stream(
-    session: Session, candidates: Sequence[Job], core_protected: set[str], limit: int | None = None
+    session: Session,
+    candidates: Sequence[Job],
+    core_protected: set[str],
+    limit: int | None = None,
+    memo: KeyMemo | None = None,
 ) -> list[Contribution]:
     """All contributions of the candidate jobs in victim order.
 
@@ -187,16 +196,20 @@ def victim_stream(
                 out[r] += v
         return out
 
-    # Queue keys by (queue, allocation after): the session does not change while the stream is
-    # built, so a queue whose ``taken`` and next candidate did not change keeps its key.
-    key_memo: dict[tuple[str, tuple[float, ...]], tuple[object, ...]] = {}
+    # Queue keys by (queue, allocation now, allocation after): a key reads nothing else that
+    # changes within a cycle (fair shares: by identity), so ``memo`` may serve every stream of
+    # an action.
+    key_memo: KeyMemo = {} if memo is None else memo
 
     def order_key(qname: str, extra: dict[str, float]) -> tuple[object, ...]:
+        qs = session.queues[qname]
         after = alloc_after(qname, extra)
-        mk = (qname, tuple(after[r] for r in RESOURCES))
-        k = key_memo.get(mk)
-        if k is None:
-            k = key_memo[mk] = _alloc_order_key(session.queues[qname], after, session.capacity)
+        mk = (qname, tuple(qs.allocated.values()), tuple(after[r] for r in RESOURCES))
+        hit = key_memo.get(mk)
+        if hit is not None and hit[0] is qs.fair_share:
+            return hit[1]
+        k = _alloc_order_key(qs, after, session.capacity)
+        key_memo[mk] = (qs.fair_share, k)
         return k
 
     # Each subtree's best leaf, dropped along the path of the leaf that gives (nothing else changes).
@@ -219,38 +232,32 @@ def victim_stream(
                     return qname, job
                 heapq.heappop(heap)
             return None
+        return pick(qs.children)
+
+    def pick(queues: list[str]) -> tuple[str, Job] | None:
+        """The best leaf below ``queues``: the one whose queue gives first. Keys are needed only
+        to compare, so a single queue with candidates gives without one."""
+        cands = [(q, c) for q in queues if (c := best_leaf(q)) is not None]
+        if len(cands) <= 1:
+            return cands[0][1] if cands else None
         best: tuple[tuple[object, ...], tuple[str, Job]] | None = None
-        for child in qs.children:
-            cand = best_leaf(child)
-            if cand is None:
-                continue
+        for q, cand in cands:
             extra = contribution_charge(next_contribution(cand[1]))
-            k = order_key(child, extra)
+            k = order_key(q, extra)
             if best is None or k > best[0]:
                 best = (k, cand)
-        return best[1] if best else None
+        assert best is not None
+        return best[1]
 
     tops = [
         q for q, qs in session.queues.items() if not qs.queue.parent or qs.queue.parent not in session.queues
     ]
     out: list[Contribution] = []
-    single_top = len(tops) == 1
     while limit is None or len(out) < limit:
-        best: tuple[tuple[object, ...], tuple[str, Job]] | None = None
-        for top in tops:
-            cand = best_leaf(top)
-            if cand is None:
-                continue
-            if single_top:
-                best = ((), cand)
-                break
-            extra = contribution_charge(next_contribution(cand[1]))
-            k = order_key(top, extra)
-            if best is None or k > best[0]:
-                best = (k, cand)
-        if best is None:
+        found = pick(tops)
+        if found is None:
             break
-        leaf, job = best[1]
+        leaf, job = found
         tasks = next_contribution(job)
         out.append(Contribution(job, tasks))
         charge = contribution_charge(tasks)
@@ -417,6 +424,12 @@ class PendingHeads:
         self.session = session
         self.by_leaf: dict[str, list[tuple[tuple[object, ...], str]]] = {}
         self.requests: dict[str, dict[str, float]] = {}
+        # Queue keys by (queue, its allocation, the request it is keyed with), for every
+        # simulation of the action: nothing else a key reads changes within a cycle (fair shares
+        # are replaced as a whole dict, checked by identity), and the simulations evict and
+        # re-place the same victims again and again, so their queues come back to the same
+        # allocations.
+        self.keys: KeyMemo = {}
 
     def add(self, job: Job) -> None:
         self.by_leaf.setdefault(job.queue, []).append((job_key(self.session, job), job.name))
@@ -457,7 +470,7 @@ class AllocateOrder:
         for lst in self.sim.values():
             lst.sort(key=lambda x: (x[0], x[1]), reverse=True)  # type: ignore[arg-type,return-value]
         self.pos: dict[str, int] = {}  # next index into heads.by_leaf per leaf
-        self.keys: dict[tuple[str, int, tuple[float, ...]], tuple[object, ...]] = {}
+        self.keys = heads.keys if heads is not None else {}
         self.live: dict[str, int] = {}  # simulation jobs left per queue (subtree)
         for leaf, lst in self.sim.items():
             for qs in session.ancestors(leaf):
@@ -530,10 +543,13 @@ class AllocateOrder:
             rep = None if sub is None else (sub[2], sub[3], sub[4])
         if rep is not None:
             leaf, req, other = rep
-            mk = (q, session.queue_stamp.get(q, 0), tuple(req.values()))
-            k = self.keys.get(mk)
-            if k is None:
-                k = self.keys[mk] = queue_key(qs, req, session.capacity)
+            mk = (q, tuple(qs.allocated.values()), tuple(req.values()))
+            hit_k = self.keys.get(mk)
+            if hit_k is not None and hit_k[0] is qs.fair_share:
+                k = hit_k[1]
+            else:
+                k = queue_key(qs, req, session.capacity)
+                self.keys[mk] = (qs.fair_share, k)
             found = (k, qs, leaf, req, other)
         self.memo[q] = (stamp, found)
         return found
@@ -616,7 +632,11 @@ def _replace_victims(
     session: Session, stmt: Statement, job: Job, tasks: list[Task], bound: list[float]
 ) -> None:
     """Re-place evicted tasks of one victim job (pipeline-only); a task whose best node is the one
-    it ran on is simply un-evicted. A gang that cannot reach its minimum stays evicted."""
+    it ran on is simply un-evicted. A gang that cannot reach its minimum stays evicted.
+
+    ``bound`` is ``_max_free`` taken at some point since the last time room was freed, or empty
+    until a task needs it: re-placing only takes room, so a later reading is as valid a screen
+    (a task it skips would fit nowhere) and most victims, un-evicted, never need one."""
     cp = stmt.checkpoint()
     nodes = list(session.nodes.values())
     for t in tasks:
@@ -624,6 +644,8 @@ def _replace_victims(
             continue  # its queue's room went to the preemptor (a limit, non-preemptible quota)
         if stmt.unevict(t):  # §3.9: a task whose own room is still free is simply un-evicted
             continue
+        if not bound:
+            bound[:] = _max_free(session)
         if (
             t.whole_gpus > bound[0]
             or t.cpu_millis > bound[2] + AMOUNT_EPS
@@ -639,7 +661,7 @@ def _replace_victims(
             continue
         found = best_fit(session, t, job, nodes)
         if found is None:
-            bound[:] = list(_max_free(session))  # tighten the screen for the victims that follow
+            bound[:] = _max_free(session)  # tighten the screen for the victims that follow
             continue
         ns, fit = found
         # Its own room is taken (``room_left`` was False above), even when the best node is the
@@ -647,7 +669,7 @@ def _replace_victims(
         stmt.place(t, ns.name, fit.devices, pipelined=True)
     if not gang.gang_satisfied(session, job) and stmt.checkpoint() > cp:
         stmt.rollback(cp)
-        bound[:] = list(_max_free(session))
+        bound.clear()  # room freed again: read it when a task next needs it
 
 
 def _place_preemptor(session: Session, stmt: Statement, job: Job, tasks: list[Task]) -> bool:
@@ -708,7 +730,7 @@ def simulate(
     if capacity_error(session, job, step_request(session, tasks)):
         stmt.rollback(cp)
         return None
-    bound = list(_max_free(session))
+    bound: list[float] = []  # ``_max_free``, read when a victim first needs it
     popped = 0  # victim jobs re-placed (or left evicted) before the preemptor's turn
     for j, ts in order:
         if j is job:
@@ -720,7 +742,7 @@ def simulate(
             ):
                 stmt.rollback(cp)
                 return None
-            bound = list(_max_free(session))
+            bound.clear()
         else:
             popped += 1
             _replace_victims(session, stmt, j, sorted(ts, key=lambda t: j.tasks.index(t)), bound)
@@ -769,47 +791,68 @@ def greedy_scenario(
                 on_node.setdefault(n, []).append(i)
     cp = stmt.checkpoint()
     chosen: set[int] = set()
-    cache: dict[tuple[str, tuple[float, ...]], tuple[int, list[int]] | None] = {}
+    index = {ns.name: i for i, ns in enumerate(nodes)}
+    # Per task shape: the nodes' costs computed so far in a heap keyed (victim tasks, node order),
+    # nodes computed in node order up to ``scanned``. A node whose state changed is recomputed
+    # when its shape is next needed; entries of an older computation are skipped (``version``).
+    # The best node is then the first in node order among those needing the fewest victim
+    # tasks - as a scan of every node would find it - without re-reading every node per task.
+    ranks: dict[tuple[float, ...], _Ranks] = {}
 
     def shape(t: Task) -> tuple[float, ...]:
         return (t.gpu, t.gpu_memory_mib, t.cpu_millis, t.memory_mib)
 
     def cost(ns: NodeState, t: Task) -> tuple[int, list[int]] | None:
-        k = (ns.name, shape(t))
-        if k in cache:
-            return cache[k]
-        res: tuple[int, list[int]] | None = None
         if node_fit(session, ns, t, job).ok:
-            res = (0, [])
-        else:
-            sub = stmt.checkpoint()
-            n = 0
-            picked: list[int] = []
-            for i in on_node.get(ns.name, []):
-                if i in chosen:
-                    continue
-                for v in stream[i].tasks:
-                    stmt.evict(v)
-                n += len(stream[i].tasks)
-                picked.append(i)
-                if node_fit(session, ns, t, job).ok:
-                    res = (n, picked)
-                    break
-            stmt.rollback(sub)
-        cache[k] = res
+            return (0, [])
+        res: tuple[int, list[int]] | None = None
+        sub = stmt.checkpoint()
+        n = 0
+        picked: list[int] = []
+        for i in on_node.get(ns.name, []):
+            if i in chosen:
+                continue
+            for v in stream[i].tasks:
+                stmt.evict(v)
+            n += len(stream[i].tasks)
+            picked.append(i)
+            if node_fit(session, ns, t, job).ok:
+                res = (n, picked)
+                break
+        stmt.rollback(sub)
         return res
+
+    def push(r: _Ranks, ns: NodeState, t: Task) -> None:
+        found = cost(ns, t)
+        if found is not None:
+            heapq.heappush(r.heap, (found[0], index[ns.name], r.version.get(ns.name, 0), found[1]))
+
+    def best_for(t: Task) -> tuple[int, str, list[int]] | None:
+        r = ranks.get(shape(t))
+        if r is None:
+            r = ranks[shape(t)] = _Ranks()
+        for name in sorted(r.stale, key=index.__getitem__):
+            push(r, session.nodes[name], t)
+        r.stale.clear()
+        while True:
+            while r.heap and r.heap[0][2] != r.version.get(nodes[r.heap[0][1]].name, 0):
+                heapq.heappop(r.heap)
+            if r.heap and r.heap[0][0] == 0:
+                break  # nothing beats a node that needs no victim; later nodes come after it
+            if r.scanned == len(nodes):
+                break
+            push(r, nodes[r.scanned], t)
+            r.scanned += 1
+        if not r.heap:
+            return None
+        top = r.heap[0]
+        return top[0], nodes[top[1]].name, top[3]
 
     try:
         for t in tasks:
             if out_of_time(session):
                 return None
-            best: tuple[int, str, list[int]] | None = None
-            for ns in nodes:
-                found = cost(ns, t)
-                if found is not None and (best is None or found[0] < best[0]):
-                    best = (found[0], ns.name, found[1])
-                    if found[0] == 0:
-                        break
+            best = best_for(t)
             if best is None:
                 return None
             dirty = {best[1]}
@@ -823,11 +866,25 @@ def greedy_scenario(
             if not fit.ok:
                 return None
             stmt.place(t, ns.name, fit.devices, pipelined=True)
-            for k in [k for k in cache if k[0] in dirty]:
-                del cache[k]
+            for r in ranks.values():
+                for name in dirty:
+                    pos = index.get(name)
+                    if pos is not None and pos < r.scanned:
+                        r.version[name] = r.version.get(name, 0) + 1
+                        r.stale.add(name)
         return [stream[i] for i in sorted(chosen)]
     finally:
         stmt.rollback(cp)
+
+
+@dataclass
+class _Ranks:
+    """``greedy_scenario``'s node costs for one task shape."""
+
+    heap: list[tuple[int, int, int, list[int]]] = field(default_factory=list)
+    scanned: int = 0
+    version: dict[str, int] = field(default_factory=dict)
+    stale: set[str] = field(default_factory=set)
 
 
 def solve(
@@ -990,6 +1047,11 @@ def run_action(
     # until a commit the session is as it was): the note kind, the job, and how the failure
     # carries over to an alike job (``_carries``).
     failed: dict[tuple[object, ...], tuple[str, Job, Carry]] = {}
+    # KAI's scheduling signatures: the smallest job whose victim search failed, per leaf queue
+    # (reclaim, preempt) or for the whole action (consolidation) and constraint signature; kept
+    # for the whole action, commits included (``Representatives``).
+    representatives = Representatives(per_queue=not moves_only) if SIGNATURES else None
+    stream_keys: KeyMemo = {}  # victim order keys of every stream this action builds
 
     def note_of(job: Job, kind: str) -> Note | None:
         return explain(job, kind) if explain is not None else None
@@ -1059,7 +1121,13 @@ def run_action(
             add_note(session, job, note)
         if search is None:
             continue
-        stream = victim_stream(session, search.victims, search.core_protected)
+        if representatives is not None and not representatives.easier(session, job):
+            # KAI's ``MinimalJobRepresentatives``: not easier than a job whose search failed
+            note = note_of(job, "no_scenario")
+            if note is not None:
+                add_note(session, job, note)
+            continue
+        stream = victim_stream(session, search.victims, search.core_protected, memo=stream_keys)
         if not stream:
             note = note_of(job, "no_victims")
             if note is not None:
@@ -1076,13 +1144,102 @@ def run_action(
             note = note_of(job, "no_scenario")
             if note is not None:
                 add_note(session, job, note)
-            if search.sig is not None and not log.late and not out_of_time(session):
-                failed[search.sig] = ("no_scenario", job, "later" if log.last and REUSE_LAST else "turn")
+            if not out_of_time(session):
+                if search.sig is not None and not log.late:
+                    failed[search.sig] = ("no_scenario", job, "later" if log.last and REUSE_LAST else "turn")
+                if representatives is not None:
+                    representatives.update(session, job)
             continue
         stmt.commit()
         failed.clear()
         session.action_notes.pop(job.name, None)
         record(session, action, job, outcome, describe)
+
+
+# KAI's scheduling signatures (``--use-scheduling-signatures``, on by default): a job is not
+# searched for when it is not easier than a job of the same signature whose search failed
+# (tests switch it off to compare the exact shortcuts with a search per job).
+SIGNATURES = True
+
+Footprint = list[tuple[float, ...]]
+
+
+def _signature(session: Session, job: Job) -> tuple[object, ...] | None:
+    """KAI's scheduling-constraints signature of a job's pending pods, without their resource
+    requests (those are compared by ``_easier``): priority, preemptibility and node selector. None
+    for a job whose own pods or rules enter the search (pods already active, placement rules,
+    topology, sub-groups): it is always searched for itself, as ``_alike`` does."""
+    if job.has_rules or job.topology is not None or job.subgroups:
+        return None
+    if any(gang.status(session, t) != TaskState.PENDING for t in job.tasks):
+        return None
+    return (job.priority, job.is_preemptible, tuple(sorted(job.node_selector.items())))
+
+
+def _footprint(session: Session, job: Job) -> Footprint:
+    """The job's pending pods' requests, sorted (KAI's ``extractSortedResourceRequests``)."""
+    return sorted(
+        (t.gpu, t.gpu_memory_mib, float(t.gpu_fraction_devices), t.cpu_millis, t.memory_mib)
+        for t in gang.pending_tasks(session, job)
+    )
+
+
+def _le(a: tuple[float, ...], b: tuple[float, ...]) -> bool:
+    return all(x <= y for x, y in zip(a, b, strict=True))
+
+
+def _easier(job: Footprint, rep: Footprint) -> bool:
+    """KAI's ``jobEasierToScheduleComparison``: fewer pods than the representative, or, pod by
+    pod in sorted order, equal up to one that asks for no more and less somewhere."""
+    if not job or not rep:
+        return False
+    if len(rep) > len(job):
+        return True
+    for i, a in enumerate(job):
+        if i >= len(rep):
+            return False
+        if _le(a, rep[i]):
+            if _le(rep[i], a):
+                continue
+            return True
+    return False
+
+
+def _smaller(new: Footprint, cur: Footprint) -> bool:
+    """KAI's ``isPodGroupFootprintSmaller``: no more pods, each no larger in sorted order."""
+    if not new or not cur or len(new) > len(cur):
+        return False
+    return all(_le(a, b) for a, b in zip(new, cur, strict=False))
+
+
+@dataclass
+class Representatives:
+    """KAI's ``MinimalJobRepresentatives`` (``actions/common/minimal_job_comparison.go``): per
+    signature the smallest job whose victim search failed; kept for the whole action, as in KAI
+    (reclaim and preempt keep one set per leaf queue, consolidation one for all queues)."""
+
+    per_queue: bool
+    reps: dict[tuple[object, ...], Footprint] = field(default_factory=dict)
+
+    def _key(self, session: Session, job: Job) -> tuple[object, ...] | None:
+        sig = _signature(session, job)
+        if sig is None:
+            return None
+        return (job.queue if self.per_queue else None, *sig)
+
+    def easier(self, session: Session, job: Job) -> bool:
+        key = self._key(session, job)
+        rep = self.reps.get(key) if key is not None else None
+        return rep is None or _easier(_footprint(session, job), rep)
+
+    def update(self, session: Session, job: Job) -> None:
+        key = self._key(session, job)
+        if key is None:
+            return
+        new = _footprint(session, job)
+        cur = self.reps.get(key)
+        if cur is None or _smaller(new, cur):
+            self.reps[key] = new
 
 
 @dataclass

@@ -26,6 +26,13 @@ from scheduler.actions import victims
 ACTIONS = ("allocate", "consolidation", "reclaim", "preempt")
 
 
+@pytest.fixture(autouse=True)
+def _no_signatures(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests hold the exact shortcuts to a search per job: KAI's scheduling signatures
+    (which skip more, also after a commit) are off here and tested in test_signatures.py."""
+    monkeypatch.setattr(victims, "SIGNATURES", False)
+
+
 def _queue(name: str, quota: float, index: int, parent: str | None = "root") -> Queue:
     return Queue(name, parent=parent, created_index=index, resources={"gpu": QueueResource(quota, -1, 1)})
 

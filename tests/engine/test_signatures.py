@@ -1,0 +1,116 @@
+"""KAI's scheduling signatures in the eviction actions (``victims.Representatives``).
+
+KAI's reclaim, preempt and consolidation skip a job that is not easier than a job of the same
+scheduling-constraint signature whose victim search failed (``MinimalJobRepresentatives``,
+``actions/common/minimal_job_comparison.go``; ``--use-scheduling-signatures``, on by default),
+per leaf queue for reclaim and preempt, for all queues in consolidation, for the whole action
+(a commit does not clear it). The engine's exact shortcuts (``_alike``, ``SCREEN_FIRST``) must
+not change what that rule gives: compared here with the ordered loop searching every job that
+the rule lets through.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from scheduler import Config, Snapshot, run_cycle
+from scheduler.actions import victims
+from tests.engine.test_alike_preemptors import ACTIONS, _tree
+
+Footprint = list[tuple[float, ...]]
+
+
+def _fp(*gpus: float) -> Footprint:
+    return sorted((g, 0.0, 1.0, 0.0, 0.0) for g in gpus)
+
+
+def test_easier_is_kais_comparison() -> None:
+    assert victims._easier(_fp(0.25), _fp(0.5))
+    assert not victims._easier(_fp(0.5), _fp(0.5))  # the same: not easier
+    assert not victims._easier(_fp(1.0), _fp(0.5))
+    assert victims._easier(_fp(1.0), _fp(1.0, 1.0))  # fewer pods
+    assert not victims._easier(_fp(0.5, 0.5), _fp(0.5))  # more pods, the first the same
+    assert victims._easier(_fp(0.25, 1.0), _fp(0.5))  # more pods, but its smallest asks for less
+    memory = [(0.0, 20480.0, 1.0, 0.0, 0.0)]
+    assert not victims._easier(_fp(0.5), memory)  # not comparable: not easier (skipped)
+    assert not victims._easier([(0.0, 0.0, 1.0, 4000.0, 16384.0)], memory)
+
+
+def test_smaller_footprint_replaces_the_representative() -> None:
+    assert victims._smaller(_fp(0.25), _fp(0.5))
+    assert victims._smaller(_fp(0.5), _fp(0.5))
+    assert not victims._smaller(_fp(0.25, 0.25), _fp(0.5))
+    assert not victims._smaller(_fp(1.0), _fp(0.5))
+
+
+def _answer(snap: Snapshot) -> str:
+    result = run_cycle(snap, Config(actions=ACTIONS, action_time_budget_s=600.0))
+    return json.dumps(result.to_json(), sort_keys=True, default=str)
+
+
+def _reference(monkeypatch: pytest.MonkeyPatch, snap: Snapshot) -> str:
+    """The ordered loop, every job the signature rule lets through searched for itself."""
+    with monkeypatch.context() as m:
+        m.setattr(victims, "_alike", lambda session, job, tasks: None)
+        m.setattr(victims, "SCREEN_FIRST", False)
+        return _answer(snap)
+
+
+def _searched(monkeypatch: pytest.MonkeyPatch, snap: Snapshot, signatures: bool) -> list[str]:
+    names: list[str] = []
+    real = victims.solve
+
+    def counting(session, stmt, job, *args, **kwargs):  # type: ignore[no-untyped-def]
+        names.append(job.name)
+        return real(session, stmt, job, *args, **kwargs)
+
+    with monkeypatch.context() as m:
+        m.setattr(victims, "solve", counting)
+        m.setattr(victims, "SIGNATURES", signatures)
+        m.setattr(victims, "_alike", lambda session, job, tasks: None)
+        run_cycle(snap, Config(actions=ACTIONS, action_time_budget_s=600.0))
+    return names
+
+
+@pytest.mark.parametrize("seed", [3, 88])
+def test_a_job_not_easier_than_a_failed_one_is_not_searched(
+    monkeypatch: pytest.MonkeyPatch, seed: int
+) -> None:
+    """Trees where a job's search fails and later jobs of its leaf, not easier, are searched
+    without the rule: with it they are not, and the answer is the reference's."""
+    snap = _tree(random.Random(seed).choice)
+    every = _searched(monkeypatch, snap, signatures=False)
+    kai = _searched(monkeypatch, snap, signatures=True)
+    assert len(kai) < len(every), (kai, every)
+    assert _answer(snap) == _reference(monkeypatch, snap)
+
+
+@pytest.mark.parametrize("seed", [3, 40, 143, 175])
+def test_seeded_trees_match_the_reference(monkeypatch: pytest.MonkeyPatch, seed: int) -> None:
+    snap = _tree(random.Random(seed).choice)
+    assert _answer(snap) == _reference(monkeypatch, snap)
+
+
+@settings(
+    max_examples=150,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(st.data())
+def test_department_trees_match_the_reference(monkeypatch: pytest.MonkeyPatch, data: st.DataObject) -> None:
+    snap = _tree(lambda xs: data.draw(st.sampled_from(xs)))
+    assert _answer(snap) == _reference(monkeypatch, snap)
+
+
+@pytest.mark.parametrize("builder", ["stress_snapshot", "stress_mixed_snapshot"])
+def test_bench_shapes_match_the_reference(monkeypatch: pytest.MonkeyPatch, builder: str) -> None:
+    from scheduler.bench import workloads
+
+    snap: Any = getattr(workloads, builder)(n_nodes=40, running=300, pending=120)
+    assert _answer(snap) == _reference(monkeypatch, snap)
