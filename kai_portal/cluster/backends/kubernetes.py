@@ -105,6 +105,7 @@ from .kubernetes_objects import (
 )
 from .owners import CUSTOM_OWNERS, MAX_OWNER_DEPTH, Grouping, Json, group_pod, owner_ref, readable
 from .pod_groups import PodGroupSpec, PriorityClasses, finish_pod, parse_pod_group
+from .responses import release
 
 GPU_FRACTION_GRANTED_ANNOTATION = "kai.scheduler/gpu-fraction"
 POD_GROUP_API_VERSION = "scheduling.run.ai/v2alpha2"
@@ -909,7 +910,7 @@ class KubernetesBackend:
         if refusal:  # fail closed: a replica that lost the lease writes nothing more
             return OperationResult(operation, namespace, name, ok=False, error=refusal)
         try:
-            call()
+            release(call())  # read the answer, or its connection is not reused (responses.py)
         except CALL_ERRORS as error:
             return _failure(operation, namespace, name, error)
         return OperationResult(operation, namespace, name, ok=True)
