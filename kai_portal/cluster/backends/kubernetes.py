@@ -207,7 +207,7 @@ class KubernetesBackend:
         state, and pods parsed while the settings changed are finished again below."""
         with ThreadPoolExecutor(max_workers=2) as side:
             nodes = side.submit(
-                self._sync, self._node_rv, self._list_nodes, self.core.list_node, self._apply_node
+                lambda: self._sync(self._node_rv, self._list_nodes, self.core.list_node, self._apply_node)
             )
             settings = side.submit(self._follow_settings)
             pod_rv = self._sync(
