@@ -2,16 +2,19 @@
 
 Starts the control plane of ``deploy/k8s-testbed/k8s-up.sh`` (etcd, kube-apiserver,
 kube-controller-manager, KWOK) unless ``--kubeconfig`` names a running one, creates ``--nodes``
-KWOK nodes x 8 ``nvidia.com/gpu`` and ``--pods`` pending one-GPU pods for our scheduler name,
-then runs the portal's scheduling cycle (``run_scheduling_cycle`` with the Kubernetes backend,
-PostgreSQL rows, the Redis cycle lock) back to back until every pod is Running. Binds go out
-concurrently (``KubernetesBackend.bind_concurrency``). Measured:
+KWOK nodes x 8 ``nvidia.com/gpu`` (waiting until every one is Ready and untainted) and ``--pods``
+pending one-GPU pods for our scheduler name (from a process of its own, as a controller is, with
+the measuring watch), then runs the portal's scheduling cycle (``run_scheduling_cycle`` with the
+Kubernetes backend, PostgreSQL rows, the Redis cycle lock) back to back until every pod is
+Running. Binds go out concurrently (``KubernetesBackend.bind_concurrency``). Measured:
 
 * pods bound per second and pods Running per second, from the first pod's creation to the last
   pod's bind / Running (a watch on the namespace timestamps each pod's transitions);
 * the API server's own latency for ``POST pods/binding`` (``apiserver_request_duration_seconds``
   from its /metrics, the difference over the run: mean, p50, p99 by the histogram's buckets);
-* the portal's cycle times (``SchedulingCycle.duration_ms``) and binds per cycle.
+* the portal's cycle times (``SchedulingCycle.duration_ms``) and binds per cycle;
+* CPU seconds per pod bound of each process (control plane from its pid files, the portal, the
+  load generator): on 2 shared cores these bound what any scheduler could reach here.
 
 Writes ``benchmarks/kwok-throughput.md`` (the previous run's figures beside the new ones).
 
@@ -26,7 +29,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import math
+import multiprocessing
 import os
 import platform
 import re
@@ -120,8 +125,15 @@ def make_nodes(core: Any, n: int, suffix: str, workers: int) -> list[str]:
     return names
 
 
+# The node lifecycle controller taints a new node until it has seen it Ready (every few seconds).
+STARTUP_TAINTS = frozenset({"node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"})
+
+
 def wait_ready(core: Any, names: list[str], timeout: float) -> None:
-    """KWOK takes a node over (heartbeats, Ready, its kubelet version) a moment after creation."""
+    """KWOK takes a node over (heartbeats, Ready, its kubelet version) a moment after creation, and
+    the node lifecycle controller lifts its not-ready taint a moment after that. A running cluster's
+    nodes are long past both: the benchmark starts when every node is Ready and untainted (a cycle
+    that sees most nodes tainted measures pending pods' reclaim searches, not binding)."""
     wanted = set(names)
     deadline = time.monotonic() + timeout
     while True:
@@ -130,6 +142,7 @@ def wait_ready(core: Any, names: list[str], timeout: float) -> None:
             for n in core.list_node(label_selector="type=kwok").items
             if n.metadata.name in wanted
             and any(c.type == "Ready" and c.status == "True" for c in (n.status.conditions or []))
+            and not any(t.key in STARTUP_TAINTS for t in (n.spec.taints or []))
         }
         if ready >= wanted:
             return
@@ -153,9 +166,12 @@ def pod_body(name: str) -> dict[str, Any]:
 
 
 class PodWatch(threading.Thread):
-    """Follows the namespace's pods: when each was first seen bound and first seen Running."""
+    """Follows the namespace's pods: when each was first seen bound and first seen Running.
 
-    def __init__(self, api_client: Any, namespace: str) -> None:
+    Events stay plain JSON (no client models): this runs beside the portal on the same 2 cores, and
+    a measuring watch must cost less than what it measures."""
+
+    def __init__(self, api_client: Any, namespace: str, counts: Any = None) -> None:
         super().__init__(daemon=True)
         from kubernetes import client
 
@@ -163,39 +179,100 @@ class PodWatch(threading.Thread):
         self.namespace = namespace
         self.bound: dict[str, float] = {}
         self.running: dict[str, float] = {}
+        # (bound, running, created) shared with the process that runs the cycles
+        self.counts = counts
         self.stop = threading.Event()
         self.error: str | None = None
+
+    def _latest(self) -> str:
+        response = self.core.list_namespaced_pod(self.namespace, limit=1, _preload_content=False)
+        return str(json.loads(response.data)["metadata"]["resourceVersion"])
 
     def run(self) -> None:
         from kubernetes import watch
         from kubernetes.client.exceptions import ApiException
 
-        rv = self.core.list_namespaced_pod(self.namespace, limit=1).metadata.resource_version
+        rv = self._latest()
         while not self.stop.is_set():
-            w = watch.Watch()
+            w = watch.Watch(return_type="object")
             try:
                 for ev in w.stream(self.core.list_namespaced_pod, self.namespace, resource_version=rv,
                                    timeout_seconds=5, allow_watch_bookmarks=True):  # fmt: skip
-                    pod = ev["object"]
-                    if ev["type"] not in ("ADDED", "MODIFIED") or isinstance(pod, dict):
-                        if isinstance(pod, dict):  # a bookmark: only its resourceVersion
-                            rv = (pod.get("metadata") or {}).get("resourceVersion", rv)
+                    pod = ev["raw_object"]
+                    rv = (pod.get("metadata") or {}).get("resourceVersion", rv)
+                    if ev["type"] not in ("ADDED", "MODIFIED"):
                         continue
-                    rv = pod.metadata.resource_version
                     now = time.monotonic()
-                    name = pod.metadata.name
-                    if pod.spec.node_name and name not in self.bound:
+                    name = pod["metadata"]["name"]
+                    if (pod.get("spec") or {}).get("nodeName") and name not in self.bound:
                         self.bound[name] = now
-                    if pod.status.phase == "Running" and name not in self.running:
+                    if (pod.get("status") or {}).get("phase") == "Running" and name not in self.running:
                         self.running[name] = now
+                    if self.counts is not None:
+                        self.counts[0], self.counts[1] = len(self.bound), len(self.running)
                     if self.stop.is_set():
                         break
             except ApiException as error:
                 if error.status == 410:  # compacted: relist from now
-                    rv = self.core.list_namespaced_pod(self.namespace, limit=1).metadata.resource_version
+                    rv = self._latest()
                 else:
                     self.error = str(error)
                     return
+
+
+def pod_load(kubeconfig: str, namespace: str, names: list[str], workers: int, counts: Any, stop: Any,
+             results: Any) -> None:  # fmt: skip
+    """The workload's side, in a process of its own as a controller is: creates the pods on
+    ``workers`` threads while a watch timestamps them; hands (created, bound, running, watch error)
+    back through ``results`` once ``stop`` is set. The scheduling process shares no GIL with it.
+    Timestamps are ``time.monotonic()``: one clock for every process on Linux."""
+    from kubernetes import client, config
+
+    cfg = client.Configuration()
+    config.load_kube_config(config_file=kubeconfig, client_configuration=cfg)
+    cfg.connection_pool_maxsize = workers + 4
+    api = client.ApiClient(cfg)
+    core = client.CoreV1Api(api)
+    watcher = PodWatch(api, namespace, counts)
+    watcher.start()
+    time.sleep(1.0)  # the watch is open before the first pod exists
+    created: dict[str, float] = {}
+    lock = threading.Lock()
+
+    def create(name: str) -> None:
+        response = core.create_namespaced_pod(namespace, pod_body(name), _preload_content=False)
+        response.read()  # the connection goes back to the pool
+        with lock:
+            created[name] = time.monotonic()
+            counts[2] = len(created)
+
+    with ThreadPoolExecutor(workers) as creator:
+        list(creator.map(create, names))
+    stop.wait()
+    watcher.stop.set()
+    results.put((created, dict(watcher.bound), dict(watcher.running), watcher.error, time.process_time()))
+
+
+CONTROL_PLANE = ("kube-apiserver", "etcd", "kwok", "kube-controller-manager")
+
+
+def control_plane_pids(state: Path) -> dict[str, int]:
+    """The control plane's processes, from the pid files k8s-up.sh writes beside the kubeconfig."""
+    found = {}
+    for name in CONTROL_PLANE:
+        pid_file = state / f"{name}.pid"
+        if pid_file.exists():
+            found[name] = int(pid_file.read_text().strip())
+    return found
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU of a process so far (/proc/<pid>/stat), 0 when it cannot be read."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
 
 
 def binding_latency(api_client: Any) -> dict[str, Any]:
@@ -285,47 +362,49 @@ def run(args: argparse.Namespace, kubeconfig: Path) -> dict[str, Any]:
                                 bind_concurrency=args.concurrency)  # fmt: skip
     out["bind_concurrency"] = backend.bind_concurrency
     backend.observe()  # the first list, as a running portal has done long before
-    watcher = PodWatch(admin, namespace)
-    watcher.start()
-    time.sleep(1.0)
     lat_before = binding_latency(admin)
+    pids = control_plane_pids(Path(kubeconfig).parent)
+    cpu_before = {name: cpu_seconds(pid) for name, pid in pids.items()}
+    portal_before = time.process_time()
 
     names = [f"p-{i:05d}" for i in range(args.pods)]
-    created: dict[str, float] = {}
-    created_lock = threading.Lock()
-
-    def create(name: str) -> None:
-        core.create_namespaced_pod(namespace, pod_body(name))
-        with created_lock:
-            created[name] = time.monotonic()
-
-    # Pods arrive while the portal schedules, as from a controller: created on a pool of their own.
-    start = time.monotonic()
-    creator = ThreadPoolExecutor(16)
-    futures = [creator.submit(create, n) for n in names]
+    # Pods arrive while the portal schedules, as from a controller: created (and watched) by a
+    # process of their own.
+    spawn = multiprocessing.get_context("spawn")
+    counts, stop, results = spawn.Array("i", 3), spawn.Event(), spawn.Queue()
+    load = spawn.Process(target=pod_load, args=(str(kubeconfig), namespace, names, 16, counts, stop, results),
+                         daemon=True)  # fmt: skip
+    load.start()
+    while counts[2] == 0 and load.is_alive():
+        time.sleep(0.05)  # its first pod exists (the process takes a moment to start)
     cycles: list[tuple[float, int, float]] = []  # (duration ms, binds, wall s)
-    deadline = start + args.timeout
+    deadline = time.monotonic() + args.timeout
     fits = min(args.pods, args.nodes * GPUS_PER_NODE)  # one GPU each: the rest stay pending
     while time.monotonic() < deadline:
         c0 = time.monotonic()
         cycle = run_scheduling_cycle(now=timezone.now(), backend=backend)
         wall = time.monotonic() - c0
         if cycle.status != "succeeded":
+            stop.set()
             raise SystemExit(f"cycle {cycle.pk} {cycle.status}: {cycle.error}")
         cycles.append((float(cycle.duration_ms or 0), int(cycle.allocated_count or 0), wall))
         print(f"cycle {len(cycles)}: {cycle.duration_ms} ms, {cycle.allocated_count} bound, "
-              f"{len(watcher.bound)} bound / {len(watcher.running)} running", file=sys.stderr)  # fmt: skip
-        if len(watcher.running) >= fits or not watcher.is_alive():
+              f"{counts[0]} bound / {counts[1]} running", file=sys.stderr)  # fmt: skip
+        if counts[1] >= fits or not load.is_alive():
             break
-    for f in futures:
-        f.result()
-    creator.shutdown()
     # the watch may trail the last cycle by a moment
     settle = time.monotonic() + 30
-    while len(watcher.running) < fits and time.monotonic() < settle:
+    while counts[1] < fits and time.monotonic() < settle and load.is_alive():
         time.sleep(0.2)
-    watcher.stop.set()
+    stop.set()
+    created, bound, running, watch_error, load_cpu = results.get(timeout=600)
+    load.join()
     lat_after = binding_latency(admin)
+    # CPU seconds each process spent from the first pod's creation to the end (the portal's
+    # includes its cycles' binds and events; the load generator's, creating and watching pods).
+    cpu = {name: cpu_seconds(pid) - cpu_before[name] for name, pid in pids.items()}
+    cpu["portal"] = time.process_time() - portal_before
+    cpu["load generator"] = load_cpu
 
     first_created = min(created.values())
     last_created = max(created.values())
@@ -333,20 +412,21 @@ def run(args: argparse.Namespace, kubeconfig: Path) -> dict[str, Any]:
         pods=args.pods,
         fits=fits,
         nodes=args.nodes,
-        bound=len(watcher.bound),
-        running=len(watcher.running),
+        bound=len(bound),
+        running=len(running),
         creation_s=last_created - first_created,
-        watch_error=watcher.error,
+        watch_error=watch_error,
         cycles=cycles,
         latency=latency_delta(lat_before, lat_after),
+        cpu=cpu,
     )
-    if watcher.bound:
-        out["bound_s"] = max(watcher.bound.values()) - first_created
-        out["bound_per_s"] = len(watcher.bound) / out["bound_s"] if out["bound_s"] > 0 else None
-    if watcher.running:
-        out["running_s"] = max(watcher.running.values()) - first_created
-        out["running_per_s"] = len(watcher.running) / out["running_s"] if out["running_s"] > 0 else None
-        lags = sorted(watcher.running[n] - created[n] for n in watcher.running if n in created)
+    if bound:
+        out["bound_s"] = max(bound.values()) - first_created
+        out["bound_per_s"] = len(bound) / out["bound_s"] if out["bound_s"] > 0 else None
+    if running:
+        out["running_s"] = max(running.values()) - first_created
+        out["running_per_s"] = len(running) / out["running_s"] if out["running_s"] > 0 else None
+        lags = sorted(running[n] - created[n] for n in running if n in created)
         out["lag_p50_s"] = lags[len(lags) // 2]
         out["lag_p99_s"] = lags[min(len(lags) - 1, int(len(lags) * 0.99))]
     busy = [c for c in cycles if c[1] > 0]
@@ -406,13 +486,24 @@ def report(r: dict[str, Any], load_before: tuple[float, ...]) -> str:
         ("portal cycle max ms", fmt(max(durations) if durations else None, 0)),
         ("pods bound / Running at the end", f"{r['bound']} / {r['running']} of {r['fits']} that fit"),
     ]  # fmt: skip
+    # Where the machine's CPU went, per pod bound: what 2 cores can bind at most at these costs.
+    cpu = r.get("cpu") or {}
+    per_pod = {name: 1000 * seconds / r["bound"] for name, seconds in cpu.items()} if r["bound"] else {}
+    for name, ms in per_pod.items():
+        rows.append((f"CPU ms per pod bound: {name}", fmt(ms)))
+    if per_pod:
+        total = sum(per_pod.values())
+        rows.append(("CPU ms per pod bound: all of the above", fmt(total)))
+        rows.append((f"pods/s {os.cpu_count()} cores could bind at that CPU per pod, nothing else running",
+                     fmt(1000 * (os.cpu_count() or 1) / total if total else None)))  # fmt: skip
     lines = [
         "# End-to-end throughput on a real API server (KWOK nodes)",
         "",
         "Generated by `benchmarks/kwok_throughput.py` (`make bench-kwok`; do not edit by hand).",
         "",
         f"{r['nodes']:,} KWOK nodes x {GPUS_PER_NODE} GPUs, {r['pods']:,} pending one-GPU pods created "
-        f"while the portal schedules ({r['fits']:,} fit, the rest stay pending); kube-apiserver, etcd, "
+        f"by a process of their own while the portal schedules ({r['fits']:,} fit, the rest stay "
+        "pending; the nodes Ready and untainted first); kube-apiserver, etcd, "
         "kube-controller-manager and KWOK of "
         "`deploy/k8s-testbed/k8s-up.sh` on this machine. The portal runs `run_scheduling_cycle` back to "
         "back (Kubernetes backend, PostgreSQL rows, Redis lock; the forecast refresh after each cycle "

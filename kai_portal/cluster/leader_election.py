@@ -42,6 +42,8 @@ import urllib3
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from kai_portal.cluster.backends.responses import release
+
 logger = logging.getLogger(__name__)
 
 CALL_ERRORS = (ApiException, urllib3.exceptions.HTTPError, OSError, ValueError)
@@ -155,13 +157,14 @@ class LeaderElector:
         try:
             lease = _lease_model(body)
             if record is None:
-                self.coordination.create_namespaced_lease(
+                written = self.coordination.create_namespaced_lease(
                     self.config.namespace, lease, _preload_content=False, _request_timeout=5
                 )
             else:
-                self.coordination.replace_namespaced_lease(
+                written = self.coordination.replace_namespaced_lease(
                     self.config.name, self.config.namespace, lease, _preload_content=False, _request_timeout=5
                 )
+            release(written)  # read, so the next renewal reuses the connection
         except ApiException as error:
             if error.status == 409:  # another candidate wrote first: theirs this round
                 with self._lock:

@@ -22,6 +22,7 @@ from kubernetes.client.exceptions import ApiException
 
 from .backends.kubernetes import CALL_ERRORS
 from .backends.kubernetes import _error_text as _api_error_text
+from .backends.responses import release
 
 if TYPE_CHECKING:
     from .backends.kubernetes import KubernetesBackend
@@ -125,10 +126,10 @@ class QueueObjects:
         """Delete the object if it is still the one the portal read; an object already gone is fine."""
         preconditions = client.V1Preconditions(uid=uid or None, resource_version=resource_version or None)
         try:
-            self.custom.delete_cluster_custom_object(
+            release(self.custom.delete_cluster_custom_object(
                 GROUP, VERSION, PLURAL, name, body=client.V1DeleteOptions(preconditions=preconditions),
                 _preload_content=False, _request_timeout=WRITE_TIMEOUT,
-            )  # fmt: skip
+            ))  # fmt: skip
         except ApiException as error:
             if error.status == 404:
                 return

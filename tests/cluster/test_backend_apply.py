@@ -312,3 +312,77 @@ def test_a_watch_lagging_behind_our_binds_never_shows_a_bound_pod_pending_again(
 
 def _gone(cluster: Cluster, namespace: str, name: str) -> bool:
     return all(p.metadata.name != name for p in cluster.core.list_namespaced_pod(namespace).items)
+
+
+def test_every_bind_goes_out_before_any_event_and_a_failed_event_never_fails_a_bind(
+    cluster: Cluster, namespace: str, nodes: Nodes, scheduler_name: str, backend: KubernetesBackend
+) -> None:
+    """Events are notes about the binds, not part of them: no bind waits for an event (kube-scheduler
+    records its events asynchronously), and an event the API server refuses is reported alone."""
+    node_names = [nodes.make(f"gpu-{i}") for i in range(2)]
+    pods = [f"p{i:02d}" for i in range(12)]
+    for pod in [*pods, "waiting"]:
+        cluster.core.create_namespaced_pod(namespace, pod_body(pod, scheduler_name, gpus=1))
+    backend.observe()
+    calls: list[tuple[str, str]] = []
+    lock = threading.Lock()
+    real_bind, real_event = backend.core.create_namespaced_pod_binding, backend.core.create_namespaced_event
+
+    def bind(name: str, *args: Any, **kwargs: Any) -> Any:
+        with lock:
+            calls.append(("bind", name))
+        return real_bind(name, *args, **kwargs)
+
+    def event(namespace: str, body: Any, *args: Any, **kwargs: Any) -> Any:
+        about = body.involved_object.name
+        with lock:
+            calls.append(("event", about))
+        if about in ("p03", "p07"):
+            raise client.ApiException(status=500, reason="Internal Server Error")
+        return real_event(namespace, body, *args, **kwargs)
+
+    backend.core.create_namespaced_pod_binding = bind  # type: ignore[method-assign]
+    backend.core.create_namespaced_event = event  # type: ignore[method-assign]
+    binds = [Bind(namespace, pod, node_names[i % 2], gpu_devices=[i // 2]) for i, pod in enumerate(pods)]
+    waiting = PodEvent(namespace, "waiting", EventType.WARNING, "Unschedulable", "no room for it")
+
+    report = backend.apply(binds, [], [waiting])
+
+    kinds = [kind for kind, _ in calls]
+    assert kinds == ["bind"] * 12 + ["event"] * 13, "an event went out before every bind had"
+    assert [(r.name, r.ok) for r in report.of("bind")] == [(p, True) for p in pods]
+    failed = sorted((r.operation, r.name.split(".")[0], r.status_code) for r in report.failures)
+    assert failed == [("event", "p03", 500), ("event", "p07", 500)]
+    for i, pod in enumerate(pods):
+        assert cluster.core.read_namespaced_pod(pod, namespace).spec.node_name == node_names[i % 2]
+    reasons = sorted((e.involved_object.name, e.reason) for e in _events(cluster, namespace))
+    assert reasons == sorted([(p, "Scheduled") for p in pods if p not in ("p03", "p07")]
+                             + [("waiting", "Unschedulable")])  # fmt: skip
+    conditions = cluster.core.read_namespaced_pod("waiting", namespace).status.conditions or []
+    assert [(c.type, c.status, c.message) for c in conditions if c.type == "PodScheduled"] == [
+        ("PodScheduled", "False", "no room for it")]  # fmt: skip
+
+
+def test_writes_reuse_the_clients_connections(
+    cluster: Cluster, namespace: str, nodes: Nodes, scheduler_name: str, backend: KubernetesBackend
+) -> None:
+    """A write's answer is read even when unused, so its connection goes back to the pool: 80 writes
+    (40 binds, 40 events) open no more connections than are in flight at once. Left unread, each
+    write opened its own (a TCP and TLS handshake per call on both sides: most of a bind's cost)."""
+    node = nodes.make("gpu-1", gpus=64)
+    pods = [f"p{i:02d}" for i in range(40)]
+    for pod in pods:
+        cluster.core.create_namespaced_pod(namespace, pod_body(pod, scheduler_name, gpus=1))
+    backend.observe()
+    manager = backend.api_client.rest_client.pool_manager
+
+    def opened() -> int:
+        # urllib3's pool container refuses plain iteration; keys() is its way
+        return sum(manager.pools[key].num_connections for key in manager.pools.keys())  # noqa: SIM118
+
+    before = opened()
+    report = backend.apply([Bind(namespace, pod, node) for pod in pods], [], [])
+
+    assert report.ok, report.failures
+    assert len(report.of("bind")) == 40 and len(report.of("event")) == 40
+    assert opened() - before <= backend.bind_concurrency

@@ -44,6 +44,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from .base import Bind, ObservedNode, ObservedPod, OperationResult
+from .responses import release
 
 RESERVATION_NAMESPACE = "kai-resource-reservation"
 RESERVATION_APP_LABEL = "app"
@@ -318,7 +319,11 @@ class GpuSharing:
         return pod
 
     def _delete(self, name: str) -> None:
-        self.core.delete_namespaced_pod(name, self.namespace, grace_period_seconds=0, _preload_content=False)
+        release(
+            self.core.delete_namespaced_pod(
+                name, self.namespace, grace_period_seconds=0, _preload_content=False
+            )
+        )
 
     def _create_reservation(self, name: str, node: str, group: str, source: dict[str, Any]) -> None:
         field_env = [
@@ -359,8 +364,10 @@ class GpuSharing:
         if self.runtime_class:
             body["spec"]["runtimeClassName"] = self.runtime_class
         try:
-            self.core.create_namespaced_pod(
-                self.namespace, _model(client.V1Pod, body), _preload_content=False
+            release(
+                self.core.create_namespaced_pod(
+                    self.namespace, _model(client.V1Pod, body), _preload_content=False
+                )
             )
         except ApiException as error:
             if error.status != 409:  # 409: a concurrent bind made it first; use that one
@@ -445,8 +452,10 @@ class GpuSharing:
     ) -> None:
         body = {"metadata": {"name": name, "namespace": namespace, "ownerReferences": owner}, "data": data}
         try:
-            self.core.create_namespaced_config_map(
-                namespace, _model(client.V1ConfigMap, body), _preload_content=False
+            release(
+                self.core.create_namespaced_config_map(
+                    namespace, _model(client.V1ConfigMap, body), _preload_content=False
+                )
             )
         except ApiException as error:
             if error.status != 409:

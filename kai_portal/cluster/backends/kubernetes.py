@@ -105,6 +105,7 @@ from .kubernetes_objects import (
 )
 from .owners import CUSTOM_OWNERS, MAX_OWNER_DEPTH, Grouping, Json, group_pod, owner_ref, readable
 from .pod_groups import PodGroupSpec, PriorityClasses, finish_pod, parse_pod_group
+from .responses import release
 
 GPU_FRACTION_GRANTED_ANNOTATION = "kai.scheduler/gpu-fraction"
 POD_GROUP_API_VERSION = "scheduling.run.ai/v2alpha2"
@@ -199,12 +200,21 @@ class KubernetesBackend:
     # ----- observe -------------------------------------------------------
 
     def observe(self) -> ClusterState:
-        """Return nodes, our pods and what other pods hold; lists once, then follows watches."""
-        self._node_rv = self._sync(self._node_rv, self._list_nodes, self.core.list_node, self._apply_node)
-        self._pod_rv = self._sync(
-            self._pod_rv, self._list_pods, self.core.list_pod_for_all_namespaces, self._apply_pod
-        )
-        settings_changed = self._follow_settings()
+        """Return nodes, our pods and what other pods hold; lists once, then follows watches.
+
+        The node watch and the PodGroup / PriorityClass watches run beside the pod watch (each
+        waits out its window, so in series a cycle waited for the sum): they write separate
+        state, and pods parsed while the settings changed are finished again below."""
+        with ThreadPoolExecutor(max_workers=2) as side:
+            nodes = side.submit(
+                lambda: self._sync(self._node_rv, self._list_nodes, self.core.list_node, self._apply_node)
+            )
+            settings = side.submit(self._follow_settings)
+            pod_rv = self._sync(
+                self._pod_rv, self._list_pods, self.core.list_pod_for_all_namespaces, self._apply_pod
+            )
+            self._node_rv, settings_changed = nodes.result(), settings.result()
+        self._pod_rv = pod_rv
         if settings_changed:
             self._pods = {key: self._finish(*grouped) for key, grouped in self._grouped.items()}
         self._with_own_binds()
@@ -529,55 +539,77 @@ class KubernetesBackend:
     # ----- apply ---------------------------------------------------------
 
     def apply(self, binds: list[Bind], evictions: list[Evict], events: list[PodEvent]) -> ApplyReport:
-        """Bind, evict and record events; every failure is reported, none raised."""
+        """Bind, evict and record events; every failure is reported, none raised.
+
+        Binds go first, all of them, so a pod is bound without waiting for any event; then the
+        evictions (each with its Evict event); then the binds' Scheduled / FailedBinding events, the
+        cycle's own events and the pending pods' PodScheduled conditions, side by side on the same
+        bounded pool (kube-scheduler's events are asynchronous too: they never hold a bind up)."""
         report = ApplyReport()
         for result in self.gpu_sharing.start_cycle(self._pods.values()):
             report.add(result)
-        for bound, scheduled in self._bind_all(binds):
-            report.add(bound)
-            report.add(scheduled)
+        bound = self._bind_all(binds)
+        for result in bound:
+            report.add(result)
         for eviction in evictions:
             report.add(self._evict(eviction))
             if report.results[-1].ok:
                 evicted = _evict_event(eviction)
                 report.add(self._post_event(evicted, annotations=_evictor_annotations(eviction)))
-        for event in self._events_to_post(events):
-            report.add(self._post_event(event))
-            if event.kind == "Pod" and event.reason == UNSCHEDULABLE:
-                marked = self._mark_unschedulable(event)
-                if marked is not None:
-                    report.add(marked)
+        notes = [self._bind_event(b, r) for b, r in zip(binds, bound, strict=True)]
+        for result in self._note_all(notes + self._events_to_post(events)):
+            report.add(result)
         return report
 
-    def _bind_all(self, binds: list[Bind]) -> list[tuple[OperationResult, OperationResult]]:
-        """Each bind and its Scheduled/FailedBinding event, in the binds' order.
+    def _bind_all(self, binds: list[Bind]) -> list[OperationResult]:
+        """Each bind's result, in the binds' order.
 
         Binds go out concurrently on a bounded pool (no per-pod round trip in series); each stays
-        its own caught call with its own result and event, so a refused bind is reported alone.
-        A bind to a shared GPU reserves its device group first (``gpu_sharing``, which keeps
-        per-cycle state): those stay in series on this thread."""
-
-        def one(bind: Bind) -> tuple[OperationResult, OperationResult]:
-            result = self._bind(bind)
-            return result, self._post_event(self._bind_event(bind, result))
+        its own caught call with its own result, so a refused bind is reported alone. A bind to a
+        shared GPU reserves its device group first (``gpu_sharing``, which keeps per-cycle state):
+        those stay in series on this thread."""
 
         def shared(bind: Bind) -> bool:
             cached = self._pods.get((bind.namespace, bind.pod))
             return cached is not None and cached.gpu.shared
 
-        out: list[tuple[OperationResult, OperationResult] | None] = [None] * len(binds)
+        out: list[OperationResult | None] = [None] * len(binds)
         parallel = [i for i, b in enumerate(binds) if not shared(b)]
-        if self.bind_concurrency > 1 and len(parallel) > 1:
-            with ThreadPoolExecutor(max_workers=min(self.bind_concurrency, len(parallel))) as pool:
-                for i, done in zip(parallel, pool.map(one, [binds[i] for i in parallel]), strict=True):
-                    out[i] = done
-        else:
-            for i in parallel:
-                out[i] = one(binds[i])
+        done = self._concurrently(self._bind, [binds[i] for i in parallel])
+        for i, result in zip(parallel, done, strict=True):
+            out[i] = result
         for i, bind in enumerate(binds):
             if out[i] is None:
-                out[i] = one(bind)
+                out[i] = self._bind(bind)
         return [o for o in out if o is not None]
+
+    def _note_all(self, events: list[PodEvent]) -> list[OperationResult]:
+        """Post the events, and PodScheduled=False for each pending pod explained as Unschedulable.
+
+        Concurrent across objects; the events about one object stay in series in their order, so
+        two writes of the same aggregated Event never race (its count would lose a bump)."""
+        about: dict[tuple[str, str, str], list[PodEvent]] = {}
+        for event in events:
+            about.setdefault((event.kind, event.namespace, event.name), []).append(event)
+
+        def one_object(of_object: list[PodEvent]) -> list[OperationResult]:
+            results: list[OperationResult] = []
+            for event in of_object:
+                results.append(self._post_event(event))
+                if event.kind == "Pod" and event.reason == UNSCHEDULABLE:
+                    marked = self._mark_unschedulable(event)
+                    if marked is not None:
+                        results.append(marked)
+            return results
+
+        return [r for results in self._concurrently(one_object, list(about.values())) for r in results]
+
+    def _concurrently(self, call: Callable[[Any], Any], items: list[Any]) -> list[Any]:
+        """``call`` over ``items``, at most ``bind_concurrency`` at once; results in the items' order."""
+        if self.bind_concurrency <= 1 or len(items) <= 1:
+            return [call(item) for item in items]
+        with ThreadPoolExecutor(max_workers=min(self.bind_concurrency, len(items))) as pool:
+            return list(pool.map(call, items))
 
     def _mark_unschedulable(self, event: PodEvent) -> OperationResult | None:
         """PodScheduled=False on a pending pod, unless it already says this."""
@@ -909,7 +941,7 @@ class KubernetesBackend:
         if refusal:  # fail closed: a replica that lost the lease writes nothing more
             return OperationResult(operation, namespace, name, ok=False, error=refusal)
         try:
-            call()
+            release(call())  # read the answer, or its connection is not reused (responses.py)
         except CALL_ERRORS as error:
             return _failure(operation, namespace, name, error)
         return OperationResult(operation, namespace, name, ok=True)
