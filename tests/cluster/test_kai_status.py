@@ -113,3 +113,27 @@ def test_an_evicted_pod_carries_kais_disruption_target_condition(
     [condition] = [c for c in victim.status.conditions if c.type == "DisruptionTarget"]
     assert (condition.status, condition.reason) == ("True", "PreemptionByScheduler")
     assert condition.message == message
+
+
+def test_repeats_are_rate_limited_per_pod_and_reason_and_the_scheduled_event_still_comes(
+    cluster: Cluster, portal: KubernetesBackend, namespace: str, scheduler_name: str, nodes: Nodes
+) -> None:
+    """client-go's spam filter (a burst, then one per five minutes; here a burst of 3) caps the
+    writes a long-pending pod costs; its bucket is per reason, so binding it still says so."""
+    from kai_portal.cluster.backends.event_spam import EventSpamFilter
+
+    portal.event_filter = EventSpamFilter(burst=3, refill_seconds=3600)
+    core = cluster.core
+    nodes.kwok("gpu-1")
+    labels = {"kai.scheduler/queue": "team-a"}
+    core.create_namespaced_pod(namespace, pod_body("waits", scheduler_name, gpus=16, labels=labels))
+    for _ in range(5):
+        cycle()
+    events = _events(cluster, namespace)
+    assert [(e.reason, e.count) for e in events] == [("Unschedulable", 3)]
+
+    core.delete_namespaced_pod("waits", namespace, grace_period_seconds=0)
+    core.create_namespaced_pod(namespace, pod_body("fits", scheduler_name, gpus=1, labels=labels))
+    cycle()
+    reasons = {(e.involved_object.name, e.reason) for e in _events(cluster, namespace)}
+    assert ("fits", "Scheduled") in reasons

@@ -38,7 +38,9 @@ Writes, each caught on its own so one bad pod never stops the others:
   client-go does: one Event object per object per distinct (type, reason,
   message), named from a hash of those and the object's uid, so a repeat (this
   process's or a restarted worker's: create answers 409) bumps `count` and
-  `lastTimestamp` with a PATCH instead of creating a new object. PodGroup
+  `lastTimestamp` with a PATCH instead of creating a new object; repeats are
+  rate-limited per object and reason as client-go's spam filter does (25, then
+  one per 5 minutes: event_spam.py). PodGroup
   events are written only for pods grouped by a PodGroup (the
   `pod-group-name` annotation): a bare pod or a Job's pods have no PodGroup
   object, and their pods' own events already carry the reason.
@@ -80,6 +82,7 @@ from .base import (
     PodSpecRequest,
     TaskStatus,
 )
+from .event_spam import EventSpamFilter
 from .gpu_sharing import (
     RESERVATION_APP,
     RESERVATION_APP_LABEL,
@@ -173,6 +176,8 @@ class KubernetesBackend:
         self._pod_rv: str | None = None
         # (namespace, event name) -> the count last written; the name encodes the rest (_event_name)
         self._recent_events: dict[tuple[str, str], int] = {}
+        # Repeats about one object are rate-limited as client-go's recorder does (event_spam.py).
+        self.event_filter = EventSpamFilter()
         # Pods this process bound (key -> uid, node, devices) that the watch has not yet shown
         # bound: see _with_own_binds.
         self._bound_here: dict[tuple[str, str], tuple[str, str, tuple[int, ...]]] = {}
@@ -595,7 +600,8 @@ class KubernetesBackend:
         def one_object(of_object: list[PodEvent]) -> list[OperationResult]:
             results: list[OperationResult] = []
             for event in of_object:
-                results.append(self._post_event(event))
+                if self._event_allowed(event):
+                    results.append(self._post_event(event))
                 if event.kind == "Pod" and event.reason == UNSCHEDULABLE:
                     marked = self._mark_unschedulable(event)
                     if marked is not None:
@@ -603,6 +609,15 @@ class KubernetesBackend:
             return results
 
         return [r for results in self._concurrently(one_object, list(about.values())) for r in results]
+
+    def _event_allowed(self, event: PodEvent) -> bool:
+        """Whether the spam filter lets this event about its object through (keyed by the object's
+        kind, namespace, name and uid, so a re-created pod starts with a full bucket, and by reason)."""
+        uid = event.uid
+        if uid is None and event.kind == "Pod":
+            cached = self._pods.get((event.namespace, event.name))
+            uid = cached.uid if cached is not None else None
+        return self.event_filter.allow((event.kind, event.namespace, event.name, uid, event.reason))
 
     def _concurrently(self, call: Callable[[Any], Any], items: list[Any]) -> list[Any]:
         """``call`` over ``items``, at most ``bind_concurrency`` at once; results in the items' order."""
