@@ -37,11 +37,13 @@ def _run_cycle(snapshot: Snapshot, config: Config | None) -> CycleResult:
         {n.pool for n in snapshot.nodes} | {j.pool for j in snapshot.jobs} | {*queue_pools.values()}
     )
     result = CycleResult()
+    out_of_time = 0
     for pool in shards:
         session = _open_session(snapshot, config, pool, queue_pools)
         for action in actions:
             action(session)
         _collect(session, result)
+        out_of_time += len(session.out_of_time)
     _queue_outcomes(result, queue_pools)
     result.counters = {
         "allocated": len(result.allocations),
@@ -49,6 +51,8 @@ def _run_cycle(snapshot: Snapshot, config: Config | None) -> CycleResult:
         "evicted": sum(1 for e in result.evictions if e.moved_to is None),
         "moved": sum(1 for e in result.evictions if e.moved_to is not None),
         "pending": len(result.with_status(_PENDING)),
+        # eviction actions (per node pool) stopped by their time budget before trying every job
+        "actions_out_of_time": out_of_time,
     }
     return result
 

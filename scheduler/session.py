@@ -198,8 +198,12 @@ class Session:
         self.action_notes: dict[str, list[tuple[str, str]]] = {}
         self.events: list[tuple[str, str, str]] = []
         self.evictions: list[Eviction] = []
-        # Monotonic deadline of the running eviction action (set by the action).
+        # Monotonic deadline of the running eviction action, and its name (set by the action).
         self.deadline: float | None = None
+        self.action = ""
+        # Eviction actions that stopped at their deadline (``Config.action_time_budget_s``): their
+        # answer depends on the budget, so the cycle counts them (``actions_out_of_time``).
+        self.out_of_time: set[str] = set()
         # Bumped on every change of a node's resources (placement, eviction, rollback); names of
         # nodes changed since the node index (``placement.NodeIndex``) last looked.
         self.node_version = 0

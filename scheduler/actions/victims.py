@@ -64,7 +64,10 @@ def now_s() -> float:
 
 
 def out_of_time(session: Session) -> bool:
-    return session.deadline is not None and now_s() > session.deadline
+    if session.deadline is None or now_s() <= session.deadline:
+        return False
+    session.out_of_time.add(session.action)
+    return True
 
 
 # ---- victim order (§4.4) ---------------------------------------------------------------------
@@ -1029,6 +1032,7 @@ def run_action(
     ``session.action_notes`` (dropped again when a later action helps the job)."""
 
     session.deadline = now_s() + max(0.0, session.config.action_time_budget_s)
+    session.action = action
     heads = None if moves_only else PendingHeads(session)
     waiting: list[Job] = []
     for candidate in session.pending_jobs():
