@@ -225,7 +225,6 @@ class Session:
         self._jobs_by_queue: dict[str, list[Job]] | None = None
         self._pending_jobs: list[Job] | None = None
         self._pending_candidates: list[Job] | None = None
-        self._ancestors: dict[str, list[QueueState]] = {}
         self._node_list: list[NodeState] | None = None
 
     def pending_jobs(self) -> list[Job]:
