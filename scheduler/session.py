@@ -188,6 +188,8 @@ class Session:
         self.capacity: dict[str, float] = dict.fromkeys(RESOURCES, 0.0)
         # Whether any node has a PreferNoSchedule taint (node scores then depend on tolerations).
         self.soft_taints = any(t.effect == "PreferNoSchedule" for n in nodes for t in n.taints)
+        # Whether any node has a taint that keeps untolerating pods off it for good.
+        self.hard_taints = any(t.effect in ("NoSchedule", "NoExecute") for n in nodes for t in n.taints)
         self.min_device_memory = min((n.gpu_memory_mib for n in nodes if n.gpus > 0), default=0.0)
         self.max_device_memory = max((n.gpu_memory_mib for n in nodes if n.gpus > 0), default=0.0)
         # Fit errors and messages gathered by actions, keyed by task / job name.
@@ -223,6 +225,10 @@ class Session:
         self._pending_candidates: list[Job] | None = None
         self._ancestors: dict[str, list[QueueState]] = {}
         self._node_list: list[NodeState] | None = None
+        # Reclaim's per-leaf victim sums by allocation stamp (``actions.victim_sums``) and each
+        # job's place in ``jobs``.
+        self.leaf_victims: dict[str, tuple[int, object]] = {}
+        self.job_positions: dict[str, int] | None = None
 
     def pending_jobs(self) -> list[Job]:
         """The jobs, in order, that had a pending task when first asked (by the cycle's first
