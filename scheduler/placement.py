@@ -217,6 +217,17 @@ def best_fit_reference(
     return score_nodes(session, task, fits, selector, extra)[0] if fits else None
 
 
+def _free_and_idle(ns: NodeState) -> tuple[int, int]:
+    """``ns.free_whole_gpus()`` and ``ns.idle_whole_gpus()`` in one pass."""
+    free = idle = 0
+    for d in ns.devices:
+        if d.active <= EPS:  # is_free
+            free += 1
+            if d.releasing <= EPS:  # is_idle
+                idle += 1
+    return free, idle
+
+
 class NodeIndex:
     """Schedulable nodes of a session, refreshed lazily from ``session.dirty_nodes``, arranged so
     that the best node of :func:`best_fit_reference` is found without checking every node.
@@ -238,6 +249,7 @@ class NodeIndex:
         "rank",
         "names",
         "group_buckets",
+        "idle",
         "group_where",
         "group_room",
         "cols",
@@ -253,6 +265,8 @@ class NodeIndex:
         self.rank: dict[str, int] = {}
         self.where: dict[str, int] = {}
         self.buckets: dict[int, list[int]] = {}
+        # Idle devices (nothing active, nothing releasing) per node rank: the fits-now pre-check.
+        self.idle: list[int] = []
         self.group_where: dict[str, int] = {}
         self.group_room: dict[str, float] = {}
         self.group_buckets: dict[int, list[int]] = {}
@@ -270,7 +284,8 @@ class NodeIndex:
             r = len(self.names)
             self.names.append(ns.name)
             self.rank[ns.name] = r
-            k = ns.free_whole_gpus()
+            k, idle = _free_and_idle(ns)
+            self.idle.append(idle)
             self.where[ns.name] = k
             self.buckets.setdefault(k, []).append(r)
             self._set_group(ns, r)
@@ -314,7 +329,7 @@ class NodeIndex:
                 continue  # unschedulable: never indexed
             ns = nodes[name]
             r = self.rank[name]
-            k = ns.free_whole_gpus()
+            k, self.idle[r] = _free_and_idle(ns)
             if k != old:
                 lst = self.buckets[old]
                 del lst[bisect.bisect_left(lst, r)]
@@ -336,6 +351,7 @@ class NodeIndex:
             return None
 
         fits: dict[int, tuple[NodeState, Fit]] = {}  # nothing changes during the search
+        idle = self.idle
 
         def first(k: int, now: bool | None) -> tuple[NodeState, Fit] | None:
             """First node of bucket k, in name order, that fits (and fits now / later)."""
@@ -347,10 +363,7 @@ class NodeIndex:
                     # check where either is missing (after virtual evictions, as in the victim
                     # search's simulations, many nodes have only releasing room). Not cached:
                     # the node may still fit later.
-                    if now and (
-                        ns.pods_idle < 1
-                        or sum(d.active <= EPS and d.releasing <= EPS for d in ns.devices) < need
-                    ):
+                    if now and (ns.pods_idle < 1 or idle[r] < need):
                         continue
                     hit = fits[r] = (ns, node_fit(session, ns, task, selector))
                 fit = hit[1]
