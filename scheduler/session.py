@@ -383,47 +383,73 @@ class Session:
             elif placements[task.name].status == _PENDING:
                 pending.add(job.name)
         self._pending_candidates = [j for j in self.jobs.values() if j.name in pending]
-        if len(charged) >= 2**20 or not exact_sums(c for _, c in charged):
+        if len(charged) < 2**20:
+            # Per leaf: number of charges and the plain sums (all of them, non-preemptible jobs),
+            # with every amount seen (``exact_sums``, in the same pass).
+            per_leaf: dict[str, list[float]] = {}
+            seen: set[float] = set()
+            see = seen.add
             for job, charge in charged:
-                self._charge_queues(job, charge, +1)
-            return
-        # Per leaf: number of charges and the plain sums (all of them, non-preemptible jobs).
-        per_leaf: dict[str, list[float]] = {}
+                acc = per_leaf.get(job.queue)
+                if acc is None:
+                    acc = per_leaf[job.queue] = [0.0] * 7
+                acc[0] += 1
+                g, c, m = charge["gpu"], charge["cpu"], charge["memory"]
+                see(g)
+                see(c)
+                see(m)
+                acc[1] += g
+                acc[2] += c
+                acc[3] += m
+                if not job.is_preemptible:
+                    acc[4] += g
+                    acc[5] += c
+                    acc[6] += m
+            if exact_amounts(seen):
+                stamp = self.queue_stamp
+                for leaf, acc in per_leaf.items():
+                    n = int(acc[0])
+                    for qs in self.ancestors(leaf):
+                        stamp[qs.name] = stamp.get(qs.name, 0) + n
+                        alloc, alloc_np = qs.allocated, qs.allocated_np
+                        for k, r in enumerate(RESOURCES, start=1):
+                            alloc[r] = alloc[r] + acc[k]
+                            alloc_np[r] = alloc_np[r] + acc[k + 3]
+                return
         for job, charge in charged:
-            acc = per_leaf.get(job.queue)
-            if acc is None:
-                acc = per_leaf[job.queue] = [0.0] * 7
-            acc[0] += 1
-            g, c, m = charge["gpu"], charge["cpu"], charge["memory"]
-            acc[1] += g
-            acc[2] += c
-            acc[3] += m
-            if not job.is_preemptible:
-                acc[4] += g
-                acc[5] += c
-                acc[6] += m
-        stamp = self.queue_stamp
-        for leaf, acc in per_leaf.items():
-            n = int(acc[0])
-            for qs in self.ancestors(leaf):
-                stamp[qs.name] = stamp.get(qs.name, 0) + n
-                alloc, alloc_np = qs.allocated, qs.allocated_np
-                for k, r in enumerate(RESOURCES, start=1):
-                    alloc[r] = alloc[r] + acc[k]
-                    alloc_np[r] = alloc_np[r] + acc[k + 3]
+            self._charge_queues(job, charge, +1)
 
     def _load_on_node(self, task: Task) -> dict[str, float] | None:
         """Put a task of the snapshot in the state: Running or Releasing on its node, else
         Pending. Returns what its queue is to be charged (None: nothing, pending or releasing)."""
         state = task.state
-        ns = self.nodes.get(task.node) if task.node is not None else None
+        node = task.node
+        ns = self.nodes.get(node) if node is not None else None
         if ns is None or (state != _RUNNING and state != _RELEASING):
             self.placements[task.name] = Placement(_PENDING)
             return None
+        gd = task.gpu_devices
+        if state == _RUNNING and task.gpu >= 1 and gd and max(gd) < len(ns.devices):
+            # The common case, inline (the general path below does the same): a running
+            # whole-GPU task on its pinned devices; ``clean`` written out.
+            devs = ns.devices
+            for i in gd:
+                d = devs[i]
+                v = d.active + d.memory
+                d.active = v if v % 1.0 == 0.0 else round(v, 6)
+                d.whole = True
+            cpu, memory = task.cpu_millis, task.memory_mib
+            v = ns.cpu_idle - cpu
+            ns.cpu_idle = v if v % 1.0 == 0.0 else round(v, 6)
+            v = ns.mem_idle - memory
+            ns.mem_idle = v if v % 1.0 == 0.0 else round(v, 6)
+            ns.pods_idle -= 1
+            charge = {"gpu": float(int(task.gpu)), "cpu": cpu, "memory": memory}
+            self.placements[task.name] = Placement(state, node, gd, 0.0, charge)
+            return charge
         releasing = state == _RELEASING
         fractional = task.is_fractional
         devs = ns.devices
-        gd = task.gpu_devices
         if gd and not fractional and max(gd) < len(devs):
             devices: tuple[int, ...] = gd  # every pinned device exists (``_initial_devices``)
         else:
@@ -508,8 +534,13 @@ def exact_sums(charges: Iterable[dict[str, float]]) -> bool:
     seen: set[float] = set()
     for charge in charges:
         seen.update(charge.values())
+    return exact_amounts(seen)
+
+
+def exact_amounts(amounts: Iterable[float]) -> bool:
+    """``exact_sums`` of the distinct amounts themselves."""
     # 2**30 per amount and under 2**20 amounts keep every sum below 2**50: exact in quarters.
-    return all(abs(v) < 2.0**30 and float(v * 4).is_integer() for v in seen)
+    return all(abs(v) < 2.0**30 and float(v * 4).is_integer() for v in amounts)
 
 
 class Statement:
