@@ -24,6 +24,8 @@ _PIPELINED = TaskState.PIPELINED
 
 EPS = 1e-9
 
+assert RESOURCES == ("gpu", "cpu", "memory")  # written out in ``Session._charge_queues``
+
 
 @dataclass(slots=True)
 class Device:
@@ -299,19 +301,23 @@ class Session:
         self._charge_queues(job, charge, +1)
 
     def _charge_queues(self, job: Job, charge: dict[str, float], sign: float) -> None:
+        # Every allocation, eviction and undo comes through here: the three resources are
+        # written out, each ``clean(a + v)`` inline (the same operations).
         stamp = self.queue_stamp
-        amounts = [(r, sign * charge.get(r, 0.0)) for r in RESOURCES]
+        g = sign * charge.get("gpu", 0.0)
+        c = sign * charge.get("cpu", 0.0)
+        m = sign * charge.get("memory", 0.0)
         np_too = not job.is_preemptible
         for qs in self.ancestors(job.queue):
             name = qs.queue.name
             stamp[name] = stamp.get(name, 0) + 1
-            alloc = qs.allocated
-            for r, v in amounts:
-                alloc[r] = clean(alloc[r] + v)
-            if np_too:
-                alloc_np = qs.allocated_np
-                for r, v in amounts:
-                    alloc_np[r] = clean(alloc_np[r] + v)
+            for alloc in (qs.allocated, qs.allocated_np) if np_too else (qs.allocated,):
+                v = alloc["gpu"] + g
+                alloc["gpu"] = v if v % 1.0 == 0.0 else round(v, 6)
+                v = alloc["cpu"] + c
+                alloc["cpu"] = v if v % 1.0 == 0.0 else round(v, 6)
+                v = alloc["memory"] + m
+                alloc["memory"] = v if v % 1.0 == 0.0 else round(v, 6)
 
     # ---- request conversion --------------------------------------------
     def gpu_fraction_on(self, task: Task, device_memory: float) -> float:
@@ -662,14 +668,16 @@ class Statement:
         job = s.task_job[task.name]
         restore_node = self._snapshot_node(ns, p.devices)
         old = p
+        fractional = task.is_fractional
+        devs = ns.devices
         for i in p.devices:
-            d = ns.devices[i]
-            amount = p.gpu_memory if task.is_fractional else d.memory
+            d = devs[i]
+            amount = p.gpu_memory if fractional else d.memory
             d.active = clean(max(0.0, d.active - amount))
             d.releasing = clean(d.releasing + amount)
-            if not task.is_fractional:
+            if not fractional:
                 d.whole = True
-            elif d.is_free:  # the group's last active task: its reservation pod goes with it
+            elif d.active <= EPS:  # is_free: the group's last active task; its reservation pod goes with it
                 ns.pods_rel += 1
         ns.cpu_rel = clean(ns.cpu_rel + task.cpu_millis)
         ns.mem_rel = clean(ns.mem_rel + task.memory_mib)

@@ -554,8 +554,20 @@ ACTIVE_USED = (TaskState.RUNNING, TaskState.ALLOCATED, TaskState.PIPELINED, Task
 
 def stale_gang_eviction(session: Session) -> None:
     """Evict, whole, every running gang that has been below its minimum past its grace period."""
+    placements = session.placements
+    active_used = ACTIVE_USED
     for job in session.jobs.values():
-        used_tasks = [t for t in job.tasks if gang.status(session, t) in ACTIVE_USED]
+        if not job.subgroups:
+            # Without sub-groups only the count matters (``short_subgroup`` is None): counted
+            # inline, as ``gang.status`` reads it, before any list is made.
+            used = 0
+            for t in job.tasks:
+                p = placements.get(t.name)
+                if p is not None and p.status in active_used:
+                    used += 1
+            if used == 0 or used >= job.gang_min:
+                continue
+        used_tasks = [t for t in job.tasks if gang.status(session, t) in active_used]
         used = len(used_tasks)
         short = gang.short_subgroup(job, used_tasks)
         if used == 0 or (used >= job.gang_min and short is None):
