@@ -230,6 +230,9 @@ class Session:
         # Reclaim's per-leaf victim sums by allocation stamp (``actions.victim_sums``) and each
         # job's place in ``jobs``.
         self.leaf_victims: dict[str, tuple[int, object]] = {}
+        # Per leaf queue, the running tasks' charges as loaded (count, GPU, CPU, memory, then the
+        # non-preemptible ones' sums) when every amount is exact in quarters (``load_tasks``).
+        self.running_sums: dict[str, list[float]] | None = None
         self.job_positions: dict[str, int] | None = None
 
     def pending_jobs(self) -> list[Job]:
@@ -248,6 +251,11 @@ class Session:
                 if any((p := placements.get(t.name)) is None or p.status == pend for t in j.tasks)
             ]
         return self._pending_jobs
+
+    @property
+    def pending_at_load(self) -> list[Job] | None:
+        """The jobs, in order, with a task pending when loaded (None before ``load_tasks``)."""
+        return self._pending_candidates
 
     def jobs_of_queue(self, queue: str) -> list[Job]:
         """The jobs of one queue, in ``self.jobs`` order."""
@@ -412,6 +420,7 @@ class Session:
                     acc[5] += c
                     acc[6] += m
             if exact_amounts(seen):
+                self.running_sums = per_leaf
                 stamp = self.queue_stamp
                 for leaf, acc in per_leaf.items():
                     n = int(acc[0])
