@@ -380,10 +380,33 @@ class Session:
         load = self._load_on_node
         placements = self.placements
         unpinned: list[tuple[Task, Job]] = []  # loaded after every pinned task, in job order
+        nodes = self.nodes
         for job in jobs:
             for task in job.tasks:
-                if not task.gpu_devices:
+                gd = task.gpu_devices
+                if not gd:
                     unpinned.append((task, job))
+                    continue
+                node = task.node
+                ns = nodes.get(node) if node is not None else None
+                if ns is not None and task.state == _RUNNING and task.gpu >= 1 and max(gd) < len(ns.devices):
+                    # The common case, inline (``_load_on_node`` does the same): a running
+                    # whole-GPU task on its pinned devices; ``clean`` written out.
+                    devs = ns.devices
+                    for i in gd:
+                        d = devs[i]
+                        v = d.active + d.memory
+                        d.active = v if v % 1.0 == 0.0 else round(v, 6)
+                        d.whole = True
+                    cpu, memory = task.cpu_millis, task.memory_mib
+                    v = ns.cpu_idle - cpu
+                    ns.cpu_idle = v if v % 1.0 == 0.0 else round(v, 6)
+                    v = ns.mem_idle - memory
+                    ns.mem_idle = v if v % 1.0 == 0.0 else round(v, 6)
+                    ns.pods_idle -= 1
+                    charge = {"gpu": float(int(task.gpu)), "cpu": cpu, "memory": memory}
+                    placements[task.name] = Placement(_RUNNING, node, gd, 0.0, charge)
+                    charged.append((job, charge))
                     continue
                 charge = load(task)
                 if charge is not None:
@@ -444,24 +467,6 @@ class Session:
             self.placements[task.name] = Placement(_PENDING)
             return None
         gd = task.gpu_devices
-        if state == _RUNNING and task.gpu >= 1 and gd and max(gd) < len(ns.devices):
-            # The common case, inline (the general path below does the same): a running
-            # whole-GPU task on its pinned devices; ``clean`` written out.
-            devs = ns.devices
-            for i in gd:
-                d = devs[i]
-                v = d.active + d.memory
-                d.active = v if v % 1.0 == 0.0 else round(v, 6)
-                d.whole = True
-            cpu, memory = task.cpu_millis, task.memory_mib
-            v = ns.cpu_idle - cpu
-            ns.cpu_idle = v if v % 1.0 == 0.0 else round(v, 6)
-            v = ns.mem_idle - memory
-            ns.mem_idle = v if v % 1.0 == 0.0 else round(v, 6)
-            ns.pods_idle -= 1
-            charge = {"gpu": float(int(task.gpu)), "cpu": cpu, "memory": memory}
-            self.placements[task.name] = Placement(state, node, gd, 0.0, charge)
-            return charge
         releasing = state == _RELEASING
         fractional = task.is_fractional
         devs = ns.devices
