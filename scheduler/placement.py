@@ -286,8 +286,20 @@ class NodeIndex:
         self.masks: dict[object, np.ndarray] = {}
         indexed = [ns for ns in session.nodes.values() if ns.schedulable]  # sorted by name
         n = len(indexed)
-        # cpu idle, cpu idle+rel, mem idle, mem idle+rel, pods idle, pods idle+rel
-        self.cols = np.zeros((6, n), dtype=np.float64)
+        # cpu idle, cpu idle+rel, mem idle, mem idle+rel, pods idle, pods idle+rel (one array
+        # made from the rows at once; ``_set_cols`` keeps a node's column up to date)
+        rows = [
+            (
+                ns.cpu_idle,
+                ns.cpu_idle + ns.cpu_rel,
+                ns.mem_idle,
+                ns.mem_idle + ns.mem_rel,
+                ns.pods_idle,
+                ns.pods_idle + ns.pods_rel,
+            )
+            for ns in indexed
+        ]
+        self.cols = np.array(rows, dtype=np.float64).T.copy() if n else np.zeros((6, 0), dtype=np.float64)
         self.has_devices = np.array([bool(ns.devices) for ns in indexed], dtype=bool)
         self.cpu_totals_ok = all(ns.node.cpu_millis > 0 for ns in indexed)
         self.hard_taints = any(
@@ -303,7 +315,6 @@ class NodeIndex:
             self.where[ns.name] = k
             self.buckets.setdefault(k, []).append(r)
             self._set_group(ns, r, room)
-            self._set_cols(ns, r)
         session.dirty_nodes.clear()
 
     def _set_cols(self, ns: NodeState, r: int) -> None:
