@@ -124,10 +124,10 @@ def _requested(
                     task.cpu_millis,
                     task.memory_mib,
                 )
-                amounts = by_shape.get(shape)
-                if amounts is None:
-                    amounts = by_shape[shape] = session.pending_request(task)
-                acc.append(amounts)
+                req = by_shape.get(shape)
+                if req is None:
+                    req = by_shape[shape] = session.pending_request(task)
+                acc.append(req)
             elif p.status == _RUNNING and running is None:
                 acc.append(p.charge)
     if running is None:

@@ -225,7 +225,6 @@ class Session:
         self._jobs_by_queue: dict[str, list[Job]] | None = None
         self._pending_jobs: list[Job] | None = None
         self._pending_candidates: list[Job] | None = None
-        self._ancestors: dict[str, list[QueueState]] = {}
         self._node_list: list[NodeState] | None = None
         # Reclaim's per-leaf victim sums by allocation stamp (``actions.victim_sums``) and each
         # job's place in ``jobs``.
@@ -404,9 +403,9 @@ class Session:
                     v = ns.mem_idle - memory
                     ns.mem_idle = v if v % 1.0 == 0.0 else round(v, 6)
                     ns.pods_idle -= 1
-                    charge = {"gpu": float(int(task.gpu)), "cpu": cpu, "memory": memory}
-                    placements[task.name] = Placement(_RUNNING, node, gd, 0.0, charge)
-                    charged.append((job, charge))
+                    ch = {"gpu": float(int(task.gpu)), "cpu": cpu, "memory": memory}
+                    placements[task.name] = Placement(_RUNNING, node, gd, 0.0, ch)
+                    charged.append((job, ch))
                     continue
                 charge = load(task)
                 if charge is not None:
