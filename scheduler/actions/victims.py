@@ -720,7 +720,8 @@ def simulate(
     if order is None:
         # job keys too after the evictions: a victim that lost its gang is below its minimum
         order = iter(AllocateOrder(session, entries, heads).pop, None)
-    if capacity_error(session, job, step_request(session, tasks)):
+    request = step_request(session, tasks)  # a function of the tasks alone: read once
+    if capacity_error(session, job, request):
         stmt.rollback(cp)
         return None
     bound: list[float] = []  # ``_max_free``, read when a victim first needs it
@@ -730,9 +731,7 @@ def simulate(
             if log is not None and popped < len(entries) - 1:
                 log.last = False
             # again here: victims of its own queues re-placed before it may have used the room
-            if capacity_error(session, job, step_request(session, tasks)) or not _place_preemptor(
-                session, stmt, job, tasks
-            ):
+            if capacity_error(session, job, request) or not _place_preemptor(session, stmt, job, tasks):
                 stmt.rollback(cp)
                 return None
             bound.clear()
