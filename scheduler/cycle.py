@@ -89,10 +89,34 @@ def _open_session(
     }
     # What each leaf asks for: its running tasks' charges and its pending tasks' requests, added
     # in job order (releasing pods are no longer charged nor requested).
+    requested = _requested(session, jobs, session.running_sums)
+    usage = None
+    k = 0.0
+    if config.usage_enabled:
+        usage = {q.name: q.historical_usage for q in queues}
+        k = config.usage_k if config.usage_k is not None else 1.0
+    shares = compute_fair_shares(queues, session.capacity, requested, usage, k)
+    for name, qs in session.queues.items():
+        qs.fair_share = shares.fair_share.get(name, dict.fromkeys(RESOURCES, 0.0))
+        qs.requested = shares.requested.get(name, dict.fromkeys(RESOURCES, 0.0))
+    return session
+
+
+def _requested(
+    session: Session, jobs: list[Job], running: dict[str, list[float]] | None
+) -> dict[str, dict[str, float]]:
+    """What each leaf asks for: its running tasks' charges and its pending tasks' requests,
+    added in job order (releasing pods are no longer charged nor requested). ``running``: the
+    running charges summed per leaf (``Session.running_sums``), or None to add them one by one."""
     asks: dict[str, list[dict[str, float]]] = {}
     by_shape: dict[tuple[float, ...], dict[str, float]] = {}
     placements = session.placements
-    for job in jobs:
+    scan = jobs
+    if running is not None and session.pending_at_load is not None:
+        # Only the jobs with a task pending at load add a request (nothing has run since).
+        asks = {queue: [] for queue in dict.fromkeys(job.queue for job in jobs)}
+        scan = session.pending_at_load
+    for job in scan:
         acc = asks.setdefault(job.queue, [])
         for task in job.tasks:
             p = placements[task.name]
@@ -104,23 +128,27 @@ def _open_session(
                     task.cpu_millis,
                     task.memory_mib,
                 )
-                amounts = by_shape.get(shape)
-                if amounts is None:
-                    amounts = by_shape[shape] = session.pending_request(task)
-                acc.append(amounts)
-            elif p.status == _RUNNING:
+                req = by_shape.get(shape)
+                if req is None:
+                    req = by_shape[shape] = session.pending_request(task)
+                acc.append(req)
+            elif p.status == _RUNNING and running is None:
                 acc.append(p.charge)
-    requested = {queue: add_up(amounts) for queue, amounts in asks.items()}
-    usage = None
-    k = 0.0
-    if config.usage_enabled:
-        usage = {q.name: q.historical_usage for q in queues}
-        k = config.usage_k if config.usage_k is not None else 1.0
-    shares = compute_fair_shares(queues, session.capacity, requested, usage, k)
-    for name, qs in session.queues.items():
-        qs.fair_share = shares.fair_share.get(name, dict.fromkeys(RESOURCES, 0.0))
-        qs.requested = shares.requested.get(name, dict.fromkeys(RESOURCES, 0.0))
-    return session
+    if running is None:
+        return {queue: add_up(amounts) for queue, amounts in asks.items()}
+    # The running charges are exact in quarters and summed per leaf already (``load_tasks``):
+    # when the pending requests are too, every order of addition gives add_up's sums.
+    out: dict[str, dict[str, float]] = {}
+    for queue, amounts in asks.items():
+        sums = running.get(queue)
+        n = len(amounts) + (int(sums[0]) if sums is not None else 0)
+        if n >= 2**20 or not exact_sums(amounts):
+            return _requested(session, jobs, None)
+        pending = {r: 0.0 + sum(a.get(r, 0.0) for a in amounts) for r in RESOURCES}
+        if sums is not None:
+            pending = {r: pending[r] + sums[k] for k, r in enumerate(RESOURCES, start=1)}
+        out[queue] = pending
+    return out
 
 
 def add_up(amounts: list[dict[str, float]]) -> dict[str, float]:

@@ -217,6 +217,24 @@ def best_fit_reference(
     return score_nodes(session, task, fits, selector, extra)[0] if fits else None
 
 
+def _free_idle_room(ns: NodeState) -> tuple[int, int, float]:
+    """``ns.free_whole_gpus()``, ``ns.idle_whole_gpus()`` and the most room left on a shared
+    device with active tasks (0.0 without one), in one pass."""
+    free = idle = 0
+    room = 0.0
+    for d in ns.devices:
+        a = d.active
+        if a <= EPS:  # is_free
+            free += 1
+            if d.releasing <= EPS:  # is_idle
+                idle += 1
+        elif not d.whole:
+            left = d.memory - a
+            if left > room:
+                room = left
+    return free, idle, room
+
+
 class NodeIndex:
     """Schedulable nodes of a session, refreshed lazily from ``session.dirty_nodes``, arranged so
     that the best node of :func:`best_fit_reference` is found without checking every node.
@@ -238,6 +256,9 @@ class NodeIndex:
         "rank",
         "names",
         "group_buckets",
+        "idle",
+        "fit_memo",
+        "any_taints",
         "group_where",
         "group_room",
         "cols",
@@ -253,28 +274,47 @@ class NodeIndex:
         self.rank: dict[str, int] = {}
         self.where: dict[str, int] = {}
         self.buckets: dict[int, list[int]] = {}
+        # Idle devices (nothing active, nothing releasing) per node rank: the fits-now pre-check.
+        self.idle: list[int] = []
+        # Whole-GPU fits per node rank and (GPUs, CPU, memory) asked, for jobs without placement
+        # rules on untainted nodes (the fit then reads only the node's state and the shape);
+        # dropped for a node when it changes (``refresh``).
+        self.fit_memo: dict[int, dict[tuple[int, float, float], Fit]] = {}
         self.group_where: dict[str, int] = {}
         self.group_room: dict[str, float] = {}
         self.group_buckets: dict[int, list[int]] = {}
         self.masks: dict[object, np.ndarray] = {}
         indexed = [ns for ns in session.nodes.values() if ns.schedulable]  # sorted by name
         n = len(indexed)
-        # cpu idle, cpu idle+rel, mem idle, mem idle+rel, pods idle, pods idle+rel
-        self.cols = np.zeros((6, n), dtype=np.float64)
+        # cpu idle, cpu idle+rel, mem idle, mem idle+rel, pods idle, pods idle+rel (one array
+        # made from the rows at once; ``_set_cols`` keeps a node's column up to date)
+        rows = [
+            (
+                ns.cpu_idle,
+                ns.cpu_idle + ns.cpu_rel,
+                ns.mem_idle,
+                ns.mem_idle + ns.mem_rel,
+                ns.pods_idle,
+                ns.pods_idle + ns.pods_rel,
+            )
+            for ns in indexed
+        ]
+        self.cols = np.array(rows, dtype=np.float64).T.copy() if n else np.zeros((6, 0), dtype=np.float64)
         self.has_devices = np.array([bool(ns.devices) for ns in indexed], dtype=bool)
         self.cpu_totals_ok = all(ns.node.cpu_millis > 0 for ns in indexed)
         self.hard_taints = any(
             t.effect in ("NoSchedule", "NoExecute") for ns in indexed for t in ns.node.taints
         )
+        self.any_taints = any(ns.node.taints for ns in indexed)
         for ns in indexed:
             r = len(self.names)
             self.names.append(ns.name)
             self.rank[ns.name] = r
-            k = ns.free_whole_gpus()
+            k, idle, room = _free_idle_room(ns)
+            self.idle.append(idle)
             self.where[ns.name] = k
             self.buckets.setdefault(k, []).append(r)
-            self._set_group(ns, r)
-            self._set_cols(ns, r)
+            self._set_group(ns, r, room)
         session.dirty_nodes.clear()
 
     def _set_cols(self, ns: NodeState, r: int) -> None:
@@ -286,9 +326,9 @@ class NodeIndex:
         c[4, r] = ns.pods_idle
         c[5, r] = ns.pods_idle + ns.pods_rel
 
-    def _set_group(self, ns: NodeState, r: int) -> None:
-        """(Re)file the node among nodes with a shared device that has room left."""
-        room = max((d.memory - d.active for d in ns.devices if d.active > EPS and not d.whole), default=0.0)
+    def _set_group(self, ns: NodeState, r: int, room: float) -> None:
+        """(Re)file the node among nodes with a shared device that has room left (``room``:
+        the most left on one, from ``_free_idle_room``)."""
         old = self.group_where.get(ns.name)
         k = self.where[ns.name] if room > 0 else None
         if old is not None and old != k:
@@ -314,13 +354,14 @@ class NodeIndex:
                 continue  # unschedulable: never indexed
             ns = nodes[name]
             r = self.rank[name]
-            k = ns.free_whole_gpus()
+            self.fit_memo.pop(r, None)
+            k, self.idle[r], room = _free_idle_room(ns)
             if k != old:
                 lst = self.buckets[old]
                 del lst[bisect.bisect_left(lst, r)]
                 bisect.insort(self.buckets.setdefault(k, []), r)
                 self.where[name] = k
-            self._set_group(ns, r)
+            self._set_group(ns, r, room)
             self._set_cols(ns, r)
         dirty.clear()
 
@@ -336,6 +377,17 @@ class NodeIndex:
             return None
 
         fits: dict[int, tuple[NodeState, Fit]] = {}  # nothing changes during the search
+        idle = self.idle
+        # node_fit skips the rule calls in exactly this case (no taints, no selector, affinity
+        # or anti-affinity): the fit is then a function of the node's state and the shape.
+        memo = (
+            self.fit_memo
+            if isinstance(selector, Job)
+            and not self.any_taints
+            and not (selector.node_selector or selector.node_affinity or selector.anti_affinity_key)
+            else None
+        )
+        shape = (need, task.cpu_millis, task.memory_mib)
 
         def first(k: int, now: bool | None) -> tuple[NodeState, Fit] | None:
             """First node of bucket k, in name order, that fits (and fits now / later)."""
@@ -347,12 +399,17 @@ class NodeIndex:
                     # check where either is missing (after virtual evictions, as in the victim
                     # search's simulations, many nodes have only releasing room). Not cached:
                     # the node may still fit later.
-                    if now and (
-                        ns.pods_idle < 1
-                        or sum(d.active <= EPS and d.releasing <= EPS for d in ns.devices) < need
-                    ):
+                    if now and (ns.pods_idle < 1 or idle[r] < need):
                         continue
-                    hit = fits[r] = (ns, node_fit(session, ns, task, selector))
+                    fit = None
+                    if memo is not None:
+                        per = memo.get(r)
+                        fit = per.get(shape) if per is not None else None
+                    if fit is None:
+                        fit = node_fit(session, ns, task, selector)
+                        if memo is not None:
+                            memo.setdefault(r, {})[shape] = fit
+                    hit = fits[r] = (ns, fit)
                 fit = hit[1]
                 if fit.ok and (now is None or fit.now == now):
                     return hit

@@ -24,6 +24,8 @@ _PIPELINED = TaskState.PIPELINED
 
 EPS = 1e-9
 
+assert RESOURCES == ("gpu", "cpu", "memory")  # written out in ``Session._charge_queues``
+
 
 @dataclass(slots=True)
 class Device:
@@ -188,6 +190,8 @@ class Session:
         self.capacity: dict[str, float] = dict.fromkeys(RESOURCES, 0.0)
         # Whether any node has a PreferNoSchedule taint (node scores then depend on tolerations).
         self.soft_taints = any(t.effect == "PreferNoSchedule" for n in nodes for t in n.taints)
+        # Whether any node has a taint that keeps untolerating pods off it for good.
+        self.hard_taints = any(t.effect in ("NoSchedule", "NoExecute") for n in nodes for t in n.taints)
         self.min_device_memory = min((n.gpu_memory_mib for n in nodes if n.gpus > 0), default=0.0)
         self.max_device_memory = max((n.gpu_memory_mib for n in nodes if n.gpus > 0), default=0.0)
         # Fit errors and messages gathered by actions, keyed by task / job name.
@@ -226,6 +230,13 @@ class Session:
         self._pending_jobs: list[Job] | None = None
         self._pending_candidates: list[Job] | None = None
         self._node_list: list[NodeState] | None = None
+        # Reclaim's per-leaf victim sums by allocation stamp (``actions.victim_sums``) and each
+        # job's place in ``jobs``.
+        self.leaf_victims: dict[str, tuple[int, object]] = {}
+        # Per leaf queue, the running tasks' charges as loaded (count, GPU, CPU, memory, then the
+        # non-preemptible ones' sums) when every amount is exact in quarters (``load_tasks``).
+        self.running_sums: dict[str, list[float]] | None = None
+        self.job_positions: dict[str, int] | None = None
 
     def pending_jobs(self) -> list[Job]:
         """The jobs, in order, that had a pending task when first asked (by the cycle's first
@@ -243,6 +254,11 @@ class Session:
                 if any((p := placements.get(t.name)) is None or p.status == pend for t in j.tasks)
             ]
         return self._pending_jobs
+
+    @property
+    def pending_at_load(self) -> list[Job] | None:
+        """The jobs, in order, with a task pending when loaded (None before ``load_tasks``)."""
+        return self._pending_candidates
 
     def jobs_of_queue(self, queue: str) -> list[Job]:
         """The jobs of one queue, in ``self.jobs`` order."""
@@ -296,19 +312,23 @@ class Session:
         self._charge_queues(job, charge, +1)
 
     def _charge_queues(self, job: Job, charge: dict[str, float], sign: float) -> None:
+        # Every allocation, eviction and undo comes through here: the three resources are
+        # written out, each ``clean(a + v)`` inline (the same operations).
         stamp = self.queue_stamp
-        amounts = [(r, sign * charge.get(r, 0.0)) for r in RESOURCES]
+        g = sign * charge.get("gpu", 0.0)
+        c = sign * charge.get("cpu", 0.0)
+        m = sign * charge.get("memory", 0.0)
         np_too = not job.is_preemptible
         for qs in self.ancestors(job.queue):
             name = qs.queue.name
             stamp[name] = stamp.get(name, 0) + 1
-            alloc = qs.allocated
-            for r, v in amounts:
-                alloc[r] = clean(alloc[r] + v)
-            if np_too:
-                alloc_np = qs.allocated_np
-                for r, v in amounts:
-                    alloc_np[r] = clean(alloc_np[r] + v)
+            for alloc in (qs.allocated, qs.allocated_np) if np_too else (qs.allocated,):
+                v = alloc["gpu"] + g
+                alloc["gpu"] = v if v % 1.0 == 0.0 else round(v, 6)
+                v = alloc["cpu"] + c
+                alloc["cpu"] = v if v % 1.0 == 0.0 else round(v, 6)
+                v = alloc["memory"] + m
+                alloc["memory"] = v if v % 1.0 == 0.0 else round(v, 6)
 
     # ---- request conversion --------------------------------------------
     def gpu_fraction_on(self, task: Task, device_memory: float) -> float:
@@ -363,10 +383,33 @@ class Session:
         load = self._load_on_node
         placements = self.placements
         unpinned: list[tuple[Task, Job]] = []  # loaded after every pinned task, in job order
+        nodes = self.nodes
         for job in jobs:
             for task in job.tasks:
-                if not task.gpu_devices:
+                gd = task.gpu_devices
+                if not gd:
                     unpinned.append((task, job))
+                    continue
+                node = task.node
+                ns = nodes.get(node) if node is not None else None
+                if ns is not None and task.state == _RUNNING and task.gpu >= 1 and max(gd) < len(ns.devices):
+                    # The common case, inline (``_load_on_node`` does the same): a running
+                    # whole-GPU task on its pinned devices; ``clean`` written out.
+                    devs = ns.devices
+                    for i in gd:
+                        d = devs[i]
+                        v = d.active + d.memory
+                        d.active = v if v % 1.0 == 0.0 else round(v, 6)
+                        d.whole = True
+                    cpu, memory = task.cpu_millis, task.memory_mib
+                    v = ns.cpu_idle - cpu
+                    ns.cpu_idle = v if v % 1.0 == 0.0 else round(v, 6)
+                    v = ns.mem_idle - memory
+                    ns.mem_idle = v if v % 1.0 == 0.0 else round(v, 6)
+                    ns.pods_idle -= 1
+                    ch = {"gpu": float(int(task.gpu)), "cpu": cpu, "memory": memory}
+                    placements[task.name] = Placement(_RUNNING, node, gd, 0.0, ch)
+                    charged.append((job, ch))
                     continue
                 charge = load(task)
                 if charge is not None:
@@ -380,47 +423,56 @@ class Session:
             elif placements[task.name].status == _PENDING:
                 pending.add(job.name)
         self._pending_candidates = [j for j in self.jobs.values() if j.name in pending]
-        if len(charged) >= 2**20 or not exact_sums(c for _, c in charged):
+        if len(charged) < 2**20:
+            # Per leaf: number of charges and the plain sums (all of them, non-preemptible jobs),
+            # with every amount seen (``exact_sums``, in the same pass).
+            per_leaf: dict[str, list[float]] = {}
+            seen: set[float] = set()
+            see = seen.add
             for job, charge in charged:
-                self._charge_queues(job, charge, +1)
-            return
-        # Per leaf: number of charges and the plain sums (all of them, non-preemptible jobs).
-        per_leaf: dict[str, list[float]] = {}
+                acc = per_leaf.get(job.queue)
+                if acc is None:
+                    acc = per_leaf[job.queue] = [0.0] * 7
+                acc[0] += 1
+                g, c, m = charge["gpu"], charge["cpu"], charge["memory"]
+                see(g)
+                see(c)
+                see(m)
+                acc[1] += g
+                acc[2] += c
+                acc[3] += m
+                if not job.is_preemptible:
+                    acc[4] += g
+                    acc[5] += c
+                    acc[6] += m
+            if exact_amounts(seen):
+                self.running_sums = per_leaf
+                stamp = self.queue_stamp
+                for leaf, acc in per_leaf.items():
+                    n = int(acc[0])
+                    for qs in self.ancestors(leaf):
+                        stamp[qs.name] = stamp.get(qs.name, 0) + n
+                        alloc, alloc_np = qs.allocated, qs.allocated_np
+                        for k, r in enumerate(RESOURCES, start=1):
+                            alloc[r] = alloc[r] + acc[k]
+                            alloc_np[r] = alloc_np[r] + acc[k + 3]
+                return
         for job, charge in charged:
-            acc = per_leaf.get(job.queue)
-            if acc is None:
-                acc = per_leaf[job.queue] = [0.0] * 7
-            acc[0] += 1
-            g, c, m = charge["gpu"], charge["cpu"], charge["memory"]
-            acc[1] += g
-            acc[2] += c
-            acc[3] += m
-            if not job.is_preemptible:
-                acc[4] += g
-                acc[5] += c
-                acc[6] += m
-        stamp = self.queue_stamp
-        for leaf, acc in per_leaf.items():
-            n = int(acc[0])
-            for qs in self.ancestors(leaf):
-                stamp[qs.name] = stamp.get(qs.name, 0) + n
-                alloc, alloc_np = qs.allocated, qs.allocated_np
-                for k, r in enumerate(RESOURCES, start=1):
-                    alloc[r] = alloc[r] + acc[k]
-                    alloc_np[r] = alloc_np[r] + acc[k + 3]
+            self._charge_queues(job, charge, +1)
 
     def _load_on_node(self, task: Task) -> dict[str, float] | None:
         """Put a task of the snapshot in the state: Running or Releasing on its node, else
         Pending. Returns what its queue is to be charged (None: nothing, pending or releasing)."""
         state = task.state
-        ns = self.nodes.get(task.node) if task.node is not None else None
+        node = task.node
+        ns = self.nodes.get(node) if node is not None else None
         if ns is None or (state != _RUNNING and state != _RELEASING):
             self.placements[task.name] = Placement(_PENDING)
             return None
+        gd = task.gpu_devices
         releasing = state == _RELEASING
         fractional = task.is_fractional
         devs = ns.devices
-        gd = task.gpu_devices
         if gd and not fractional and max(gd) < len(devs):
             devices: tuple[int, ...] = gd  # every pinned device exists (``_initial_devices``)
         else:
@@ -505,8 +557,13 @@ def exact_sums(charges: Iterable[dict[str, float]]) -> bool:
     seen: set[float] = set()
     for charge in charges:
         seen.update(charge.values())
+    return exact_amounts(seen)
+
+
+def exact_amounts(amounts: Iterable[float]) -> bool:
+    """``exact_sums`` of the distinct amounts themselves."""
     # 2**30 per amount and under 2**20 amounts keep every sum below 2**50: exact in quarters.
-    return all(abs(v) < 2.0**30 and float(v * 4).is_integer() for v in seen)
+    return all(abs(v) < 2.0**30 and float(v * 4).is_integer() for v in amounts)
 
 
 class Statement:
@@ -628,14 +685,16 @@ class Statement:
         job = s.task_job[task.name]
         restore_node = self._snapshot_node(ns, p.devices)
         old = p
+        fractional = task.is_fractional
+        devs = ns.devices
         for i in p.devices:
-            d = ns.devices[i]
-            amount = p.gpu_memory if task.is_fractional else d.memory
+            d = devs[i]
+            amount = p.gpu_memory if fractional else d.memory
             d.active = clean(max(0.0, d.active - amount))
             d.releasing = clean(d.releasing + amount)
-            if not task.is_fractional:
+            if not fractional:
                 d.whole = True
-            elif d.is_free:  # the group's last active task: its reservation pod goes with it
+            elif d.active <= EPS:  # is_free: the group's last active task; its reservation pod goes with it
                 ns.pods_rel += 1
         ns.cpu_rel = clean(ns.cpu_rel + task.cpu_millis)
         ns.mem_rel = clean(ns.mem_rel + task.memory_mib)

@@ -197,9 +197,10 @@ def allocate_step(session: Session, job: Job) -> bool:
             add_job_error(session, job, reasons.POD_SCHEDULING_ERRORS, pre)
             return False
 
-    before = gang.active_allocated(session, job)
     is_gang = (job.gang_min > 1 or bool(job.subgroups)) and not gang.gang_satisfied(session, job)
-    sg_mins = gang.subgroup_mins(job)
+    # both only word a gang's failure
+    before = gang.active_allocated(session, job) if is_gang else 0
+    sg_mins = gang.subgroup_mins(job) if is_gang else {}
     topo = job.topology
     if topo is None or (topo.required is None and topo.preferred is None):
         sets = [NodeSet("cluster", session.node_list())]  # what node_sets gives, without a copy

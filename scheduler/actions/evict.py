@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from scheduler import gang, reasons
+from scheduler.actions.victim_sums import job_position, leaf_victims, need_gpu
 from scheduler.actions.victims import Contribution, Note, Outcome, active_tasks, run_action
 from scheduler.model import RESOURCES, Job, Task, TaskState, clean
 from scheduler.ordering import allocatable_share
@@ -152,19 +153,7 @@ def reclaim(session: Session) -> None:
             if v.queue == job.queue:
                 continue
             if v.queue not in allowed:
-                q_star, v_star = _diverging(session, job.queue, v.queue)
-                fair_share_reclaim = any(
-                    q_star.quota(r) >= 0 and clean(q_star.allocated[r] + j[r]) > q_star.quota(r) + EPS
-                    for r in RESOURCES
-                )
-                if fair_share_reclaim:
-                    ok = _over(v_star.allocated, _as_of(v_star))
-                else:
-                    rs = [r for r in RESOURCES if j[r] > EPS and v_star.quota(r) >= 0]
-                    over = any(v_star.allocated[r] > v_star.quota(r) + EPS for r in rs)
-                    under = any(v_star.allocated[r] < v_star.quota(r) - EPS for r in rs)
-                    ok = over or not under
-                allowed[v.queue] = ok
+                allowed[v.queue] = _reclaimable(session, job.queue, v.queue, j)
             if allowed[v.queue]:
                 jobs.append(v)
         runtimes: dict[str, float] = {}  # per victim queue: the rule depends on the queues only
@@ -291,30 +280,110 @@ def reclaim(session: Session) -> None:
                 job.queue,
                 next(c.job.queue for c in stream if v_star in session.ancestors(c.job.queue)),
             )
-            guarantee = all(
-                q_star.quota(r) < 0 or clean(q_star.allocated[r] + j[r]) <= q_star.quota(r) + EPS
-                for r in RESOURCES
-            )
-
-            def threshold(r: str, v: QueueState = v_star, g: bool = guarantee) -> float:
-                a_s = allocatable_share(v, r)
-                if g and v.quota(r) >= 0:
-                    return v.quota(r) if a_s < 0 else min(a_s, v.quota(r))
-                return a_s
-
-            if any(threshold(r) >= 0 and v_star.allocated[r] > threshold(r) + EPS for r in ("cpu", "memory")):
-                gain += total  # over in another resource: GPUs are not bounded by this rule
-                continue
-            t = threshold("gpu")
-            if t < 0:
-                continue
-            excess = v_star.allocated["gpu"] - t
-            if excess <= EPS:
-                continue
-            gain += min(total, excess - 0.01 + biggest)
+            gain = _add_gain(gain, q_star, v_star, j, total, biggest)
         return gain
 
-    run_action(session, "reclaim", preemptor_ok, candidates, make_validator, describe, max_gain, explain)
+    def quick_screen(job: Job, tasks: list[Task]) -> str | None:
+        """The screen's verdict from per-leaf sums (``victim_sums``), without listing the victim
+        jobs: "no_victims" or "no_scenario" exactly when ``candidates``, ``victim_chunks`` and
+        ``max_gain`` would say so; None when it cannot tell that cheaply (the job then goes
+        through them): sums not exact, a minimum runtime that could protect a victim, or usable
+        nodes that are not simply the schedulable ones."""
+        j = _request(session, tasks)
+        # Per V*: its q*, GPUs of all chunks, the largest, where its first victim job stands.
+        per_v: dict[str, tuple[QueueState, QueueState, float, float, list[str | None]]] = {}
+        for leaf, qs in session.queues.items():
+            if not qs.is_leaf or leaf == job.queue:
+                continue
+            sums = leaf_victims(session, leaf)
+            if sums is None:
+                return None
+            if not sums.jobs or not _reclaimable(session, job.queue, leaf, j):
+                continue
+            if sums.started and reclaim_min_runtime(session, job.queue, leaf) > 0:
+                return None
+            q_star, v_star = _diverging(session, job.queue, leaf)
+            had = per_v.get(v_star.name)
+            if had is None:
+                per_v[v_star.name] = (q_star, v_star, sums.gpu, sums.biggest, [sums.first])
+            else:
+                had[4].append(sums.first)
+                # exact: sums of quarters
+                per_v[v_star.name] = (q_star, v_star, had[2] + sums.gpu, max(had[3], sums.biggest), had[4])
+        if not per_v:
+            return "no_victims"
+        if job.node_selector or job.node_affinity or session.hard_taints:
+            return None  # the usable nodes are not simply the schedulable ones
+        terms = list(per_v.values())
+        if len(terms) > 1:
+            # ``max_gain`` adds the V*s in the order their first victim job comes in.
+            terms.sort(key=lambda e: min(job_position(session, name) for name in e[4] if name))
+        gain = 0.0
+        for q_star, v_star, total, biggest, _first in terms:
+            gain = _add_gain(gain, q_star, v_star, j, total, biggest)
+        # ``FreeTracker``'s free GPUs over every schedulable node: the same additions in the same
+        # order as ``_free_gpus_scan`` (which only skips adding 0.0).
+        if _free_gpus(session) + gain + EPS < need_gpu(session, tasks):
+            return "no_scenario"
+        return None
+
+    run_action(
+        session,
+        "reclaim",
+        preemptor_ok,
+        candidates,
+        make_validator,
+        describe,
+        max_gain,
+        explain,
+        quick_screen=quick_screen if QUICK_SCREEN else None,
+    )
+
+
+# Reclaim's screen from per-leaf sums first (tests switch it off to compare with the job-by-job
+# screen).
+QUICK_SCREEN = True
+
+
+def _reclaimable(session: Session, job_queue: str, leaf: str, j: dict[str, float]) -> bool:
+    """Whether a reclaimer of ``job_queue`` asking ``j`` may take from victim leaf ``leaf``
+    (judged at V*, the victim side's queue where their paths part)."""
+    q_star, v_star = _diverging(session, job_queue, leaf)
+    fair_share_reclaim = any(
+        q_star.quota(r) >= 0 and clean(q_star.allocated[r] + j[r]) > q_star.quota(r) + EPS for r in RESOURCES
+    )
+    if fair_share_reclaim:
+        return _over(v_star.allocated, _as_of(v_star))
+    rs = [r for r in RESOURCES if j[r] > EPS and v_star.quota(r) >= 0]
+    over = any(v_star.allocated[r] > v_star.quota(r) + EPS for r in rs)
+    under = any(v_star.allocated[r] < v_star.quota(r) - EPS for r in rs)
+    return over or not under
+
+
+def _add_gain(
+    gain: float, q_star: QueueState, v_star: QueueState, j: dict[str, float], total: float, biggest: float
+) -> float:
+    """``gain`` plus what V* may give at most: a chunk is taken only while V* is still above its
+    allocatable share (or quota), so it gives less than its excess plus one chunk."""
+    guarantee = all(
+        q_star.quota(r) < 0 or clean(q_star.allocated[r] + j[r]) <= q_star.quota(r) + EPS for r in RESOURCES
+    )
+
+    def threshold(r: str) -> float:
+        a_s = allocatable_share(v_star, r)
+        if guarantee and v_star.quota(r) >= 0:
+            return v_star.quota(r) if a_s < 0 else min(a_s, v_star.quota(r))
+        return a_s
+
+    if any(threshold(r) >= 0 and v_star.allocated[r] > threshold(r) + EPS for r in ("cpu", "memory")):
+        return gain + total  # over in another resource: GPUs are not bounded by this rule
+    t = threshold("gpu")
+    if t < 0:
+        return gain
+    excess = v_star.allocated["gpu"] - t
+    if excess <= EPS:
+        return gain
+    return gain + min(total, excess - 0.01 + biggest)
 
 
 def _chunks(session: Session, outcome: Outcome) -> list[tuple[Job, list[Task]]]:
@@ -485,8 +554,20 @@ ACTIVE_USED = (TaskState.RUNNING, TaskState.ALLOCATED, TaskState.PIPELINED, Task
 
 def stale_gang_eviction(session: Session) -> None:
     """Evict, whole, every running gang that has been below its minimum past its grace period."""
+    placements = session.placements
+    active_used = ACTIVE_USED
     for job in session.jobs.values():
-        used_tasks = [t for t in job.tasks if gang.status(session, t) in ACTIVE_USED]
+        if not job.subgroups:
+            # Without sub-groups only the count matters (``short_subgroup`` is None): counted
+            # inline, as ``gang.status`` reads it, before any list is made.
+            used = 0
+            for t in job.tasks:
+                p = placements.get(t.name)
+                if p is not None and p.status in active_used:
+                    used += 1
+            if used == 0 or used >= job.gang_min:
+                continue
+        used_tasks = [t for t in job.tasks if gang.status(session, t) in active_used]
         used = len(used_tasks)
         short = gang.short_subgroup(job, used_tasks)
         if used == 0 or (used >= job.gang_min and short is None):

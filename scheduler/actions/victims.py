@@ -26,6 +26,7 @@ from typing import Literal
 
 from scheduler import gang, reasons, rules
 from scheduler.actions.allocate import capacity_error, eligible, place_task, step_request
+from scheduler.actions.victim_sums import need_gpu
 from scheduler.model import RESOURCES, Job, Task, TaskState, clean
 from scheduler.ordering import JobQueue, allocatable_share, job_key, job_request, queue_key
 from scheduler.placement import AMOUNT_EPS, best_fit, node_fit
@@ -293,18 +294,10 @@ class FreeTracker:
         self.session = session
         self.nodes = {ns.name: ns for ns in nodes}
         self.active: dict[str, list[float]] = {}
-        self.need_gpu = 0.0
+        self.need_gpu = need_gpu(session, tasks)
         self.need_cpu = sum(t.cpu_millis for t in tasks)
         self.need_mem = sum(t.memory_mib for t in tasks)
         self.need_pods = len(tasks)
-        mem_max = session.max_device_memory or 1.0
-        for t in tasks:
-            if t.whole_gpus:
-                self.need_gpu += t.whole_gpus
-            elif 0 < t.gpu < 1:
-                self.need_gpu += t.gpu * t.fraction_device_count
-            elif t.gpu_memory_mib > 0:
-                self.need_gpu += t.gpu_memory_mib / mem_max * t.fraction_device_count
         self.sizes = sorted({t.whole_gpus for t in tasks if t.whole_gpus})
         self.count_at_least = {g: sum(1 for t in tasks if t.whole_gpus >= g) for g in self.sizes}
         self.free_gpu = 0.0
@@ -730,7 +723,8 @@ def simulate(
     if order is None:
         # job keys too after the evictions: a victim that lost its gang is below its minimum
         order = iter(AllocateOrder(session, entries, heads).pop, None)
-    if capacity_error(session, job, step_request(session, tasks)):
+    request = step_request(session, tasks)  # a function of the tasks alone: read once
+    if capacity_error(session, job, request):
         stmt.rollback(cp)
         return None
     bound: list[float] = []  # ``_max_free``, read when a victim first needs it
@@ -740,9 +734,7 @@ def simulate(
             if log is not None and popped < len(entries) - 1:
                 log.last = False
             # again here: victims of its own queues re-placed before it may have used the room
-            if capacity_error(session, job, step_request(session, tasks)) or not _place_preemptor(
-                session, stmt, job, tasks
-            ):
+            if capacity_error(session, job, request) or not _place_preemptor(session, stmt, job, tasks):
                 stmt.rollback(cp)
                 return None
             bound.clear()
@@ -1021,6 +1013,7 @@ def run_action(
     max_gain: Callable[[Job, list[Task], list[Contribution]], float] | None = None,
     explain: Callable[[Job, str], Note | None] | None = None,
     moves_only: bool = False,
+    quick_screen: Callable[[Job, list[Task]], str | None] | None = None,
 ) -> None:
     """Pop eligible pending jobs in job order and try to make room for each one.
 
@@ -1029,7 +1022,9 @@ def run_action(
     victims may give at most (e.g. reclaim's quota rules); when free GPUs plus that bound cannot
     cover the job, no victim set is ever tried. ``explain(job, "no_victims" | "no_scenario")``
     words the note of a job the action tried and failed; notes are kept in
-    ``session.action_notes`` (dropped again when a later action helps the job)."""
+    ``session.action_notes`` (dropped again when a later action helps the job).
+    ``quick_screen`` may give the screen's "no_victims" / "no_scenario" verdict before the
+    victims are listed; it must give it exactly when the screen would, or None."""
 
     session.deadline = now_s() + max(0.0, session.config.action_time_budget_s)
     session.action = action
@@ -1075,8 +1070,12 @@ def run_action(
         if hit is not None and heads is not None and _carries(session, heads, hit[2], hit[1], job, in_order):
             failed[sig] = (hit[0], job, hit[2])  # type: ignore[index]
             return note_of(job, hit[0]), None
+        kind = quick_screen(job, tasks) if quick_screen is not None else None
+        if kind is not None:
+            if sig is not None:
+                failed[sig] = (kind, job, "any")
+            return note_of(job, kind), None
         victims, core_protected = candidates(job, tasks)
-        kind = None
         if max_gain is not None:
             # The bound needs only what the victims give, not in which order: screen with the
             # unordered contributions and order them only for a job that passes.

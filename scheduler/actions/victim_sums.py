@@ -1,0 +1,125 @@
+"""Per-leaf sums of what victim jobs give, for reclaim's max-gain screen without a pass over the
+victim jobs of every preemptor.
+
+Reclaim's screen (``evict.reclaim``'s ``max_gain``) needs, per diverging victim queue V*, only the
+GPUs of all the chunks its victim jobs give and the largest chunk. Those are sums and maxima over
+the jobs of each leaf queue, which change only when one of the leaf's jobs is charged or
+uncharged - every placement, eviction, re-placement and undo goes through
+``Session._charge_queues``, which bumps ``session.queue_stamp[leaf]`` - so a leaf's sums are kept
+for its stamp and the screen costs one look per leaf.
+
+They are exact only where the order of additions cannot matter: every GPU charge a multiple of
+1/4 (then every partial sum is exact, as in ``session.exact_sums``). A leaf with another amount,
+or a job with sub-groups (whose chunks depend on ``gang.surplus_task``'s sub-group rules), has no
+sums (None), and the screen falls back to the job-by-job contributions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from scheduler.model import Task, TaskState
+from scheduler.session import Session
+
+_ACTIVE = (TaskState.RUNNING, TaskState.ALLOCATED, TaskState.PIPELINED)  # = gang.ACTIVE_ALLOCATED
+
+# Bound under which sums of quarters are exact (see ``session.exact_sums``).
+_EXACT_BOUND = 2.0**30
+
+
+@dataclass(frozen=True)
+class LeafVictims:
+    """What the preemptible jobs with active pods of one leaf queue give, none protected."""
+
+    jobs: int  # such jobs (each gives at least one chunk)
+    gpu: float  # GPUs of all their chunks
+    biggest: float  # GPUs of the largest chunk (0.0 without jobs)
+    first: str | None  # the first such job in ``session.jobs`` order
+    started: bool  # some such job has a start time (a minimum runtime could protect it)
+
+
+def leaf_victims(session: Session, leaf: str) -> LeafVictims | None:
+    """The leaf's sums as of its current allocation stamp (None: not exact, see the module)."""
+    stamp = session.queue_stamp.get(leaf, 0)
+    hit = session.leaf_victims.get(leaf)
+    if hit is not None and hit[0] == stamp:
+        return hit[1]  # type: ignore[return-value]
+    sums = _leaf_victims(session, leaf)
+    session.leaf_victims[leaf] = (stamp, sums)
+    return sums
+
+
+def _leaf_victims(session: Session, leaf: str) -> LeafVictims | None:
+    placements = session.placements
+    active = _ACTIVE
+    jobs = 0
+    total = 0.0
+    biggest = 0.0
+    first: str | None = None
+    started = False
+    seen: set[float] = set()  # every GPU charge, checked for quarters at the end
+    for job in session.jobs_of_queue(leaf):
+        tasks = job.tasks
+        if len(tasks) == 1:
+            # the common case, inline: one active pod is one chunk whatever the gang minimum
+            p = placements.get(tasks[0].name)
+            if p is None or p.status not in active or not job.is_preemptible:
+                continue
+            if job.subgroups:
+                return None
+            g = p.charge.get("gpu", 0.0)
+            seen.add(g)
+            total += g
+            if g > biggest:
+                biggest = g
+        else:
+            gs: list[float] = []
+            for t in tasks:
+                p = placements.get(t.name)
+                if p is not None and p.status in active:
+                    gs.append(p.charge.get("gpu", 0.0))
+            if not gs or not job.is_preemptible:
+                continue
+            if job.subgroups:
+                return None
+            seen.update(gs)
+            # ``victims.victim_chunks`` with nothing protected: the active pods in reverse order
+            # give one at a time while more than the gang minimum are left, then the rest as one.
+            m = job.gang_min
+            n = len(gs)
+            core = gs[: min(n, m)] if m > 0 else []
+            if core:
+                biggest = max(biggest, sum(core))
+            if n > m:
+                biggest = max(biggest, max(gs[max(m, 0) :]))
+            total += sum(gs)
+        jobs += 1
+        if first is None:
+            first = job.name
+        if job.last_start_s is not None:
+            started = True
+    if jobs >= 2**20 or not all(abs(g) < _EXACT_BOUND and float(g * 4).is_integer() for g in seen):
+        return None
+    return LeafVictims(jobs, total, biggest, first, started)
+
+
+def job_position(session: Session, name: str) -> int:
+    """Where a job stands in ``session.jobs`` (the order victim jobs are listed in)."""
+    if session.job_positions is None:
+        session.job_positions = {n: i for i, n in enumerate(session.jobs)}
+    return session.job_positions[name]
+
+
+def need_gpu(session: Session, tasks: Sequence[Task]) -> float:
+    """GPUs the tasks need at least, as ``victims.FreeTracker`` counts them."""
+    need = 0.0
+    mem_max = session.max_device_memory or 1.0
+    for t in tasks:
+        if t.whole_gpus:
+            need += t.whole_gpus
+        elif 0 < t.gpu < 1:
+            need += t.gpu * t.fraction_device_count
+        elif t.gpu_memory_mib > 0:
+            need += t.gpu_memory_mib / mem_max * t.fraction_device_count
+    return need
