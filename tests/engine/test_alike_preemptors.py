@@ -22,8 +22,7 @@ from hypothesis import strategies as st
 
 from scheduler import Config, Job, Node, Queue, QueueResource, Snapshot, Task, TaskState, run_cycle
 from scheduler.actions import victims
-
-ACTIONS = ("allocate", "consolidation", "reclaim", "preempt")
+from tests.engine.answers import ACTIONS, cycle_answer
 
 
 @pytest.fixture(autouse=True)
@@ -50,16 +49,12 @@ def _job(name: str, queue: str, gpu: float, created_s: float, node: str | None =
     )
 
 
-def _answer(snap: Snapshot) -> str:
-    result = run_cycle(snap, Config(actions=ACTIONS, action_time_budget_s=600.0))
-    return json.dumps(result.to_json(), sort_keys=True, default=str)
-
 
 def _without_shortcut(monkeypatch: pytest.MonkeyPatch, snap: Snapshot) -> str:
     with monkeypatch.context() as m:
         m.setattr(victims, "_alike", lambda session, job, tasks: None)
         m.setattr(victims, "SCREEN_FIRST", False)
-        return _answer(snap)
+        return cycle_answer(snap)
 
 
 def _dept_snapshot(between_gpu: float | None) -> Snapshot:
@@ -90,7 +85,7 @@ def _dept_snapshot(between_gpu: float | None) -> Snapshot:
 @pytest.mark.parametrize("between_gpu", [None, 0.25, 1.0])
 def test_shortcut_gives_the_same_answer(monkeypatch: pytest.MonkeyPatch, between_gpu: float | None) -> None:
     snap = _dept_snapshot(between_gpu)
-    assert _answer(snap) == _without_shortcut(monkeypatch, snap)
+    assert cycle_answer(snap) == _without_shortcut(monkeypatch, snap)
 
 
 def test_alike_jobs_are_searched_once(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -149,7 +144,7 @@ def contested(draw: st.DrawFn) -> Snapshot:
 )
 @given(contested())
 def test_shortcut_matches_a_search_per_job(monkeypatch: pytest.MonkeyPatch, snap: Snapshot) -> None:
-    assert _answer(snap) == _without_shortcut(monkeypatch, snap)
+    assert cycle_answer(snap) == _without_shortcut(monkeypatch, snap)
 
 
 @pytest.mark.parametrize("builder", ["stress_snapshot", "stress_mixed_snapshot"])
@@ -158,7 +153,7 @@ def test_bench_shapes_give_the_same_answer(monkeypatch: pytest.MonkeyPatch, buil
     from scheduler.bench import workloads
 
     snap = getattr(workloads, builder)(n_nodes=40, running=300, pending=120)
-    answer = _answer(snap)
+    answer = cycle_answer(snap)
     assert json.loads(answer)["job_notes"], "the small stress cycle leaves jobs with notes"
     assert answer == _without_shortcut(monkeypatch, snap)
 
@@ -237,7 +232,7 @@ def _searches(monkeypatch: pytest.MonkeyPatch, snap: Snapshot, reuse_last: bool)
     with monkeypatch.context() as m:
         m.setattr(victims, "solve", counting)
         m.setattr(victims, "REUSE_LAST", reuse_last)
-        return _answer(snap), count[0]
+        return cycle_answer(snap), count[0]
 
 
 @pytest.mark.parametrize("seed", [3, 143, 175])
@@ -262,7 +257,7 @@ def test_department_trees_match_a_search_per_job(
     monkeypatch: pytest.MonkeyPatch, data: st.DataObject
 ) -> None:
     snap = _tree(lambda xs: data.draw(st.sampled_from(xs)))
-    assert _answer(snap) == _without_shortcut(monkeypatch, snap)
+    assert cycle_answer(snap) == _without_shortcut(monkeypatch, snap)
 
 
 def test_victims_served_first_do_not_always_take_their_room_back(monkeypatch: pytest.MonkeyPatch) -> None:

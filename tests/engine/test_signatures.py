@@ -11,7 +11,6 @@ the rule lets through.
 
 from __future__ import annotations
 
-import json
 import random
 from typing import Any
 
@@ -21,7 +20,8 @@ from hypothesis import strategies as st
 
 from scheduler import Config, Snapshot, run_cycle
 from scheduler.actions import victims
-from tests.engine.test_alike_preemptors import ACTIONS, _tree
+from tests.engine.answers import ACTIONS, cycle_answer
+from tests.engine.test_alike_preemptors import _tree
 
 Footprint = list[tuple[float, ...]]
 
@@ -49,17 +49,13 @@ def test_smaller_footprint_replaces_the_representative() -> None:
     assert not victims._smaller(_fp(1.0), _fp(0.5))
 
 
-def _answer(snap: Snapshot) -> str:
-    result = run_cycle(snap, Config(actions=ACTIONS, action_time_budget_s=600.0))
-    return json.dumps(result.to_json(), sort_keys=True, default=str)
-
 
 def _reference(monkeypatch: pytest.MonkeyPatch, snap: Snapshot) -> str:
     """The ordered loop, every job the signature rule lets through searched for itself."""
     with monkeypatch.context() as m:
         m.setattr(victims, "_alike", lambda session, job, tasks: None)
         m.setattr(victims, "SCREEN_FIRST", False)
-        return _answer(snap)
+        return cycle_answer(snap)
 
 
 def _searched(monkeypatch: pytest.MonkeyPatch, snap: Snapshot, signatures: bool) -> list[str]:
@@ -88,13 +84,13 @@ def test_a_job_not_easier_than_a_failed_one_is_not_searched(
     every = _searched(monkeypatch, snap, signatures=False)
     kai = _searched(monkeypatch, snap, signatures=True)
     assert len(kai) < len(every), (kai, every)
-    assert _answer(snap) == _reference(monkeypatch, snap)
+    assert cycle_answer(snap) == _reference(monkeypatch, snap)
 
 
 @pytest.mark.parametrize("seed", [3, 40, 143, 175])
 def test_seeded_trees_match_the_reference(monkeypatch: pytest.MonkeyPatch, seed: int) -> None:
     snap = _tree(random.Random(seed).choice)
-    assert _answer(snap) == _reference(monkeypatch, snap)
+    assert cycle_answer(snap) == _reference(monkeypatch, snap)
 
 
 @settings(
@@ -105,7 +101,7 @@ def test_seeded_trees_match_the_reference(monkeypatch: pytest.MonkeyPatch, seed:
 @given(st.data())
 def test_department_trees_match_the_reference(monkeypatch: pytest.MonkeyPatch, data: st.DataObject) -> None:
     snap = _tree(lambda xs: data.draw(st.sampled_from(xs)))
-    assert _answer(snap) == _reference(monkeypatch, snap)
+    assert cycle_answer(snap) == _reference(monkeypatch, snap)
 
 
 @pytest.mark.parametrize("builder", ["stress_snapshot", "stress_mixed_snapshot"])
@@ -113,4 +109,4 @@ def test_bench_shapes_match_the_reference(monkeypatch: pytest.MonkeyPatch, build
     from scheduler.bench import workloads
 
     snap: Any = getattr(workloads, builder)(n_nodes=40, running=300, pending=120)
-    assert _answer(snap) == _reference(monkeypatch, snap)
+    assert cycle_answer(snap) == _reference(monkeypatch, snap)

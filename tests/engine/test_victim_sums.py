@@ -18,17 +18,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from scheduler import Config, Job, Node, Queue, QueueResource, Snapshot, Task, TaskState, run_cycle
+from scheduler import Config, Job, Node, Queue, QueueResource, Snapshot, Task, TaskState
 from scheduler.actions import evict, victims
 from scheduler.bench import workloads
 from scheduler.model import SubGroup, Taint
-
-ACTIONS = ("allocate", "consolidation", "reclaim", "preempt")
-
-
-def _answer(snap: Snapshot) -> str:
-    result = run_cycle(snap, Config(actions=ACTIONS, action_time_budget_s=600.0))
-    return json.dumps(result.to_json(), sort_keys=True, default=str)
+from tests.engine.answers import ACTIONS, cycle_answer
 
 
 def _verdicts(monkeypatch: pytest.MonkeyPatch, snap: Snapshot) -> tuple[str, Counter[str | None]]:
@@ -47,14 +41,14 @@ def _verdicts(monkeypatch: pytest.MonkeyPatch, snap: Snapshot) -> tuple[str, Cou
 
     with monkeypatch.context() as m:
         m.setattr(evict, "run_action", spying)
-        answer = _answer(snap)
+        answer = cycle_answer(snap)
     return answer, said
 
 
 def _job_by_job(monkeypatch: pytest.MonkeyPatch, snap: Snapshot) -> str:
     with monkeypatch.context() as m:
         m.setattr(evict, "QUICK_SCREEN", False)
-        return _answer(snap)
+        return cycle_answer(snap)
 
 
 def _queue(name: str, quota: float, index: int, parent: str | None, runtime: float | None = None) -> Queue:
