@@ -12,6 +12,7 @@ urlpatterns = [
     path("new/import/", yaml_pages.queue_import, name="queue_import"),
     path("<str:name>/", views.queue_detail, name="queue_detail"),
     path("<str:name>/edit/", views.queue_edit, name="queue_edit"),
+    path("<str:name>/delete/", views.queue_delete, name="queue_delete"),
     path("<str:name>/yaml/", yaml_pages.queue_yaml, name="queue_yaml"),
     path("<str:name>/edit/preview/", views.queue_preview, name="queue_preview"),
 ]

@@ -25,6 +25,7 @@ from kai_portal.core.access import get_visible_or_404, get_writable_or_403
 from kai_portal.core.htmx import HtmxHttpRequest, page_or_fragment
 from kai_portal.core.units import RESOURCES, UNLIMITED
 from kai_portal.queues import cluster_writes
+from kai_portal.queues.deletion import QueueInUse, delete_locked
 from kai_portal.queues.forms import QueueForm
 from kai_portal.queues.models import Queue
 from kai_portal.queues.status import ResourceStatus, latest_status
@@ -420,6 +421,32 @@ def queue_edit(request: HttpRequest, name: str) -> HttpResponse:
         )
         return redirect("queues:queue_detail", name=form.instance.name)
     return render(request, "queues/queue_form.html", context)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def queue_delete(request: HttpRequest, name: str) -> HttpResponse:
+    """Confirm, then delete a queue with no child queues and no jobs (``deletion.delete_locked``,
+    the API's rule). 404 if not visible, 403 if read-only; a refusal answers 409 (in use, or the
+    Queue object changed in the cluster) or 503 (the cluster could not be asked), deleting nothing."""
+    queue = get_writable_or_403(
+        Queue.objects.visible_to(request.user), Queue.objects.manageable_by(request.user), name=name
+    )
+    context: dict[str, Any] = {"queue": queue, "kubernetes": settings.CLUSTER_BACKEND == "kubernetes"}
+    if request.method == "POST":
+        try:
+            with transaction.atomic():
+                delete_locked(Queue.objects.select_for_update().get(pk=queue.pk))
+        except QueueInUse as in_use:
+            context["error"] = str(in_use)
+            return render(request, "queues/queue_delete.html", context, status=409)
+        except cluster_writes.QueueWriteRefused as refused:
+            context["error"] = str(refused)
+            status = 409 if refused.conflict else 503
+            return render(request, "queues/queue_delete.html", context, status=status)
+        messages.success(request, f"Queue {queue.name} deleted.")
+        return redirect("queues:queue_list")
+    return render(request, "queues/queue_delete.html", context)
 
 
 @login_required

@@ -32,6 +32,7 @@ from kai_portal.queues.api.serializers import (
     QueueSerializer,
     UsageSampleSerializer,
 )
+from kai_portal.queues.deletion import QueueInUse, delete_locked
 from kai_portal.queues.filtersets import QueueFilterSet
 from kai_portal.queues.models import Queue
 from kai_portal.queues.status import latest_status
@@ -162,12 +163,10 @@ class QueueViewSet(viewsets.ModelViewSet):
         with transaction.atomic(), api_actor(request), _cluster_refusals():
             locked = Queue.objects.select_for_update().get(pk=queue.pk)
             check_not_stale(request, locked)
-            if locked.children.exists():
-                raise Conflict(f"Queue '{locked}' has child queues; delete or move them first.")
-            if locked.jobs.exists():
-                raise Conflict(f"Queue '{locked}' has jobs; it is kept as their history.")
-            locked.delete()
-            cluster_writes.unpublish(locked)
+            try:
+                delete_locked(locked)
+            except QueueInUse as in_use:
+                raise Conflict(str(in_use)) from None
         return Response(status=status.HTTP_204_NO_CONTENT)
 
     @extend_schema(
