@@ -62,6 +62,14 @@ def sign_in(page: Any, username: str, password: str = "pw") -> None:
     page.wait_for_url("**/cluster/")
 
 
+def failed_request(request: Any) -> str | None:
+    """What a failed request says, or None for the one failure a page cannot cause: the browser's
+    own favicon fetch, dropped (ERR_ABORTED) when the page navigates before it ends."""
+    if request.url.endswith("/favicon.svg") and request.failure == "net::ERR_ABORTED":
+        return None
+    return f"request failed: {request.url} ({request.failure})"
+
+
 def screenshot(page: Any, name: str) -> Path:
     SCREENSHOTS.mkdir(exist_ok=True)
     path = SCREENSHOTS / f"{name}.png"

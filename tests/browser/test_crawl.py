@@ -20,7 +20,7 @@ import pytest
 from django.core.management import call_command
 from django.utils import timezone
 
-from tests.browser.conftest import LiveLoop, run_cycle, sign_in
+from tests.browser.conftest import LiveLoop, failed_request, run_cycle, sign_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -49,7 +49,7 @@ def _crawl(page: Any, base: str) -> tuple[list[str], list[str]]:
         "console",
         lambda m: problems.append(f"console {m.type} on {page.url}: {m.text}") if m.type == "error" else None,
     )
-    page.on("requestfailed", lambda r: problems.append(f"request failed: {r.url} ({r.failure})"))
+    page.on("requestfailed", lambda r: problems.append(said) if (said := failed_request(r)) else None)
     page.on("response", lambda r: problems.append(f"{r.status} for {r.url}") if r.status >= 400 else None)
     host = urlsplit(base).netloc
     queue, seen = ["/cluster/"], set[str]()

@@ -9,7 +9,7 @@ import pytest
 
 from kai_portal.teams.models import Membership
 from kai_portal.workloads.models import Job
-from tests.browser.conftest import screenshot, sign_in
+from tests.browser.conftest import failed_request, screenshot, sign_in
 from tests.portal import factories
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -83,7 +83,7 @@ def slow_fit_check(monkeypatch: Any) -> None:
 def _record(page: Any) -> tuple[list[str], list[Any]]:
     errors: list[str] = []
     page.on("console", lambda m: errors.append(f"console {m.type}: {m.text}") if m.type == "error" else None)
-    page.on("requestfailed", lambda r: errors.append(f"request failed: {r.url} ({r.failure})"))
+    page.on("requestfailed", lambda r: errors.append(said) if (said := failed_request(r)) else None)
     checks: list[Any] = []
     page.on("request", lambda r: checks.append(r) if "fit-check" in r.url else None)
     return errors, checks
