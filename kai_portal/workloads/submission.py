@@ -9,6 +9,7 @@ from django.db import IntegrityError, transaction
 
 from kai_portal.workloads import cluster_jobs
 from kai_portal.workloads.capacity import oversized_task_errors
+from kai_portal.workloads.choices import JobState
 from kai_portal.workloads.models import Job, Pod
 
 MAX_IDEMPOTENCY_KEY = 255
@@ -30,7 +31,15 @@ def submit(job: Job, manifest: cluster_jobs.Manifest | None = None) -> Job:
     if oversized:
         raise ValidationError({field: [message] for field, message in oversized.items()})
     cluster_jobs.place(job)  # after full_clean: a cluster_key turns the name checks off
-    job.save(validate=False)
+    try:
+        with transaction.atomic():
+            job.save(validate=False)
+    except IntegrityError:
+        # Another submit of the same name committed after our check (the database's constraint
+        # job_live_name_unique_in_queue): the same refusal as the check's.
+        if job.state in JobState.active() and job.live_name_taken():
+            raise ValidationError({"name": [job.name_taken_message()]}) from None
+        raise
     Pod.objects.bulk_create(Pod(job=job, index=i, name=f"{job.name}-{i}") for i in range(job.task_count))
     cluster_jobs.create(job, manifest)
     return job
