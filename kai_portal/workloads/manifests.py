@@ -198,13 +198,15 @@ def submit_manifest(
     """Parse, validate and submit in one transaction; errors name the manifest path.
 
     Returns the job and whether it was created (False: the user's earlier submission
-    with the same ``idempotency_key``). In kubernetes mode the pods are the manifest's own pod
+    with the same ``idempotency_key``; ``submission.KeyReused`` when that came from another
+    manifest). In kubernetes mode the pods are the manifest's own pod
     spec (``cluster_jobs``); what the cluster refuses is a ``ManifestError`` when the manifest is
     at fault (400), else ``cluster_jobs.ClusterRefused`` (a clash, or the cluster unreachable)."""
     job, source, manifest = _parse(_load(text), user)
+    digest = submission.request_digest(text if isinstance(text, str | bytes) else dict(text))
     try:
         with transaction.atomic():
-            return submission.submit_once(job, idempotency_key, manifest)
+            return submission.submit_once(job, idempotency_key, manifest, digest)
     except ValidationError as exc:
         field, messages = next(iter(exc.message_dict.items()))
         raise ManifestError(source.path(field), " ".join(messages)) from None

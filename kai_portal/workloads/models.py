@@ -180,6 +180,10 @@ class Job(ValidatedModel):
     # The client's Idempotency-Key of the submission: a retry with the same key (same
     # submitter) gets this job back instead of a duplicate (``submission.submit_once``).
     idempotency_key = models.CharField(max_length=255, blank=True, default="", editable=False)
+    # SHA-256 of the request that created the job with that key (``submission.request_digest``):
+    # the same key with another body is refused (409), not answered with this job. Empty for jobs
+    # submitted before it was kept: any retry of those is a replay.
+    request_digest = models.CharField(max_length=64, blank=True, default="", editable=False)
 
     objects = JobQuerySet.as_manager()
 
