@@ -55,7 +55,7 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     (``core/outages.py``). Every error body is JSON."""
     if outages.is_database_fault(exc):
         request = context.get("request")
-        outages.logger.warning("database unavailable during %s: %s", getattr(request, "path", "?"), exc)
+        outages.log(f"API {getattr(request, 'path', '?')[:200]}", exc)
         exc = DatabaseUnavailable()
     elif isinstance(exc, DjangoValidationError):
         if hasattr(exc, "error_dict"):

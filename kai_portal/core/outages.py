@@ -33,9 +33,14 @@ def is_database_fault(exc: BaseException | None) -> bool:
     return isinstance(exc, DatabaseError) and not isinstance(exc, IntegrityError)
 
 
+def log(what: str, exc: BaseException) -> None:
+    # With the traceback: a ProgrammingError (a migration not applied yet) is answered 503 too.
+    logger.error("database unavailable during %s: %s", what, exc, exc_info=exc)
+
+
 def unavailable(request: HttpRequest, exc: BaseException) -> HttpResponse:
     """The 503: JSON under /api/, a plain page elsewhere (rendered without the database)."""
-    logger.warning("database unavailable during %s %s: %s", request.method, request.path[:200], exc)
+    log(f"{request.method} {request.path[:200]}", exc)
     response: HttpResponse
     if request.path.startswith("/api/"):
         response = JsonResponse({"detail": MESSAGE}, status=503)
