@@ -203,7 +203,9 @@ def submit_manifest(
     spec (``cluster_jobs``); what the cluster refuses is a ``ManifestError`` when the manifest is
     at fault (400), else ``cluster_jobs.ClusterRefused`` (a clash, or the cluster unreachable)."""
     job, source, manifest = _parse(_load(text), user)
-    digest = submission.request_digest(text if isinstance(text, str | bytes) else dict(text))
+    digest = ""
+    if idempotency_key:
+        digest = submission.request_digest(text if isinstance(text, str | bytes) else dict(text))
     try:
         with transaction.atomic():
             return submission.submit_once(job, idempotency_key, manifest, digest)
