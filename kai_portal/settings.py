@@ -121,6 +121,8 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "csp.middleware.CSPMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # A view's database fault is a 503 with Retry-After, not a 500 (core/outages.py).
+    "kai_portal.core.outages.DatabaseOutageMiddleware",
     # Last, as django-axes asks: it turns a locked-out sign-in into its 429 response.
     "axes.middleware.AxesMiddleware",
 ]

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import sys
+
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect
 from django.templatetags.static import static
 from django.views import defaults
+
+from kai_portal.core import outages
 
 
 def favicon(request: HttpRequest) -> HttpResponse:
@@ -40,6 +44,11 @@ def not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
 
 
 def server_error(request: HttpRequest) -> HttpResponse:
+    # Django calls this inside its ``except``: a database fault raised before any view ran (a
+    # middleware's session or user lookup) is an outage, answered as one (core/outages.py).
+    fault = sys.exc_info()[1]
+    if outages.is_database_fault(fault):
+        return outages.unavailable(request, fault)  # type: ignore[arg-type]
     if _is_api(request):
         return JsonResponse({"detail": "Server error; it has been logged."}, status=500)
     return defaults.server_error(request)

@@ -21,6 +21,7 @@ from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
 from kai_portal.audit.context import acting_as
+from kai_portal.core import outages
 
 
 class StandardPagination(PageNumberPagination):
@@ -39,10 +40,24 @@ class Conflict(exceptions.APIException):
     default_code = "conflict"
 
 
+class DatabaseUnavailable(exceptions.APIException):
+    """503 with ``Retry-After``: the database could not be reached; nothing was saved (core/outages.py)."""
+
+    status_code = status.HTTP_503_SERVICE_UNAVAILABLE
+    default_detail = outages.MESSAGE
+    default_code = "database_unavailable"
+    wait = outages.RETRY_AFTER_SECONDS  # DRF's handler turns ``wait`` into Retry-After
+
+
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
-    """DRF's handler, plus model validation errors as 400 with field messages and
-    deletes blocked by protected references as 409. Every error body is JSON."""
-    if isinstance(exc, DjangoValidationError):
+    """DRF's handler, plus model validation errors as 400 with field messages,
+    deletes blocked by protected references as 409 and database faults as 503
+    (``core/outages.py``). Every error body is JSON."""
+    if outages.is_database_fault(exc):
+        request = context.get("request")
+        outages.log(f"API {getattr(request, 'path', '?')[:200]}", exc)
+        exc = DatabaseUnavailable()
+    elif isinstance(exc, DjangoValidationError):
         if hasattr(exc, "error_dict"):
             detail: Any = {
                 (k if k != "__all__" else "non_field_errors"): v for k, v in exc.message_dict.items()

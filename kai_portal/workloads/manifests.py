@@ -5,13 +5,15 @@ What is read (kai-semantics §1.7):
 
 * queue: label ``kai.scheduler/queue``, then the legacy ``runai/queue``; the
   owner's (Job) label wins over the pod template's. Required.
-* GPUs: ``nvidia.com/gpu`` in the containers' limits (requests when no limit),
-  whole devices; or pod annotation ``gpu-fraction`` (``0 < f <= 1``; 1 means a
+* GPUs, CPU and memory: the pod's request as Kubernetes counts it
+  (``cluster/backends/pod_requests.py``: regular containers and sidecars add up, a plain init
+  container's peak counts when larger, ``spec.overhead`` on top), from each container's
+  requests (limits when no request). GPUs: ``nvidia.com/gpu``, whole devices (request and
+  limit must agree); or pod annotation ``gpu-fraction`` (``0 < f <= 1``; 1 means a
   whole device) or ``gpu-memory`` (MiB of one device), with
   ``gpu-fraction-num-devices``.
-* CPU and memory: the containers' requests (limits when no request), as
-  Kubernetes quantities (``500m``, ``2``, ``8Gi``), summed over containers;
-  stored as millicores and MiB, rounded up.
+* CPU and memory as Kubernetes quantities (``500m``, ``2``, ``8Gi``), stored as
+  millicores and MiB, rounded up.
 * priority: ``priorityClassName`` as a label or in the pod spec (one of KAI's
   built-in classes); ``kai.scheduler/preemptibility`` label.
 * gang: a Pod is one task. A Job runs ``parallelism`` tasks (default 1, at
@@ -55,6 +57,7 @@ from kai_portal.cluster.backends.kubernetes_objects import (
     node_affinity_of,
     tolerations_of,
 )
+from kai_portal.cluster.backends.pod_requests import Where, pod_requests
 from kai_portal.cluster.models import NodePool
 from kai_portal.core import safe_yaml
 from kai_portal.queues.durations import parse_go_duration
@@ -195,13 +198,17 @@ def submit_manifest(
     """Parse, validate and submit in one transaction; errors name the manifest path.
 
     Returns the job and whether it was created (False: the user's earlier submission
-    with the same ``idempotency_key``). In kubernetes mode the pods are the manifest's own pod
+    with the same ``idempotency_key``; ``submission.KeyReused`` when that came from another
+    manifest). In kubernetes mode the pods are the manifest's own pod
     spec (``cluster_jobs``); what the cluster refuses is a ``ManifestError`` when the manifest is
     at fault (400), else ``cluster_jobs.ClusterRefused`` (a clash, or the cluster unreachable)."""
     job, source, manifest = _parse(_load(text), user)
+    digest = ""
+    if idempotency_key:
+        digest = submission.request_digest(text if isinstance(text, str | bytes) else dict(text))
     try:
         with transaction.atomic():
-            return submission.submit_once(job, idempotency_key, manifest)
+            return submission.submit_once(job, idempotency_key, manifest, digest)
     except ValidationError as exc:
         field, messages = next(iter(exc.message_dict.items()))
         raise ManifestError(source.path(field), " ".join(messages)) from None
@@ -310,10 +317,9 @@ def _parse(doc: dict[str, Any], user: Any) -> tuple[Job, _Source, cluster_jobs.M
         job.preemptibility = value
 
     containers = pod_spec.get("containers")
-    containers_path = f"{pod_path}spec.containers"
     if not isinstance(containers, list) or not containers:
-        raise ManifestError(containers_path, "must list at least one container")
-    _resources(job, containers, containers_path, paths)
+        raise ManifestError(f"{pod_path}spec.containers", "must list at least one container")
+    _resources(job, pod_spec, pod_path, paths)
     _gpu_sharing(job, annotation, paths)
     _gang(job, kind, spec, annotation, paths)
     _placement(job, pod_spec, pod_path)
@@ -412,43 +418,56 @@ def _priority(job: Job, pod_spec: dict[str, Any], pod_path: str, label: Any, pat
     paths["priority_class"] = paths["priority"] = path
 
 
-def _resources(job: Job, containers: list[Any], path: str, paths: dict[str, str]) -> None:
-    gpus, cpu, memory = 0, Decimal(0), Decimal(0)
-    for i, container in enumerate(containers):
-        here = f"{path}[{i}]"
-        container = _mapping(container, here)
-        if i == 0:
-            image = container.get("image", "")
-            if not isinstance(image, str):
-                raise ManifestError(f"{here}.image", "must be a string")
-            job.image = image[:500]
-            paths["image"] = f"{here}.image"
-            words = [*(container.get("command") or []), *(container.get("args") or [])]
-            if not all(isinstance(w, str) for w in words):
-                raise ManifestError(f"{here}.command", "must be a list of strings")
-            job.command = " ".join(words)
-        resources = _mapping(container.get("resources"), f"{here}.resources")
-        limits = _mapping(resources.get("limits"), f"{here}.resources.limits")
-        requests = _mapping(resources.get("requests"), f"{here}.resources.requests")
-        for key, values, kind in ((GPU_RESOURCE, limits, "limits"), (GPU_RESOURCE, requests, "requests")):
-            if key in values:
-                gpu_path = _key(f"{here}.resources.{kind}", key)
-                gpus += _whole(values[key], gpu_path, 0)
-                paths.setdefault("gpu_count", gpu_path)
-                break
-        for name in ("cpu", "memory"):
-            source = requests if name in requests else limits
-            if name not in source:
-                continue
-            kind = "requests" if source is requests else "limits"
-            amount = _quantity(source[name], _key(f"{here}.resources.{kind}", name))
-            field = "cpu_millicores" if name == "cpu" else "memory_mib"
-            paths.setdefault(field, _key(f"{here}.resources.{kind}", name))
-            if name == "cpu":
-                cpu += amount
-            else:
-                memory += amount
-    job.gpu_count = gpus
+def _resources(job: Job, pod_spec: dict[str, Any], pod_path: str, paths: dict[str, str]) -> None:
+    """Image and command from the first container; GPUs, CPU and memory per task as Kubernetes
+    counts the pod's request (``pod_requests``: init containers, sidecars and overhead included)."""
+    spec_path = f"{pod_path}spec"
+    for list_name in ("containers", "initContainers"):
+        items = pod_spec.get(list_name) or []
+        if not isinstance(items, list):
+            raise ManifestError(f"{spec_path}.{list_name}", "must be a list of containers")
+        for i, container in enumerate(items):
+            here = f"{spec_path}.{list_name}[{i}]"
+            resources = _mapping(_mapping(container, here).get("resources"), f"{here}.resources")
+            limits = _mapping(resources.get("limits"), f"{here}.resources.limits")
+            requests = _mapping(resources.get("requests"), f"{here}.resources.requests")
+            if GPU_RESOURCE in limits and GPU_RESOURCE in requests:
+                request_path = _key(f"{here}.resources.requests", GPU_RESOURCE)
+                limit = _whole(limits[GPU_RESOURCE], _key(f"{here}.resources.limits", GPU_RESOURCE), 0)
+                if _whole(requests[GPU_RESOURCE], request_path, 0) != limit:
+                    raise ManifestError(
+                        request_path, f"must equal the limit ({limit}): Kubernetes does not overcommit GPUs"
+                    )
+    _mapping(pod_spec.get("overhead"), f"{spec_path}.overhead")
+    first = pod_spec["containers"][0]
+    here = f"{spec_path}.containers[0]"
+    image = first.get("image", "")
+    if not isinstance(image, str):
+        raise ManifestError(f"{here}.image", "must be a string")
+    job.image = image[:500]
+    paths["image"] = f"{here}.image"
+    words = [*(first.get("command") or []), *(first.get("args") or [])]
+    if not all(isinstance(w, str) for w in words):
+        raise ManifestError(f"{here}.command", "must be a list of strings")
+    job.command = " ".join(words)
+
+    fields = {GPU_RESOURCE: "gpu_count", "cpu": "cpu_millicores", "memory": "memory_mib"}
+
+    def read(value: Any, where: Where) -> Decimal:
+        if where.containers == "overhead":
+            path = _key(f"{spec_path}.overhead", where.resource)
+        else:
+            container = f"{spec_path}.{where.containers}[{where.index}]"
+            path = _key(f"{container}.resources.{where.kind}", where.resource)
+        paths.setdefault(fields[where.resource], path)
+        if where.resource == GPU_RESOURCE:
+            return Decimal(_whole(value, path, 0))
+        return _quantity(value, path)
+
+    requested = pod_requests(pod_spec, fields, read)
+    gpus, cpu, memory = requested[GPU_RESOURCE], requested["cpu"], requested["memory"]
+    path = f"{spec_path}.containers"
+    job.gpu_count = int(gpus)
     job.cpu_millicores = math.ceil(cpu * 1000)
     job.memory_mib = math.ceil(memory / 2**20)
     # The model's bounds (limits.py) name the field; this names the manifest path first.

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
@@ -23,6 +24,13 @@ from kai_portal.workloads.choices import (
 from kai_portal.workloads.querysets import JobQuerySet, PodQuerySet
 
 JOB_NAME_MAX = 63
+
+
+def live_name_taken_condition() -> Q:
+    """The jobs the name rule covers: a queue's pending and running jobs submitted in the portal
+    (their pods are named after the job). Jobs the sync found in the cluster (a cluster key and no
+    submitter, ``cluster_jobs.found_in_cluster``) keep the names they have there."""
+    return Q(state__in=JobState.active()) & (Q(cluster_key="") | Q(submitter__isnull=False))
 
 
 def job_name_problems(name: str) -> list[str]:
@@ -172,6 +180,10 @@ class Job(ValidatedModel):
     # The client's Idempotency-Key of the submission: a retry with the same key (same
     # submitter) gets this job back instead of a duplicate (``submission.submit_once``).
     idempotency_key = models.CharField(max_length=255, blank=True, default="", editable=False)
+    # SHA-256 of the request that created the job with that key (``submission.request_digest``):
+    # the same key with another body is refused (409), not answered with this job. Empty for jobs
+    # submitted before it was kept: any retry of those is a replay.
+    request_digest = models.CharField(max_length=64, blank=True, default="", editable=False)
 
     objects = JobQuerySet.as_manager()
 
@@ -188,6 +200,17 @@ class Job(ValidatedModel):
                 name="job_gpu_fraction_open_unit_interval",
             ),
             models.CheckConstraint(condition=Q(min_member__lte=models.F("task_count")), name="job_gang_fits"),
+            # The name rule of ``_check_name``, kept by the database too: two submits that both
+            # passed the check cannot both commit (``submission.submit`` words the loser's refusal).
+            models.UniqueConstraint(
+                fields=["queue", "name"],
+                condition=live_name_taken_condition(),
+                name="job_live_name_unique_in_queue",
+                violation_error_message=(
+                    "The queue already has a pending or running job of this name; choose another name, "
+                    "or cancel that job first."
+                ),
+            ),
             models.UniqueConstraint(
                 fields=["submitter", "idempotency_key"],
                 condition=~Q(idempotency_key=""),
@@ -228,6 +251,12 @@ class Job(ValidatedModel):
         if errors:
             raise ValidationError(errors)
 
+    def validate_constraints(self, exclude: Any = None) -> None:
+        # job_live_name_unique_in_queue is ``_check_name``'s rule, checked there with a message that
+        # names the queue and the job; the database enforces it (``submission.submit`` words a refusal
+        # by the same message). Leaving "name" out skips only that constraint.
+        super().validate_constraints(exclude={*(exclude or ()), "name"})
+
     def _check_name(self, errors: dict[str, list[str]]) -> None:
         """Portal jobs become Kubernetes objects named after the job: a DNS-1123 label, unique among
         the queue's live jobs. Jobs found in the cluster (``cluster_key``) keep the name they have there,
@@ -244,10 +273,19 @@ class Job(ValidatedModel):
         if self.queue_id is not None and self.state in JobState.active():
             clash = Job.objects.filter(queue_id=self.queue_id, name=self.name, state__in=JobState.active())
             if clash.exclude(pk=self.pk).exists():
-                errors.setdefault("name", []).append(
-                    f"Queue '{self.queue}' already has a pending or running job named '{self.name}'; "
-                    "choose another name, or cancel that job first."
-                )
+                errors.setdefault("name", []).append(self.name_taken_message())
+
+    def live_name_taken(self) -> bool:
+        """Another of the queue's pending or running portal jobs has this job's name (the rows
+        the database's constraint compares; ``_check_name`` also counts jobs found in the cluster)."""
+        clash = Job.objects.filter(live_name_taken_condition(), queue_id=self.queue_id, name=self.name)
+        return clash.exclude(pk=self.pk).exists()
+
+    def name_taken_message(self) -> str:
+        return (
+            f"Queue '{self.queue}' already has a pending or running job named '{self.name}'; "
+            "choose another name, or cancel that job first."
+        )
 
     def _check_queue_is_leaf(self, errors: dict[str, list[str]]) -> None:
         if self.queue_id is None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 from typing import Any
 
 from django.core.exceptions import ValidationError
@@ -9,6 +11,7 @@ from django.db import IntegrityError, transaction
 
 from kai_portal.workloads import cluster_jobs
 from kai_portal.workloads.capacity import oversized_task_errors
+from kai_portal.workloads.choices import JobState
 from kai_portal.workloads.models import Job, Pod
 
 MAX_IDEMPOTENCY_KEY = 255
@@ -30,37 +33,76 @@ def submit(job: Job, manifest: cluster_jobs.Manifest | None = None) -> Job:
     if oversized:
         raise ValidationError({field: [message] for field, message in oversized.items()})
     cluster_jobs.place(job)  # after full_clean: a cluster_key turns the name checks off
-    job.save(validate=False)
+    try:
+        with transaction.atomic():
+            job.save(validate=False)
+    except IntegrityError:
+        # Another submit of the same name committed after our check (the database's constraint
+        # job_live_name_unique_in_queue): the same refusal as the check's.
+        if job.state in JobState.active() and job.live_name_taken():
+            raise ValidationError({"name": [job.name_taken_message()]}) from None
+        raise
     Pod.objects.bulk_create(Pod(job=job, index=i, name=f"{job.name}-{i}") for i in range(job.task_count))
     cluster_jobs.create(job, manifest)
     return job
 
 
-def earlier_submission(submitter: Any, key: str) -> Job | None:
-    """The job this submitter already created with this Idempotency-Key, if any."""
+class KeyReused(Exception):
+    """The Idempotency-Key was already used for another request (409): not a retry."""
+
+    def __init__(self, key: str, job: Job) -> None:
+        super().__init__(
+            f"Idempotency-Key '{key[:80]}' was already used for a different request (it created job "
+            f"'{job.name}'). Send a new key for a new submission, or the same body to get that job back."
+        )
+
+
+def request_digest(body: Any) -> str:
+    """SHA-256 of a submission's body: text as sent (a manifest), parsed data (API fields) in a
+    canonical form, so the same fields in another order or spacing are the same request."""
+    if isinstance(body, str | bytes):
+        raw = body.encode("utf-8") if isinstance(body, str) else body
+        return hashlib.sha256(b"text:" + raw).hexdigest()
+    if hasattr(body, "lists"):  # a QueryDict (form-encoded body): every value of every key
+        body = {key: values for key, values in body.lists()}
+    canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(b"data:" + canonical.encode("utf-8")).hexdigest()
+
+
+def earlier_submission(submitter: Any, key: str, digest: str = "") -> Job | None:
+    """The job this submitter already created with this Idempotency-Key, if any.
+
+    ``KeyReused`` when that job came from another request than ``digest`` (the first request's
+    digest is kept with the job; jobs from before it was kept, or no digest here, always match)."""
     if not key or submitter is None:
         return None
-    return Job.objects.filter(submitter=submitter, idempotency_key=key).first()
+    earlier = Job.objects.filter(submitter=submitter, idempotency_key=key).first()
+    if earlier is not None and digest and earlier.request_digest and earlier.request_digest != digest:
+        raise KeyReused(key, earlier)
+    return earlier
 
 
-def submit_once(job: Job, key: str = "", manifest: cluster_jobs.Manifest | None = None) -> tuple[Job, bool]:
+def submit_once(
+    job: Job, key: str = "", manifest: cluster_jobs.Manifest | None = None, digest: str = ""
+) -> tuple[Job, bool]:
     """``submit``, unless the submitter already sent this key: then (that job, False).
 
     A client that lost the answer (a dropped connection after the commit) retries with
     the same key and gets the first job back, not a duplicate. Two retries racing each
     other meet at the unique constraint on (submitter, key); the loser returns the winner's job.
+    The same key with another request (``digest``) is ``KeyReused``.
     """
     if not key:
         return submit(job, manifest), True
-    earlier = earlier_submission(job.submitter, key)
+    earlier = earlier_submission(job.submitter, key, digest)
     if earlier is not None:
         return earlier, False
-    job.idempotency_key = key
+    job.idempotency_key, job.request_digest = key, digest
     try:
         with transaction.atomic():
             return submit(job, manifest), True
     except (IntegrityError, ValidationError):
-        earlier = earlier_submission(job.submitter, key)
+        earlier = earlier_submission(job.submitter, key, digest)
         if earlier is None:
             raise
         return earlier, False

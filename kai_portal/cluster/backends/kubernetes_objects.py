@@ -16,6 +16,7 @@ from typing import Any
 from kubernetes.utils import parse_quantity
 
 from .base import ForeignPod, GpuRequest, JobRef, NodeTaint, ObservedNode, ObservedPod, TaskStatus
+from .pod_requests import Where, pod_requests
 
 GPU_RESOURCE = "nvidia.com/gpu"
 GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
@@ -102,7 +103,7 @@ def parse_pod(raw: Json, queue_label_keys: Sequence[str], pool_label: str | None
     annotations: dict[str, str] = dict(meta.get("annotations") or {})
     namespace = meta.get("namespace", "")
     phase = status.get("phase") or "Pending"
-    cpu, memory = _pod_cpu_memory(spec)
+    requested = requests_of(spec)
     return ObservedPod(
         namespace=namespace,
         name=meta.get("name", ""),
@@ -115,9 +116,9 @@ def parse_pod(raw: Json, queue_label_keys: Sequence[str], pool_label: str | None
         # The pod's own class; the backend then applies KAI's grouping and defaults (owners.py).
         priority_class=labels.get(PRIORITY_CLASS_LABEL) or spec.get("priorityClassName"),
         preemptibility=_preemptibility(labels.get(PREEMPTIBILITY_LABEL)),
-        gpu=gpu_request(spec, annotations),
-        cpu_millis=math.ceil(cpu * 1000),
-        memory_mib=math.ceil(memory / MIB),
+        gpu=gpu_request(spec, annotations, requested),
+        cpu_millis=math.ceil(requested["cpu"] * 1000),
+        memory_mib=math.ceil(requested["memory"] / MIB),
         created_at=parse_time(meta.get("creationTimestamp")),
         deletion_timestamp=parse_time(meta.get("deletionTimestamp")),
         gpu_devices=_devices(annotations.get(GPU_DEVICES_ANNOTATION)),
@@ -145,14 +146,14 @@ def parse_foreign_pod(raw: Json, ignore: Mapping[str, str] | None = None) -> For
     labels = meta.get("labels") or {}
     if ignore and all(labels.get(k) == v for k, v in ignore.items()):
         return None
-    cpu, memory = _pod_cpu_memory(spec)
+    requested = requests_of(spec)
     return ForeignPod(
         namespace=meta.get("namespace", ""),
         name=meta.get("name", ""),
         node=str(node),
-        gpus=sum(int(_quantity(_resources(c).get(GPU_RESOURCE))) for c in spec.get("containers") or []),
-        cpu_millis=math.ceil(cpu * 1000),
-        memory_mib=math.ceil(memory / MIB),
+        gpus=int(requested[GPU_RESOURCE]),
+        cpu_millis=math.ceil(requested["cpu"] * 1000),
+        memory_mib=math.ceil(requested["memory"] / MIB),
     )
 
 
@@ -253,11 +254,14 @@ def job_of(namespace: str, meta: Json, annotations: Mapping[str, str]) -> JobRef
     return JobRef(namespace, "Pod", meta.get("name", ""))
 
 
-def gpu_request(spec: Json, annotations: Mapping[str, str]) -> GpuRequest:
-    """The pod's GPU request from container limits and KAI's annotations."""
-    whole = sum(int(_quantity(_resources(c).get(GPU_RESOURCE))) for c in spec.get("containers") or [])
+def gpu_request(
+    spec: Json, annotations: Mapping[str, str], requested: Mapping[str, Decimal] | None = None
+) -> GpuRequest:
+    """The pod's GPU request: whole devices as Kubernetes counts them (``requests_of``, init
+    containers included), a fraction or GPU memory from KAI's annotations."""
+    whole = (requested if requested is not None else requests_of(spec))[GPU_RESOURCE]
     return GpuRequest(
-        whole=whole,
+        whole=int(whole),
         fraction=_fraction(annotations.get(GPU_FRACTION_ANNOTATION)),
         memory_mib=_positive_int(annotations.get(GPU_MEMORY_ANNOTATION)),
         num_devices=_positive_int(annotations.get(GPU_NUM_DEVICES_ANNOTATION)) or 1,
@@ -273,38 +277,15 @@ def parse_time(value: str | None) -> datetime | None:
         return None
 
 
-def _pod_cpu_memory(spec: Json) -> tuple[Decimal, Decimal]:
-    """Requested CPU (cores) and memory (bytes), the way Kubernetes sums them (§1.3).
-
-    Regular containers plus sidecar init containers run together; a plain init
-    container runs alone, so only its peak counts. Overhead is added on top.
-    """
-    inits = spec.get("initContainers") or []
-    sidecars = [c for c in inits if c.get("restartPolicy") == "Always"]
-    plain_inits = [c for c in inits if c.get("restartPolicy") != "Always"]
-    result = []
-    for resource in ("cpu", "memory"):
-        running = _sum(resource, [*(spec.get("containers") or []), *sidecars])
-        peak_init = max((_sum(resource, [c]) for c in plain_inits), default=Decimal(0))
-        overhead = _quantity((spec.get("overhead") or {}).get(resource))
-        result.append(max(running, peak_init) + overhead)
-    return result[0], result[1]
+def requests_of(spec: Json) -> dict[str, Decimal]:
+    """Whole GPUs, CPU (cores) and memory (bytes) the pod requests, as Kubernetes counts them
+    (``pod_requests``: init containers, sidecars and overhead included). A malformed quantity
+    counts as 0: the API server has validated every pod it serves."""
+    return pod_requests(spec, (GPU_RESOURCE, "cpu", "memory"), _read)
 
 
-def _sum(resource: str, containers: Iterable[Json]) -> Decimal:
-    return sum((_quantity(_requests(c).get(resource)) for c in containers), Decimal(0))
-
-
-def _requests(container: Json) -> Json:
-    # Kubernetes defaults a missing request to the limit.
-    resources = container.get("resources") or {}
-    return {**(resources.get("limits") or {}), **(resources.get("requests") or {})}
-
-
-def _resources(container: Json) -> Json:
-    # Extended resources such as GPUs must have request == limit; either will do.
-    resources = container.get("resources") or {}
-    return {**(resources.get("requests") or {}), **(resources.get("limits") or {})}
+def _read(value: Any, where: Where) -> Decimal:
+    return _quantity(value)
 
 
 def _quantity(value: Any) -> Decimal:

@@ -70,8 +70,9 @@ IDEMPOTENCY_KEY = OpenApiParameter(
     OpenApiTypes.STR,
     OpenApiParameter.HEADER,
     description="Any unique string (a UUID) per submission, at most 255 characters. Retrying with the "
-    "same key returns the job the first request created (with `Idempotent-Replayed: true`), never a "
-    "duplicate, even when the first answer was lost.",
+    "same key and the same body returns the job the first request created (with "
+    "`Idempotent-Replayed: true`), never a duplicate, even when the first answer was lost; the same key "
+    "with another body is a 409.",
 )
 
 
@@ -88,6 +89,14 @@ def idempotency_key(request: Request) -> str:
             {"Idempotency-Key": [f"At most {submission.MAX_IDEMPOTENCY_KEY} characters (got {len(key)})."]}
         )
     return key
+
+
+def _earlier(request: Request, key: str, digest: str) -> Job | None:
+    """The job a retry with this key replays; 409 when the key came with another body."""
+    try:
+        return submission.earlier_submission(request.user, key, digest)
+    except submission.KeyReused as exc:
+        raise Conflict(str(exc)) from None
 
 
 class JobViewSet(
@@ -120,16 +129,21 @@ class JobViewSet(
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         """Submit a job. With an ``Idempotency-Key`` header, a retry returns the first job."""
         key = idempotency_key(request)
-        earlier = submission.earlier_submission(request.user, key)
+        digest = submission.request_digest(request.data) if key else ""
+        earlier = _earlier(request, key, digest)
         if earlier is not None:
             return self._replayed(earlier)
         serializer = self.get_serializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         submitter = cast("User", request.user)  # IsAuthenticated: never anonymous
         try:
-            job, created = submission.submit_once(Job(**serializer.validated_data, submitter=submitter), key)
+            job, created = submission.submit_once(
+                Job(**serializer.validated_data, submitter=submitter), key, digest=digest
+            )
         except cluster_jobs.ClusterRefused as exc:
             return _refused(exc)
+        except submission.KeyReused as exc:
+            raise Conflict(str(exc)) from None
         if not created:
             return self._replayed(job)
         data = self.get_serializer(self.get_queryset().get(pk=job.pk)).data
@@ -216,11 +230,12 @@ class JobViewSet(
     )
     def manifest(self, request: Request) -> Response:
         key = idempotency_key(request)
-        earlier = submission.earlier_submission(request.user, key)
+        text = body_text(request)
+        earlier = _earlier(request, key, submission.request_digest(text) if key else "")
         if earlier is not None:
             return self._replayed(earlier)
         try:
-            job, created = submit_manifest(body_text(request), request.user, idempotency_key=key)
+            job, created = submit_manifest(text, request.user, idempotency_key=key)
         except ManifestError as exc:
             return Response(
                 {"detail": str(exc), "path": exc.path, "message": exc.message},
@@ -228,6 +243,8 @@ class JobViewSet(
             )
         except cluster_jobs.ClusterRefused as exc:
             return _refused(exc)
+        except submission.KeyReused as exc:
+            raise Conflict(str(exc)) from None
         if not created:
             return self._replayed(job)
         return Response(
