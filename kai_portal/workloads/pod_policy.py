@@ -38,24 +38,56 @@ LEVELS = (PRIVILEGED, BASELINE, RESTRICTED)
 STRICTNESS = {PRIVILEGED: 0, BASELINE: 1, RESTRICTED: 2}
 
 # Pod Security Standards, baseline (the API server's lists at version latest).
-BASELINE_CAPABILITIES = frozenset({
-    "AUDIT_WRITE", "CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "MKNOD", "NET_BIND_SERVICE",
-    "SETFCAP", "SETGID", "SETPCAP", "SETUID", "SYS_CHROOT",
-})  # fmt: skip
-SAFE_SYSCTLS = frozenset({
-    "kernel.shm_rmid_forced", "net.ipv4.ip_local_port_range", "net.ipv4.ip_unprivileged_port_start",
-    "net.ipv4.tcp_syncookies", "net.ipv4.ping_group_range", "net.ipv4.ip_local_reserved_ports",
-    "net.ipv4.tcp_keepalive_time", "net.ipv4.tcp_fin_timeout", "net.ipv4.tcp_keepalive_intvl",
-    "net.ipv4.tcp_keepalive_probes", "net.ipv4.tcp_rmem", "net.ipv4.tcp_wmem",
-})  # fmt: skip
+BASELINE_CAPABILITIES = frozenset(
+    {
+        "AUDIT_WRITE",
+        "CHOWN",
+        "DAC_OVERRIDE",
+        "FOWNER",
+        "FSETID",
+        "KILL",
+        "MKNOD",
+        "NET_BIND_SERVICE",
+        "SETFCAP",
+        "SETGID",
+        "SETPCAP",
+        "SETUID",
+        "SYS_CHROOT",
+    }
+)
+SAFE_SYSCTLS = frozenset(
+    {
+        "kernel.shm_rmid_forced",
+        "net.ipv4.ip_local_port_range",
+        "net.ipv4.ip_unprivileged_port_start",
+        "net.ipv4.tcp_syncookies",
+        "net.ipv4.ping_group_range",
+        "net.ipv4.ip_local_reserved_ports",
+        "net.ipv4.tcp_keepalive_time",
+        "net.ipv4.tcp_fin_timeout",
+        "net.ipv4.tcp_keepalive_intvl",
+        "net.ipv4.tcp_keepalive_probes",
+        "net.ipv4.tcp_rmem",
+        "net.ipv4.tcp_wmem",
+    }
+)
 SELINUX_TYPES = frozenset({"", "container_t", "container_init_t", "container_kvm_t", "container_engine_t"})
 PROFILE_TYPES = frozenset({"RuntimeDefault", "Localhost"})  # seccomp and AppArmor alike
 APPARMOR_ANNOTATION = "container.apparmor.security.beta.kubernetes.io/"
 # Restricted: the only volume sources a pod may name.
-RESTRICTED_VOLUMES = frozenset({
-    "configMap", "csi", "downwardAPI", "emptyDir", "ephemeral", "persistentVolumeClaim", "projected",
-    "secret", "image",
-})  # fmt: skip
+RESTRICTED_VOLUMES = frozenset(
+    {
+        "configMap",
+        "csi",
+        "downwardAPI",
+        "emptyDir",
+        "ephemeral",
+        "persistentVolumeClaim",
+        "projected",
+        "secret",
+        "image",
+    }
+)
 RESTRICTED_ADD = frozenset({"NET_BIND_SERVICE"})
 CONTAINER_LISTS = ("containers", "initContainers", "ephemeralContainers")
 HANDLERS = ("livenessProbe", "readinessProbe", "startupProbe", "lifecycle.postStart", "lifecycle.preStop")
@@ -98,15 +130,24 @@ def check(
 def _scheduling(spec: dict[str, Any], prefix: str) -> Iterator[Violation]:
     here = f"{prefix}spec"
     if spec.get("nodeName"):
-        yield Violation(f"{here}.nodeName", "every level: the scheduler places pods; a pod with nodeName "
-                        "would bypass queues and quotas. Remove it.")  # fmt: skip
+        yield Violation(
+            f"{here}.nodeName",
+            "every level: the scheduler places pods; a pod with nodeName "
+            "would bypass queues and quotas. Remove it.",
+        )
     if spec.get("priority") is not None:
-        yield Violation(f"{here}.priority", "every level: a pod's priority comes from its priorityClassName "
-                        "(as Kubernetes sets it); remove priority and name a class.")  # fmt: skip
+        yield Violation(
+            f"{here}.priority",
+            "every level: a pod's priority comes from its priorityClassName "
+            "(as Kubernetes sets it); remove priority and name a class.",
+        )
     for i, toleration in _items(spec.get("tolerations")):
         if toleration.get("operator") == "Exists" and not toleration.get("key"):
-            yield Violation(f"{here}.tolerations[{i}]", "every level: a toleration without a key tolerates "
-                            "every taint, including those reserving nodes; name the taint's key.")  # fmt: skip
+            yield Violation(
+                f"{here}.tolerations[{i}]",
+                "every level: a toleration without a key "
+                "tolerates every taint, including those reserving nodes; name the taint's key.",
+            )
 
 
 # ----- baseline and restricted: portal rules ---------------------------------------------------
@@ -116,11 +157,17 @@ def _service_account(spec: dict[str, Any], prefix: str) -> Iterator[Violation]:
     here = f"{prefix}spec"
     for field in ("serviceAccountName", "serviceAccount"):
         if spec.get(field) not in (None, "", "default"):
-            yield Violation(f"{here}.{field}", "baseline: pods run as the namespace's default ServiceAccount; "
-                            f"remove {field} ({_RAISE} to privileged).")  # fmt: skip
+            yield Violation(
+                f"{here}.{field}",
+                "baseline: pods run as the namespace's default "
+                f"ServiceAccount; remove {field} ({_RAISE} to privileged).",
+            )
     if spec.get("automountServiceAccountToken") not in (None, False):
-        yield Violation(f"{here}.automountServiceAccountToken", "baseline: mounting the ServiceAccount token "
-                        f"cannot be asked for; remove it or set it to false ({_RAISE} to privileged).")  # fmt: skip
+        yield Violation(
+            f"{here}.automountServiceAccountToken",
+            "baseline: mounting the ServiceAccount "
+            f"token cannot be asked for; remove it or set it to false ({_RAISE} to privileged).",
+        )
 
 
 # ----- Pod Security Standard: baseline ---------------------------------------------------------
@@ -135,16 +182,23 @@ def _baseline(spec: dict[str, Any], annotations: dict[str, Any], prefix: str) ->
     yield from _contexts(context, f"{here}.securityContext")
     for i, sysctl in _items(context.get("sysctls")):
         if sysctl.get("name") not in SAFE_SYSCTLS:
-            yield _base(f"{here}.securityContext.sysctls[{i}].name",
-                        f"only the safe sysctls are allowed ({', '.join(sorted(SAFE_SYSCTLS))})")  # fmt: skip
+            yield _base(
+                f"{here}.securityContext.sysctls[{i}].name",
+                f"only the safe sysctls are allowed ({', '.join(sorted(SAFE_SYSCTLS))})",
+            )
     for i, volume in _items(spec.get("volumes")):
         if "hostPath" in volume:
-            yield _base(f"{here}.volumes[{i}].hostPath", "hostPath volumes are not allowed; use a "
-                        "persistentVolumeClaim, emptyDir, configMap or secret")  # fmt: skip
+            yield _base(
+                f"{here}.volumes[{i}].hostPath",
+                "hostPath volumes are not allowed; use a "
+                "persistentVolumeClaim, emptyDir, configMap or secret",
+            )
     for key, value in annotations.items():
         if str(key).startswith(APPARMOR_ANNOTATION) and not _apparmor_annotation_ok(value):
-            yield _base(f'{prefix}metadata.annotations["{key}"]',
-                        "AppArmor may only be runtime/default or localhost/<profile>")  # fmt: skip
+            yield _base(
+                f'{prefix}metadata.annotations["{key}"]',
+                "AppArmor may only be runtime/default or localhost/<profile>",
+            )
     user_namespace = spec.get("hostUsers") is False
     for where, container in _containers(spec, here):
         sc = _map(container.get("securityContext"))
@@ -154,8 +208,11 @@ def _baseline(spec: dict[str, Any], annotations: dict[str, Any], prefix: str) ->
         added = _list(_map(sc.get("capabilities")).get("add"))
         for j, capability in enumerate(added):
             if capability not in BASELINE_CAPABILITIES:
-                yield _base(f"{sc_path}.capabilities.add[{j}]", f"capability {_shown(capability)} is "
-                            f"beyond the default set ({', '.join(sorted(BASELINE_CAPABILITIES))})")  # fmt: skip
+                yield _base(
+                    f"{sc_path}.capabilities.add[{j}]",
+                    f"capability {_shown(capability)} "
+                    f"is beyond the default set ({', '.join(sorted(BASELINE_CAPABILITIES))})",
+                )
         if sc.get("procMount") not in (None, "Default") and not user_namespace:
             yield _base(f"{sc_path}.procMount", "only the Default /proc mount is allowed")
         yield from _contexts(sc, sc_path)
@@ -168,8 +225,10 @@ def _baseline(spec: dict[str, Any], annotations: dict[str, Any], prefix: str) ->
                 found = _map(found.get(step))
             for kind in ("httpGet", "tcpSocket"):
                 if _map(found.get(kind)).get("host") not in (None, ""):
-                    yield _base(f"{where}.{handler}.{kind}.host", "probes and lifecycle handlers may only "
-                                "reach the pod itself; remove host")  # fmt: skip
+                    yield _base(
+                        f"{where}.{handler}.{kind}.host",
+                        "probes and lifecycle handlers may only reach the pod itself; remove host",
+                    )
 
 
 def _contexts(sc: dict[str, Any], path: str) -> Iterator[Violation]:
@@ -184,8 +243,10 @@ def _contexts(sc: dict[str, Any], path: str) -> Iterator[Violation]:
         yield _base(f"{path}.appArmorProfile.type", "AppArmor may only be RuntimeDefault or Localhost")
     selinux = _map(sc.get("seLinuxOptions"))
     if selinux.get("type") not in (None, *SELINUX_TYPES):
-        yield _base(f"{path}.seLinuxOptions.type", "the SELinux type may only be "
-                    f"{', '.join(sorted(t for t in SELINUX_TYPES if t))}")  # fmt: skip
+        yield _base(
+            f"{path}.seLinuxOptions.type",
+            f"the SELinux type may only be {', '.join(sorted(t for t in SELINUX_TYPES if t))}",
+        )
     for field in ("user", "role"):
         if selinux.get(field) not in (None, ""):
             yield _base(f"{path}.seLinuxOptions.{field}", f"a custom SELinux {field} is not allowed")
@@ -199,8 +260,10 @@ def _restricted(spec: dict[str, Any], prefix: str) -> Iterator[Violation]:
     for i, volume in _items(spec.get("volumes")):
         for source in sorted(set(volume) - {"name", "hostPath"}):  # hostPath: refused by baseline
             if source not in RESTRICTED_VOLUMES:
-                yield _strict(f"{here}.volumes[{i}].{source}", "volume type is not allowed; use one of "
-                              f"{', '.join(sorted(RESTRICTED_VOLUMES))}")  # fmt: skip
+                yield _strict(
+                    f"{here}.volumes[{i}].{source}",
+                    f"volume type is not allowed; use one of {', '.join(sorted(RESTRICTED_VOLUMES))}",
+                )
     context = _map(spec.get("securityContext"))
     windows = _map(spec.get("os")).get("name") == "windows"
     user_namespace = spec.get("hostUsers") is False
@@ -208,7 +271,9 @@ def _restricted(spec: dict[str, Any], prefix: str) -> Iterator[Violation]:
     pod_seccomp = _map(context.get("seccompProfile")).get("type")
     if not user_namespace:
         if context.get("runAsNonRoot") not in (None, True):
-            yield _strict(f"{here}.securityContext.runAsNonRoot", "containers must run as non-root; set it to true")
+            yield _strict(
+                f"{here}.securityContext.runAsNonRoot", "containers must run as non-root; set it true"
+            )
         if context.get("runAsUser") == 0:
             yield _strict(f"{here}.securityContext.runAsUser", "containers must not run as user 0")
     for where, container in _containers(spec, here):
@@ -217,8 +282,11 @@ def _restricted(spec: dict[str, Any], prefix: str) -> Iterator[Violation]:
         if not user_namespace:
             non_root = sc.get("runAsNonRoot")
             if non_root not in (None, True) or (non_root is None and not pod_non_root):
-                yield _strict(f"{sc_path}.runAsNonRoot", "containers must run as non-root; set runAsNonRoot "
-                              "to true here or in spec.securityContext")  # fmt: skip
+                yield _strict(
+                    f"{sc_path}.runAsNonRoot",
+                    "containers must run as non-root; set runAsNonRoot "
+                    "to true here or in spec.securityContext",
+                )
             if sc.get("runAsUser") == 0:
                 yield _strict(f"{sc_path}.runAsUser", "containers must not run as user 0")
         if windows:  # the API server exempts Windows pods from the Linux-only checks below
@@ -227,8 +295,11 @@ def _restricted(spec: dict[str, Any], prefix: str) -> Iterator[Violation]:
             yield _strict(f"{sc_path}.allowPrivilegeEscalation", "must be set to false")
         seccomp = _map(sc.get("seccompProfile")).get("type")
         if seccomp is None and pod_seccomp not in PROFILE_TYPES:
-            yield _strict(f"{sc_path}.seccompProfile.type", "a seccomp profile is required: set type "
-                          "RuntimeDefault (or Localhost) here or in spec.securityContext")  # fmt: skip
+            yield _strict(
+                f"{sc_path}.seccompProfile.type",
+                "a seccomp profile is required: set type "
+                "RuntimeDefault (or Localhost) here or in spec.securityContext",
+            )
         capabilities = _map(sc.get("capabilities"))
         if "ALL" not in _list(capabilities.get("drop")):
             yield _strict(f"{sc_path}.capabilities.drop", 'must include "ALL"')
