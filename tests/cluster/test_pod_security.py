@@ -16,6 +16,7 @@ and allowed to create its teams' namespaces (``JOB_NAMESPACE_CREATE`` and
 from __future__ import annotations
 
 import copy
+import io
 import json
 import secrets
 from collections.abc import Iterator
@@ -23,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from django.core.management import call_command
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 from kubernetes.config import kube_config
@@ -259,3 +261,20 @@ def test_a_team_raised_to_privileged_by_an_admin_runs_the_same_pod_and_restricte
     assert form_job.status_code == 201, form_job.content
     made = cluster.core.read_namespaced_pod("fields-0", team_namespace)
     assert made.spec.security_context.run_as_non_root is True
+
+
+def test_namespaces_made_before_teams_had_a_level_are_labelled_by_the_command(
+    cluster: Cluster, portal: KubernetesBackend, team_namespace: str
+) -> None:
+    """An upgrade: the team's namespace exists without the label; ``label_team_namespaces`` sets it
+    (and a team whose namespace is not made yet is skipped, not an error)."""
+    cluster.core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=team_namespace)))
+    _member(team_namespace)
+    factories.team(f"{team_namespace}-none", pod_security="restricted")
+    out = io.StringIO()
+
+    call_command("label_team_namespaces", stdout=out)
+
+    assert _labels(cluster, team_namespace) == {ENFORCE: "baseline", ENFORCE_VERSION: "latest"}
+    assert f"{team_namespace}: {team_namespace} at baseline" in out.getvalue()
+    assert _namespace(cluster, f"{team_namespace}-none") is None
