@@ -46,9 +46,10 @@ OPTIONAL_RBAC = REPO / "deploy" / "rbac" / "optional" / "kai-portal-namespaces.y
 ENFORCE = "pod-security.kubernetes.io/enforce"
 ENFORCE_VERSION = "pod-security.kubernetes.io/enforce-version"
 # Baseline fields the API server cannot be shown refusing by PodSecurity, because its validation
-# answers first (422): ephemeral containers on create, and a Windows host process (it needs
-# hostNetwork and a Windows pod).
-NOT_CREATABLE = ("ephemeralContainers", "windowsOptions.hostProcess")
+# answers first (422): ephemeral containers on create, a Windows host process (it needs
+# hostNetwork and a Windows pod), and an Unmasked /proc (it needs hostUsers: false, which
+# baseline then allows).
+NOT_CREATABLE = ("ephemeralContainers", "windowsOptions.hostProcess", "procMount")
 # The portal's own rules: no Pod Security Standard has them (the API server allows them).
 PORTAL_RULES = ("serviceAccountName", "serviceAccount", "automountServiceAccountToken")
 
