@@ -4,15 +4,24 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('teams', '0001_initial'),
+        ("teams", "0001_initial"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='team',
-            name='pod_security',
-            field=models.CharField(choices=[('privileged', 'Privileged (no Pod Security checks; any ServiceAccount)'), ('baseline', "Baseline (Kubernetes' default standard)"), ('restricted', 'Restricted (non-root, no privilege escalation)')], default='baseline', help_text="What the team's pods may ask for; the label its namespaces carry (pod-security.kubernetes.io/enforce). Only portal admins change it.", max_length=16, verbose_name='pod security level'),
+            model_name="team",
+            name="pod_security",
+            field=models.CharField(
+                choices=[
+                    ("privileged", "Privileged (no Pod Security checks; any ServiceAccount)"),
+                    ("baseline", "Baseline (Kubernetes' default standard)"),
+                    ("restricted", "Restricted (non-root, no privilege escalation)"),
+                ],
+                default="baseline",
+                help_text="What the team's pods may ask for; the label its namespaces carry (pod-security.kubernetes.io/enforce). Only portal admins change it.",
+                max_length=16,
+                verbose_name="pod security level",
+            ),
         ),
     ]
