@@ -16,6 +16,8 @@ class TeamAdmin(admin.ModelAdmin):
     list_display = ["name", "slug", "created_at"]
     search_fields = ["name", "slug", "description"]
     prepopulated_fields = {"slug": ["name"]}
+    # Changed on the team's page or through the API, which also relabel the team's namespaces.
+    readonly_fields = ["pod_security"]
     inlines = [MembershipInline]
 
 

@@ -30,3 +30,9 @@ class MemberAddForm(forms.Form):
 
 class MemberRoleForm(forms.Form):
     role = forms.ChoiceField(choices=Membership.Role.choices)
+
+
+class PodSecurityForm(forms.Form):
+    """A portal admin's choice of what the team's pods may ask for."""
+
+    pod_security = forms.ChoiceField(choices=Team.PodSecurity.choices, label="Pod security level")

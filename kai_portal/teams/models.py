@@ -15,10 +15,26 @@ if TYPE_CHECKING:
 class Team(ValidatedModel):
     """A group of people who share queues and submit jobs together (a Run:ai project)."""
 
+    class PodSecurity(models.TextChoices):
+        """What the team's pods may ask for (``workloads/pod_policy.py``): the Kubernetes Pod
+        Security Standard of that name, plus the portal's rules."""
+
+        PRIVILEGED = "privileged", "Privileged (no Pod Security checks; any ServiceAccount)"
+        BASELINE = "baseline", "Baseline (Kubernetes' default standard)"
+        RESTRICTED = "restricted", "Restricted (non-root, no privilege escalation)"
+
     slug = models.SlugField(max_length=63, unique=True, help_text="Short identifier used in URLs and labels.")
     name = models.CharField(max_length=200)
     description = models.TextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
+    pod_security = models.CharField(
+        "pod security level",
+        max_length=16,
+        choices=PodSecurity.choices,
+        default=PodSecurity.BASELINE,
+        help_text="What the team's pods may ask for; the label its namespaces carry "
+        "(pod-security.kubernetes.io/enforce). Only portal admins change it.",
+    )
     members: models.ManyToManyField[User, Membership] = models.ManyToManyField(
         settings.AUTH_USER_MODEL, through="Membership", related_name="teams", blank=True
     )

@@ -9,8 +9,10 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from kai_portal.core.access import get_visible_or_404, get_writable_or_403
-from kai_portal.teams.forms import MemberAddForm, MemberRoleForm
+from kai_portal.teams.forms import MemberAddForm, MemberRoleForm, PodSecurityForm
 from kai_portal.teams.models import Membership, Team
+from kai_portal.teams.pod_security import change_level
+from kai_portal.workloads.cluster_jobs import ClusterRefused
 
 
 @login_required
@@ -40,6 +42,7 @@ def team_detail(request: HttpRequest, slug: str) -> HttpResponse:
         "can_manage": can_manage,
         "form": form,
         "roles": Membership.Role.choices,
+        "pod_security_form": PodSecurityForm(initial={"pod_security": team.pod_security}),
     }
     return render(request, "teams/team_detail.html", context)
 
@@ -61,4 +64,27 @@ def member_update(request: HttpRequest, slug: str, membership_id: int) -> HttpRe
             membership.role = form.cleaned_data["role"]
             membership.save()
             messages.success(request, f"{membership.user} is now {membership.get_role_display().lower()}.")
+    return redirect("teams:team_detail", slug=team.slug)
+
+
+@login_required
+@require_POST
+def pod_security_update(request: HttpRequest, slug: str) -> HttpResponse:
+    """A portal admin changes what the team's pods may ask for (audited; the namespaces' labels follow)."""
+    team = get_visible_or_404(Team.objects.visible_to(request.user), slug=slug)
+    if not request.user.is_portal_admin:  # type: ignore[union-attr]
+        return HttpResponse("Only portal admins change a team's pod security level.", status=403)
+    form = PodSecurityForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, f"Choose one of: {', '.join(Team.PodSecurity.values)}.")
+        return redirect("teams:team_detail", slug=team.slug)
+    try:
+        changed = change_level(team, form.cleaned_data["pod_security"])
+    except ClusterRefused as exc:
+        messages.error(request, exc.message)
+    else:
+        if changed:
+            messages.success(
+                request, f"{team.name}'s pods now run at pod security level {team.pod_security}."
+            )
     return redirect("teams:team_detail", slug=team.slug)

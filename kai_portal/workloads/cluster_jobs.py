@@ -29,9 +29,15 @@ from django.conf import settings
 
 from kai_portal.cluster.backends import OperationResult, PodSpecRequest, PodTemplate, get_backend
 from kai_portal.queues.models import Queue
+from kai_portal.teams.models import Team
+from kai_portal.workloads import pod_policy, pod_security
 from kai_portal.workloads.models import Job
 
 POD_GROUP_KIND = "PodGroup"
+# The Pod Security admission labels of a namespace the portal creates: the API server enforces the
+# team's level itself, whatever creates a pod there (defence in depth behind the portal's check).
+ENFORCE_LABEL = "pod-security.kubernetes.io/enforce"
+ENFORCE_VERSION_LABEL = "pod-security.kubernetes.io/enforce-version"
 # How long the sync leaves a portal pod whose job row it cannot see (the request's
 # transaction has not committed yet) before adopting it as a job found in the cluster.
 UNCLAIMED_GRACE = timedelta(minutes=2)
@@ -84,9 +90,66 @@ def namespace_for(queue: Queue) -> str:
                 "(JOB_NAMESPACE_MODE=team); give the queue a team, or submit to a team's queue.",
                 path="queue",
             )
-        # Team slugs may hold '_' or capitals; namespaces are DNS-1123 labels.
-        base = owner.team.slug.lower().replace("_", "-")
+        base = _namespace_base(owner.team)
     return f"{settings.JOB_NAMESPACE_PREFIX}{base}"
+
+
+def _namespace_base(team: Team) -> str:
+    # Team slugs may hold '_' or capitals; namespaces are DNS-1123 labels.
+    return team.slug.lower().replace("_", "-")
+
+
+def teams_in(namespace: str) -> list[Team]:
+    """The teams whose jobs run in ``namespace`` (by ``JOB_NAMESPACE_MODE``): one, or in
+    ``fixed`` mode every team (they share it)."""
+    mode, prefix = settings.JOB_NAMESPACE_MODE, settings.JOB_NAMESPACE_PREFIX
+    if mode == "fixed":
+        return list(Team.objects.all()) if namespace == settings.JOB_NAMESPACE else []
+    if not namespace.startswith(prefix):
+        return []
+    base = namespace[len(prefix) :]
+    if mode == "queue":
+        team = pod_security.team_of(Queue.objects.filter(name=base).first())
+        return [team] if team is not None else []
+    return [team for team in Team.objects.all() if _namespace_base(team) == base]
+
+
+def namespace_labels(namespace: str) -> dict[str, str]:
+    """The Pod Security labels of a job namespace: enforce its team's level (a namespace shared by
+    several teams, ``fixed`` mode, the least strict of theirs, or no pod of some team could run)."""
+    levels = [team.pod_security for team in teams_in(namespace)] or [pod_policy.BASELINE]
+    level = min(levels, key=pod_policy.STRICTNESS.__getitem__)
+    return {ENFORCE_LABEL: level, ENFORCE_VERSION_LABEL: "latest"}
+
+
+def team_namespaces(team: Team) -> set[str]:
+    """The namespaces a team's jobs run in (by ``JOB_NAMESPACE_MODE``)."""
+    mode, prefix = settings.JOB_NAMESPACE_MODE, settings.JOB_NAMESPACE_PREFIX
+    if mode == "fixed":
+        return {str(settings.JOB_NAMESPACE)}
+    if mode == "team":
+        return {f"{prefix}{_namespace_base(team)}"}
+    queues = Queue.objects.select_related("parent", "team")
+    return {f"{prefix}{queue.name}" for queue in queues if pod_security.team_of(queue) == team}
+
+
+def relabel_namespaces(team: Team) -> None:
+    """After a team's pod security level changed: set its namespaces' Pod Security labels, where
+    the portal makes job namespaces (``JOB_NAMESPACE_CREATE``; elsewhere the cluster admin owns
+    them). A namespace not made yet is labelled when it is; any other failure raises
+    ``ClusterRefused`` so the caller keeps the old level (namespace and team never disagree)."""
+    if not enabled() or not settings.JOB_NAMESPACE_CREATE:
+        return
+    backend: Any = get_backend()
+    for namespace in sorted(team_namespaces(team)):
+        result = backend.label_namespace(namespace, namespace_labels(namespace))
+        if not result.ok and result.status_code != 404:
+            raise ClusterRefused(
+                f"Namespace '{namespace}' could not be given the new level, so the level was not "
+                f"changed; try again. ({result.error})",
+                status=_status(result),
+                path="pod_security",
+            )
 
 
 def place(job: Job) -> None:
@@ -112,17 +175,12 @@ def create(job: Job, manifest: Manifest | None = None) -> None:
     """Create the job's pods (kubernetes mode); all of them or, after a refusal, none."""
     if not enabled():
         return
-    if manifest is not None and manifest.template.spec.get("nodeName"):
-        raise ClusterRefused(
-            "the scheduler places pods; a pod with nodeName would bypass queues and quotas. Remove it.",
-            path=f"{manifest.path}spec.nodeName",
-        )
     backend: Any = get_backend()
     request = _request(job, manifest)
     report = backend.submit(request)
     refusal = next(iter(report.failures), None)
     if refusal is not None and refusal.status_code == 404 and settings.JOB_NAMESPACE_CREATE:
-        made = backend.create_namespace(job.namespace)
+        made = backend.create_namespace(job.namespace, namespace_labels(job.namespace))
         if not made.ok:
             raise ClusterRefused(_namespace_not_made(job.namespace, made), status=_status(made))
         report = backend.submit(request)
@@ -185,6 +243,7 @@ def _request(job: Job, manifest: Manifest | None) -> PodSpecRequest:
         job_uid=str(job.uid),
         min_member=job.min_member,
         pod_template=template,
+        pod_security=pod_security.level_of(job.queue),
     )
 
 

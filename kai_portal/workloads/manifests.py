@@ -32,7 +32,8 @@ nothing is written until the job is valid as a whole (``submit_manifest``).
 In kubernetes mode the job's pods are the manifest's own pod (template): its spec
 (containers, env, tolerations, nodeSelector...), labels and annotations, with the
 portal's scheduler name and labels added (``workloads/cluster_jobs.py``);
-``metadata.namespace`` must be the queue's namespace and ``nodeName`` is refused.
+``metadata.namespace`` must be the queue's namespace. What the pod spec may ask for is the team's
+pod policy (``pod_security``: Kubernetes' baseline standard by default, ``nodeName`` never).
 """
 
 from __future__ import annotations
@@ -62,7 +63,7 @@ from kai_portal.cluster.models import NodePool
 from kai_portal.core import safe_yaml
 from kai_portal.queues.durations import parse_go_duration
 from kai_portal.queues.models import Queue
-from kai_portal.workloads import cluster_jobs, submission
+from kai_portal.workloads import cluster_jobs, pod_security, submission
 from kai_portal.workloads import limits as bounds
 from kai_portal.workloads.choices import Preemptibility, PriorityClass, RestartPolicy
 from kai_portal.workloads.models import Job
@@ -86,9 +87,13 @@ _MAX_QUANTITY = Decimal(2**63)
 class ManifestError(Exception):
     """A manifest that cannot become a job: ``path`` says where, ``message`` what is wrong."""
 
-    def __init__(self, path: str, message: str) -> None:
+    def __init__(self, path: str, message: str, problems: list[tuple[str, str]] | None = None) -> None:
         # Both may quote the user's input: never echo it back unbounded.
         self.path, self.message = safe_yaml.shorten(path, 200), safe_yaml.shorten(message)
+        # Every (path, message) when there is more than one thing wrong (the pod policy's).
+        self.problems = [(safe_yaml.shorten(p, 200), safe_yaml.shorten(m)) for p, m in problems or []] or [
+            (self.path, self.message)
+        ]
         super().__init__(f"{path}: {message}")
 
 
@@ -209,6 +214,11 @@ def submit_manifest(
     try:
         with transaction.atomic():
             return submission.submit_once(job, idempotency_key, manifest, digest)
+    except pod_security.PodPolicyRefused as exc:
+        first, more = exc.violations[0], len(exc.violations) - 1
+        also = f" ({more} more field{'s' * (more > 1)} refused: see problems.)" if more else ""
+        message = first.rule + also
+        raise ManifestError(first.path, message, [(v.path, v.rule) for v in exc.violations]) from None
     except ValidationError as exc:
         field, messages = next(iter(exc.message_dict.items()))
         raise ManifestError(source.path(field), " ".join(messages)) from None

@@ -9,7 +9,7 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 
-from kai_portal.workloads import cluster_jobs
+from kai_portal.workloads import cluster_jobs, pod_security
 from kai_portal.workloads.capacity import oversized_task_errors
 from kai_portal.workloads.choices import JobState
 from kai_portal.workloads.models import Job, Pod
@@ -21,6 +21,10 @@ MAX_IDEMPOTENCY_KEY = 255
 def submit(job: Job, manifest: cluster_jobs.Manifest | None = None) -> Job:
     """Save a new job (running every model rule) and create its pending pods.
 
+    First of all its pods must pass its team's pod policy (``pod_security.enforce``; refused with
+    ``PodPolicyRefused``, a ``ValidationError`` naming each field): every submission path comes
+    through here, so none can skip it, and nothing is saved or created before it.
+
     A job whose task is larger than every node of its pool is refused (``ValidationError``): it
     could never start. The fit check does not refuse it: it explains it with the engine's reason.
 
@@ -28,6 +32,7 @@ def submit(job: Job, manifest: cluster_jobs.Manifest | None = None) -> Job:
     user's ``manifest`` when the job came from one; a refusal there raises
     ``cluster_jobs.ClusterRefused`` and nothing is saved.
     """
+    pod_security.enforce(job, manifest)
     job.full_clean()
     oversized = oversized_task_errors(job)
     if oversized:

@@ -25,7 +25,7 @@ from kai_portal.scheduling import forecast_store
 from kai_portal.scheduling.fitcheck import check_fit
 from kai_portal.scheduling.models import Decision, JobMessage
 from kai_portal.teams.models import Team
-from kai_portal.workloads import cluster_jobs, lifecycle, submission
+from kai_portal.workloads import cluster_jobs, lifecycle, pod_security, submission
 from kai_portal.workloads.choices import JobState, PodState
 from kai_portal.workloads.copying import copy_initial
 from kai_portal.workloads.filtersets import JobFilterSet
@@ -214,6 +214,9 @@ def job_submit(request: HttpRequest) -> HttpResponse:
                 job = submission.submit(form.instance)
             except cluster_jobs.ClusterRefused as exc:  # kubernetes mode: nothing was saved
                 form.add_error(exc.path if exc.path in form.fields else None, exc.message)
+            except pod_security.PodPolicyRefused as exc:  # the team's pod policy: nothing was saved
+                for violation in exc.violations:
+                    form.add_error(None, str(violation))
             else:
                 messages.success(request, f"Job {job.name} submitted to {job.queue.name}.")
                 return redirect("workloads:job_detail", uid=job.uid)
@@ -247,7 +250,9 @@ def job_submit_yaml(request: HttpRequest) -> HttpResponse:
     if request.method == "POST" and form.is_valid():
         try:
             job, _ = submit_manifest(form.cleaned_data["manifest"], request.user)
-        except (ManifestError, cluster_jobs.ClusterRefused) as exc:
+        except ManifestError as exc:
+            problems = [f"{path}: {message}" for path, message in exc.problems]
+        except cluster_jobs.ClusterRefused as exc:
             problems = [str(exc)]
         else:
             messages.success(request, f"Job {job.name} submitted to {job.queue.name} from YAML.")

@@ -196,7 +196,7 @@ def queue_object_calls() -> tuple[set[tuple[str, str, str]], set[tuple[str, str,
 
 
 # The KubernetesBackend methods the web pods call in a request (workloads/cluster_jobs.py).
-WEB_METHODS = ("submit", "create_namespace", "cancel")
+WEB_METHODS = ("submit", "create_namespace", "label_namespace", "cancel")
 
 
 def portal_job_calls() -> set[tuple[str, str, str]]:
@@ -237,7 +237,7 @@ def granted_by(role: dict) -> set[tuple[str, str, str]]:
 
 
 # Granted only where the operator allows it (JOB_NAMESPACE_CREATE / config.createJobNamespaces).
-OPTIONAL_CALLS = {("", "namespaces", "create")}
+OPTIONAL_CALLS = {("", "namespaces", "create"), ("", "namespaces", "patch")}
 
 
 def cluster_role(path: Path) -> dict:

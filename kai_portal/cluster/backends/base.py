@@ -291,6 +291,9 @@ class PodSpecRequest:
     # set, the pods are this spec (containers, env, tolerations, nodeSelector...), not one
     # synthesized from the fields above; the backend only adds its scheduler name and labels.
     pod_template: PodTemplate | None = None
+    # The team's pod security level (workloads/pod_policy.py): a pod the portal builds (no template)
+    # at "restricted" carries that standard's security context.
+    pod_security: str = "baseline"
 
 
 @dataclass(frozen=True)

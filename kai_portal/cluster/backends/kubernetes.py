@@ -860,16 +860,24 @@ class KubernetesBackend:
                 break
         return report
 
-    def create_namespace(self, name: str) -> OperationResult:
-        """Create a namespace for portal jobs (only where the portal is allowed to); one that
-        already exists is fine."""
-        body = client.V1Namespace(metadata=client.V1ObjectMeta(name=name))
+    def create_namespace(self, name: str, labels: dict[str, str] | None = None) -> OperationResult:
+        """Create a namespace for portal jobs (only where the portal is allowed to) with ``labels``
+        (its Pod Security labels); one that already exists is fine."""
+        body = client.V1Namespace(metadata=client.V1ObjectMeta(name=name, labels=labels or None))
         result = self._call(
             "namespace", "", name, lambda: self.core.create_namespace(body, _preload_content=False)
         )
         if result.status_code == 409:
             return OperationResult("namespace", "", name, ok=True)
         return result
+
+    def label_namespace(self, name: str, labels: dict[str, str]) -> OperationResult:
+        """Set ``labels`` on a namespace the portal made (a team's pod security level changed);
+        a namespace not there yet (404) gets them when it is created."""
+        body = {"metadata": {"labels": labels}}
+        return self._call(
+            "namespace", "", name, lambda: self.core.patch_namespace(name, body, _preload_content=False)
+        )
 
     def cancel(self, namespace: str, job: str, uid: str = "") -> ApplyReport:
         """Delete every pod the portal created for the job (by its uid label when given, else its
@@ -937,6 +945,14 @@ class KubernetesBackend:
         else:
             spec = {"schedulerName": self.scheduler_name, "restartPolicy": "Never",
                     "containers": [_container(request)]}  # fmt: skip
+            if request.pod_security == "restricted":
+                # The portal builds this pod, so it meets the team's restricted standard itself
+                # (the namespace's PodSecurity admission would refuse it otherwise).
+                spec["securityContext"] = {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}}
+                spec["containers"][0]["securityContext"] = {
+                    "allowPrivilegeEscalation": False,
+                    "capabilities": {"drop": ["ALL"]},
+                }
         return {
             "apiVersion": "v1",
             "kind": "Pod",

@@ -19,7 +19,7 @@ class TeamSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Team
-        fields = ["slug", "name", "description", "member_count", "queues", "created_at"]
+        fields = ["slug", "name", "description", "pod_security", "member_count", "queues", "created_at"]
         read_only_fields = ["created_at"]
 
 

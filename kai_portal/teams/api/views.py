@@ -1,7 +1,9 @@
 """Teams and memberships.
 
 * Teams: everyone signed in lists the teams they belong to (admins: all);
-  portal admins create and delete teams; team admins may rename their team.
+  portal admins create and delete teams and set their pod security level
+  (``pod_security``, audited; the team's namespaces' labels follow); team
+  admins may rename their team.
 * Memberships: visible with their team; team admins and portal admins add,
   change and remove the members of the team.
 """
@@ -19,6 +21,8 @@ from kai_portal.core.api import api_actor
 from kai_portal.teams.api.serializers import MembershipSerializer, TeamSerializer
 from kai_portal.teams.filtersets import MembershipFilterSet, TeamFilterSet
 from kai_portal.teams.models import Membership, Team
+from kai_portal.teams.pod_security import change_level
+from kai_portal.workloads.cluster_jobs import ClusterRefused
 
 
 class TeamViewSet(viewsets.ModelViewSet):
@@ -47,8 +51,19 @@ class TeamViewSet(viewsets.ModelViewSet):
 
     def perform_update(self, serializer: BaseSerializer) -> None:
         self._check_manageable(serializer.instance)
-        with transaction.atomic(), api_actor(self.request):
-            team = serializer.save()
+        level = serializer.validated_data.pop("pod_security", None)  # type: ignore[union-attr]
+        team: Any = serializer.instance
+        if level is not None and level != team.pod_security and not self.request.user.is_portal_admin:  # type: ignore[union-attr]
+            raise exceptions.PermissionDenied("Only portal admins change a team's pod security level.")
+        try:
+            with transaction.atomic(), api_actor(self.request):
+                team = serializer.save()
+                if level is not None:
+                    change_level(team, level)
+        except ClusterRefused as exc:
+            refused = exceptions.APIException({"pod_security": [exc.message]})
+            refused.status_code = exc.status
+            raise refused from None
         serializer.instance = self.get_queryset().get(pk=team.pk)
 
     def perform_destroy(self, instance: Team) -> None:

@@ -147,6 +147,11 @@ class ManifestErrorSerializer(serializers.Serializer):
         help_text='Where in the manifest, e.g. metadata.labels["kai.scheduler/queue"].'
     )
     message = serializers.CharField()
+    problems = serializers.ListField(
+        child=serializers.DictField(child=serializers.CharField()),
+        help_text="Every path at fault with its message (the pod policy may refuse several fields at "
+        "once); the first is path and message.",
+    )
 
 
 class FitVictimSerializer(serializers.Serializer):

@@ -237,8 +237,9 @@ class JobViewSet(
         try:
             job, created = submit_manifest(text, request.user, idempotency_key=key)
         except ManifestError as exc:
+            problems = [{"path": path, "message": message} for path, message in exc.problems]
             return Response(
-                {"detail": str(exc), "path": exc.path, "message": exc.message},
+                {"detail": str(exc), "path": exc.path, "message": exc.message, "problems": problems},
                 status=status.HTTP_400_BAD_REQUEST,
             )
         except cluster_jobs.ClusterRefused as exc:
