@@ -21,6 +21,7 @@ import traceback
 from contextlib import AbstractContextManager, nullcontext
 from datetime import datetime, timedelta
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
@@ -98,6 +99,7 @@ def _run_locked(now: datetime, backend: ClusterBackend) -> SchedulingCycle:
         # Names the snapshot made unique go back to the cluster's own in every text written.
         result = with_own_names(scheduler.run_cycle(inp.snapshot, inp.config), inp.index)
         ops = cluster_operations(inp, result)
+        _test_pause()
         with transaction.atomic():
             lifecycle.lock_jobs(ref.job_id for ref in inp.index.jobs.values())  # jobs before pods
             report = backend.apply(ops.binds, ops.evictions, ops.events + unsynced_events)
@@ -121,6 +123,14 @@ def _run_locked(now: datetime, backend: ClusterBackend) -> SchedulingCycle:
         logger.warning("cluster %s of %s/%s failed: %s", failure.operation, failure.namespace, failure.name,
                        failure.error)  # fmt: skip
     return cycle
+
+
+def _test_pause() -> None:
+    """Sleep between plan and persist when the test settings ask for it (never in production
+    settings): the fencing test restarts Redis and starts another cycle in that window."""
+    pause = getattr(settings, "CYCLE_TEST_PAUSE_SECONDS", 0)
+    if pause:
+        time.sleep(pause)
 
 
 def _finished(now: datetime, elapsed_ms: int) -> datetime:
