@@ -150,8 +150,8 @@ def _still_the_holder(held: HeldLock, token: int) -> None:
 
 
 ABORTED = (
-    "Aborted: this cycle lost the cycle lock: {why}. It applied nothing to the cluster and "
-    "persisted nothing; the next cycle plans again from the current state."
+    "Aborted: this cycle lost the cycle lock: {why}. It sent no bind, eviction or event to the "
+    "cluster and persisted nothing; the next cycle plans again from the current state."
 )
 
 

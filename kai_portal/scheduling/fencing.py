@@ -63,8 +63,9 @@ def check_token(name: str, token: int) -> None:
     newest = CycleFence.objects.filter(name=name).first()
     if newest is None:
         raise Superseded(f"no fencing token was ever taken for {name}")
+    which = f" (#{newest.holder})" if newest.holder else ""
     when = f" at {timezone.localtime(newest.taken_at):%H:%M:%S}" if newest.taken_at else ""
     raise Superseded(
-        f"a newer cycle (#{newest.holder}) took over{when} while this one ran "
+        f"a newer cycle{which} took over{when} while this one ran "
         f"(fencing token {newest.token}, this cycle's {token})"
     )

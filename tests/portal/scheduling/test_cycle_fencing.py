@@ -11,10 +11,15 @@ includes this directory); the Redis-restart test with real workers is
 
 from __future__ import annotations
 
+import threading
+import time
+
 import pytest
 import redis
 from django.conf import settings
+from django.db import connection, transaction
 from django.test import Client
+from django.urls import reverse
 
 import scheduler
 from kai_portal.cluster.backends.simulated import SimulatedBackend
@@ -61,7 +66,9 @@ def _redis_restarted() -> None:
 
 
 @pytest.mark.django_db
-def test_a_cycle_overtaken_between_plan_and_persist_applies_and_persists_nothing(loop, leaf, monkeypatch):
+def test_a_cycle_overtaken_between_plan_and_persist_applies_and_persists_nothing(
+    loop, leaf, monkeypatch, django_user_model
+):
     factories.node("n1", gpus=1)
     job = factories.job(leaf, "a")
     old_backend, new_backend = RecordingBackend(), RecordingBackend()
@@ -89,6 +96,11 @@ def test_a_cycle_overtaken_between_plan_and_persist_applies_and_persists_nothing
     _, samples = parse(Client().get("/metrics", HTTP_HOST="10.1.2.3:8000").content.decode())
     assert samples[(f"kai_portal_{CYCLES}_total", (("outcome", "aborted"),))] == 1
     assert samples[(f"kai_portal_{CYCLES}_total", (("outcome", "succeeded"),))] == 1
+    page = Client()
+    page.force_login(django_user_model.objects.create_user("ops"))
+    health = page.get(reverse("cluster:overview")).content.decode()
+    assert f'#{old.pk} <span class="badge state-aborted">aborted</span>' in health
+    assert "<dt>Aborted (last 20)</dt>" in health
 
 
 @pytest.mark.django_db
@@ -137,6 +149,34 @@ def test_tokens_only_grow_and_only_the_newest_passes_the_check():
     second = fencing.take_token("kai:test-fence")
     assert second > first
     assert fencing.take_token("kai:other-fence") >= 1
-    fencing.check_token("kai:test-fence", second)
-    with pytest.raises(fencing.Superseded, match="newer cycle"):
+    with transaction.atomic():
+        fencing.check_token("kai:test-fence", second)
+    with pytest.raises(fencing.Superseded, match="newer cycle"), transaction.atomic():
         fencing.check_token("kai:test-fence", first)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_newer_cycle_cannot_take_a_token_between_the_check_and_the_commit():
+    """The check holds the fence row: a newer cycle's token waits for the checked transaction to
+    commit, so nothing can overtake a cycle after it has checked and before its writes are in."""
+    token = fencing.take_token("kai:test-fence")
+    checked, taken = threading.Event(), []
+
+    def newer_cycle() -> None:
+        try:
+            checked.wait(10)
+            taken.append(fencing.take_token("kai:test-fence"))
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=newer_cycle)
+    thread.start()
+    with transaction.atomic():
+        fencing.check_token("kai:test-fence", token)
+        checked.set()
+        time.sleep(1)
+        assert taken == []  # still waiting: this transaction holds the row
+    thread.join(20)
+    assert taken == [token + 1]
+    with pytest.raises(fencing.Superseded), transaction.atomic():
+        fencing.check_token("kai:test-fence", token)
