@@ -21,7 +21,7 @@ import dj_database_url  # noqa: E402, I001
 from django.core.exceptions import ImproperlyConfigured  # noqa: E402
 
 from kai_portal.settings import *  # noqa: E402, F403
-from kai_portal.settings import DATABASES, SQLITE_OPTIONS, env_str  # noqa: E402
+from kai_portal.settings import DATABASES, SQLITE_OPTIONS, env_int, env_str  # noqa: E402
 
 _test_db = dj_database_url.parse(
     env_str("TEST_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/kai_portal"), conn_max_age=0
@@ -40,6 +40,10 @@ elif _test_db["ENGINE"] != "django.db.backends.postgresql":
         f"TEST_DATABASE_URL must be a PostgreSQL or SQLite URL (got engine {_test_db['ENGINE']})."
     )
 DATABASES["default"] = _test_db
+
+# Test-only: a cycle sleeps this long between planning and persisting, so a test can restart
+# Redis or start another cycle while one runs (tests/portal/scheduling/test_fencing_redis_restart.py).
+CYCLE_TEST_PAUSE_SECONDS = env_int("KAI_TEST_CYCLE_PAUSE_SECONDS", 0, minimum=0)
 
 TEST_REDIS_URL = env_str("TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
 REDIS_URL = TEST_REDIS_URL

@@ -99,6 +99,7 @@ def cycle_health(now: Any) -> dict[str, Any]:
         "avg_ms": round(sum(durations) / len(durations)) if durations else None,
         "max_ms": max(durations) if durations else None,
         "failed": sum(1 for c in cycles if c.status == SchedulingCycle.Status.FAILED),
+        "aborted": sum(1 for c in cycles if c.status == SchedulingCycle.Status.ABORTED),
         "cycle_seconds": settings.CYCLE_SECONDS,
     }
 

@@ -158,7 +158,8 @@ class PortalCollector(Collector):
             [recording.CYCLES, recording.EVICTIONS, recording.OPERATION_FAILURES, *hist.names()]
         )
         cycles = CounterMetricFamily(
-            "kai_portal_cycles", "Scheduling cycles by outcome: succeeded, failed, skipped (lock held).",
+            "kai_portal_cycles",
+            "Scheduling cycles by outcome: succeeded, failed, skipped (lock held), aborted (lost the lock).",
             labels=["outcome"],
         )  # fmt: skip
         for outcome in recording.OUTCOMES:
@@ -188,7 +189,7 @@ class PortalCollector(Collector):
 
         buckets, total = hist.cumulative(got)
         duration = HistogramMetricFamily(
-            "kai_portal_cycle_duration_seconds", "Duration of cycles that ran (succeeded or failed)."
+            "kai_portal_cycle_duration_seconds", "Duration of cycles that ran (succeeded, failed or aborted)."
         )
         duration.add_metric([], buckets, sum_value=total)
         yield duration

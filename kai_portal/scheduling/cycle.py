@@ -11,6 +11,12 @@ one transaction; applying the result and persisting it is another, so a cycle
 that raises while applying or persisting leaves no half-written decisions,
 pod states or usage. The cycle record itself is written outside both, so a
 failed cycle still says that it failed and why.
+
+Fencing (issue 26): the cycle takes a fencing token once it runs, and both
+transactions that write start by checking it, and that its Redis lock is still
+its own (fencing.py). A cycle that lost the lock (Redis restarted under it) and
+may have been overtaken by the next one applies nothing to the cluster, rolls
+back, and is recorded ``aborted`` with the reason.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ import traceback
 from contextlib import AbstractContextManager, nullcontext
 from datetime import datetime, timedelta
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
@@ -29,9 +36,9 @@ from kai_portal.cluster.backends import ClusterBackend, get_backend
 from kai_portal.cluster.queue_sync import sync_queue_objects
 from kai_portal.cluster.sync import sync_cluster_state
 from kai_portal.monitoring.recording import record_cycle
-from kai_portal.scheduling import forecast_store
+from kai_portal.scheduling import fencing, forecast_store
 from kai_portal.scheduling.engine_names import with_own_names
-from kai_portal.scheduling.lock import cycle_lock
+from kai_portal.scheduling.lock import LOCK_NAME, HeldLock, cycle_lock
 from kai_portal.scheduling.models import SchedulingCycle
 from kai_portal.scheduling.results import cluster_operations, persist_result
 from kai_portal.scheduling.snapshot import build_snapshot
@@ -58,7 +65,7 @@ def run_scheduling_cycle(
             if refusal:
                 logger.info("scheduling cycle skipped: %s", refusal)
                 return _skipped(now, refusal)
-            cycle = _run_locked(now, backend)
+            cycle = _run_locked(now, backend, held)
             # Post-cycle hook, still under the lock so two refreshes never overlap.
             forecast_store.after_cycle(cycle, now)
             return cycle
@@ -82,29 +89,37 @@ def _skipped(now: datetime, reason: str = "") -> SchedulingCycle:
     return skipped
 
 
-def _run_locked(now: datetime, backend: ClusterBackend) -> SchedulingCycle:
+def _run_locked(now: datetime, backend: ClusterBackend, held: HeldLock) -> SchedulingCycle:
     started = time.monotonic()
     reap_abandoned_cycles(now)
     cycle = SchedulingCycle.objects.create(started_at=now, status=SchedulingCycle.Status.RUNNING)
     try:
+        token = fencing.take_token(LOCK_NAME, cycle.pk)
         state = backend.observe()
         unsynced_events = []  # pods that got no rows (QueueDoesNotExist)
         if not getattr(backend, "writes_rows", False):
             sync_queue_objects(backend, now)  # KAI's Queue objects first: pods may name a new queue
             with transaction.atomic():
+                _still_the_holder(held, token)  # an overtaken cycle must not write older observations
                 unsynced_events = sync_cluster_state(state, now)
         inp = build_snapshot(now)
         _fail_unhandled_jobs(inp.index.unhandled, now)
         # Names the snapshot made unique go back to the cluster's own in every text written.
         result = with_own_names(scheduler.run_cycle(inp.snapshot, inp.config), inp.index)
         ops = cluster_operations(inp, result)
+        _test_pause()
         with transaction.atomic():
+            # First, before the cluster sees a bind or eviction: from here to the commit no newer
+            # cycle can take a token (the fence row stays locked), so the check holds to the end.
+            _still_the_holder(held, token)
             lifecycle.lock_jobs(ref.job_id for ref in inp.index.jobs.values())  # jobs before pods
             report = backend.apply(ops.binds, ops.evictions, ops.events + unsynced_events)
             cycle.duration_ms = int((time.monotonic() - started) * 1000)
             cycle.finished_at = _finished(now, cycle.duration_ms)
             persist_result(cycle, inp, result, report, now)
             record_cycle(cycle)  # the /metrics totals commit with the decisions
+    except fencing.LockLost as lost:
+        return _aborted(cycle, started, now, str(lost))
     except Exception:
         cycle.status = SchedulingCycle.Status.FAILED
         cycle.duration_ms = int((time.monotonic() - started) * 1000)
@@ -121,6 +136,44 @@ def _run_locked(now: datetime, backend: ClusterBackend) -> SchedulingCycle:
         logger.warning("cluster %s of %s/%s failed: %s", failure.operation, failure.namespace, failure.name,
                        failure.error)  # fmt: skip
     return cycle
+
+
+def _still_the_holder(held: HeldLock, token: int) -> None:
+    """Raise ``fencing.LockLost`` unless this cycle still holds the newest token and its lock.
+
+    The token first: its check locks the fence row until the caller's transaction ends.
+    """
+    fencing.check_token(LOCK_NAME, token)
+    why = held.lost()
+    if why:
+        raise fencing.LockLost(why)
+
+
+ABORTED = (
+    "Aborted: this cycle lost the cycle lock: {why}. It sent no bind, eviction or event to the "
+    "cluster and persisted nothing; the next cycle plans again from the current state."
+)
+
+
+def _aborted(cycle: SchedulingCycle, started: float, now: datetime, why: str) -> SchedulingCycle:
+    """Record a cycle that stopped short of applying because it lost the lock (not an error of its own)."""
+    cycle.status = SchedulingCycle.Status.ABORTED
+    cycle.duration_ms = int((time.monotonic() - started) * 1000)
+    cycle.finished_at = _finished(now, cycle.duration_ms)
+    cycle.error = ABORTED.format(why=why)
+    # The whole row: a newer cycle may have marked it abandoned meanwhile (reap_abandoned_cycles).
+    cycle.save()
+    record_cycle(cycle)
+    logger.warning("scheduling cycle %s aborted: %s", cycle.pk, why)
+    return cycle
+
+
+def _test_pause() -> None:
+    """Sleep between plan and persist when the test settings ask for it (never in production
+    settings): the fencing test restarts Redis and starts another cycle in that window."""
+    pause = getattr(settings, "CYCLE_TEST_PAUSE_SECONDS", 0)
+    if pause:
+        time.sleep(pause)
 
 
 def _finished(now: datetime, elapsed_ms: int) -> datetime:

@@ -12,6 +12,10 @@ without Redis) the lock degrades to a PostgreSQL session advisory lock, which
 still excludes every other process on the same database; on SQLite, which has
 no advisory locks, it degrades to a process-local lock (SQLite deployments run
 one scheduler process). Each degradation is logged.
+
+The lock alone cannot stop a cycle that lost it (Redis restarted under it) from carrying on while
+the next one starts: the cycle checks ``HeldLock.lost()`` and its fencing token (fencing.py)
+before it applies or persists anything.
 """
 
 from __future__ import annotations
@@ -45,6 +49,7 @@ class _Heartbeat(threading.Thread):
     def __init__(self, lock: Lock, timeout: float) -> None:
         super().__init__(name="cycle-lock-heartbeat", daemon=True)
         self.lock, self.timeout, self.stopped = lock, timeout, threading.Event()
+        self.lost = threading.Event()
 
     def run(self) -> None:
         while not self.stopped.wait(self.timeout / 3):
@@ -52,6 +57,7 @@ class _Heartbeat(threading.Thread):
                 self.lock.extend(self.timeout, replace_ttl=True)
             except redis.exceptions.LockError:
                 logger.error("cycle lock lost while the cycle runs (it expired); another cycle may start")
+                self.lost.set()
                 return
             except redis.exceptions.RedisError as error:
                 logger.warning("cannot renew the cycle lock (%s); retrying", error)
@@ -61,11 +67,37 @@ class _Heartbeat(threading.Thread):
         self.join(5)
 
 
-@contextmanager
-def cycle_lock(redis_url: str | None = None) -> Iterator[bool]:
-    """Yield True when this caller holds the cycle lock, False when another does.
+class HeldLock:
+    """What ``cycle_lock`` yields: true when this caller holds the lock, and whether it still does."""
 
-    Never blocks: callers skip their cycle on False.
+    def __init__(self, acquired: bool, lock: Lock | None = None, heartbeat: _Heartbeat | None = None) -> None:
+        self.acquired, self._lock, self._heartbeat = acquired, lock, heartbeat
+
+    def __bool__(self) -> bool:
+        return self.acquired
+
+    def lost(self) -> str | None:
+        """Why this holder's Redis lock is gone (None: still held, or not a Redis lock).
+
+        When Redis cannot be asked, None: the fencing token in the database decides then.
+        """
+        if self._lock is None:
+            return None  # the database fallback: held as long as this process's connection lives
+        if self._heartbeat is not None and self._heartbeat.lost.is_set():
+            return "its Redis lock expired or was lost (Redis restarted?) while it ran"
+        try:
+            if not self._lock.owned():
+                return "its Redis lock is gone or another cycle's (Redis restarted, or the lock expired)"
+        except redis.exceptions.RedisError:
+            return None
+        return None
+
+
+@contextmanager
+def cycle_lock(redis_url: str | None = None) -> Iterator[HeldLock]:
+    """Yield a ``HeldLock``: true when this caller holds the cycle lock, false when another does.
+
+    Never blocks: callers skip their cycle on false.
     """
     client = redis.Redis.from_url(redis_url or settings.REDIS_URL, socket_connect_timeout=1, socket_timeout=5)
     timeout = lock_timeout_seconds()
@@ -77,13 +109,13 @@ def cycle_lock(redis_url: str | None = None) -> Iterator[bool]:
         logger.warning("Redis unreachable (%s); using the database lock for this cycle", error)
         client.close()
         with database_lock() as held:
-            yield held
+            yield HeldLock(held)
         return
     heartbeat = _Heartbeat(lock, timeout) if acquired else None
     if heartbeat is not None:
         heartbeat.start()
     try:
-        yield bool(acquired)
+        yield HeldLock(bool(acquired), lock if acquired else None, heartbeat)
     finally:
         if heartbeat is not None:
             heartbeat.stop()

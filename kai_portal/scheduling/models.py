@@ -17,6 +17,9 @@ class SchedulingCycle(models.Model):
         SUCCEEDED = "succeeded", "Succeeded"
         FAILED = "failed", "Failed"
         SKIPPED = "skipped", "Skipped (another cycle held the lock)"
+        # Lost the cycle lock while it ran (Redis restarted, the lock expired) and a newer cycle
+        # may have taken over: it applied and persisted nothing (scheduling/fencing.py).
+        ABORTED = "aborted", "Aborted (lost the cycle lock)"
 
     started_at = models.DateTimeField(db_index=True)
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -34,6 +37,23 @@ class SchedulingCycle(models.Model):
 
     def __str__(self) -> str:
         return f"cycle {self.pk} at {self.started_at:%Y-%m-%d %H:%M:%S}"
+
+
+class CycleFence(models.Model):
+    """The fencing token of one cycle lock: raised by every cycle that takes the lock.
+
+    One row per lock name. A cycle applies and persists its result only while the stored token
+    is still the one it took (scheduling/fencing.py): the Redis lock can be lost under a running
+    cycle, this row cannot, so two cycles that both believe they hold the lock never both commit.
+    """
+
+    name = models.CharField(max_length=64, unique=True)
+    token = models.PositiveBigIntegerField(default=0)
+    holder = models.PositiveBigIntegerField(null=True, blank=True, help_text="The cycle that took it.")
+    taken_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.name}: token {self.token} (cycle {self.holder})"
 
 
 class Decision(models.Model):

@@ -26,6 +26,7 @@ from kai_portal.cluster import leader_election
 from kai_portal.cluster.backends.kubernetes import KubernetesBackend
 from kai_portal.cluster.leader_election import LeaderElector, LeaseConfig
 from kai_portal.scheduling import cycle as cycle_module
+from kai_portal.scheduling.lock import HeldLock
 from kai_portal.scheduling.models import SchedulingCycle
 
 from .conftest import Cluster, Nodes, pod_body, wait_until
@@ -106,7 +107,7 @@ def replicas(
     locks = threading.local()
     real_lock = cycle_module.cycle_lock
 
-    def per_replica_lock() -> AbstractContextManager[bool]:
+    def per_replica_lock() -> AbstractContextManager[HeldLock]:
         return real_lock(getattr(locks, "redis_url", None))
 
     monkeypatch.setattr(cycle_module, "cycle_lock", per_replica_lock)
