@@ -7,6 +7,7 @@ from django.http import HttpRequest
 
 from kai_portal.cluster.models import PoolUsageSample
 from kai_portal.scheduling.models import (
+    CycleFence,
     Decision,
     JobForecast,
     JobMessage,
@@ -35,6 +36,16 @@ class SchedulingCycleAdmin(HistoryAdmin):
     list_filter = ["status"]
     date_hierarchy = "started_at"
     search_fields = ["error"]
+
+
+@admin.register(CycleFence)
+class CycleFenceAdmin(HistoryAdmin):
+    """Fencing tokens (scheduling/fencing.py): an edit by hand could let a stale cycle commit."""
+
+    list_display = ["name", "token", "holder", "taken_at"]
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
 
 
 @admin.register(Decision)
