@@ -35,7 +35,8 @@ Environment variables (all optional unless noted):
 ``METRICS_TOKEN`` / ``METRICS_TOKEN_FILE`` (default none: ``/metrics`` is open; set, it
     needs ``Authorization: Bearer <token>``)
 ``LOGIN_FAILURE_LIMIT`` (10), ``LOGIN_LOCKOUT_MINUTES`` (15), ``TOKEN_FAILURE_RATE`` (30/min),
-``NUM_PROXIES`` (0; trusted proxies that append to X-Forwarded-For)
+``NUM_PROXIES`` (0; trusted proxies in front that append to X-Forwarded-For: 1 behind an
+    ingress, or every client is the ingress's address to the throttles and the sign-in lockout)
 """
 
 from __future__ import annotations
@@ -180,9 +181,14 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
+# Clients are told apart by address: REMOTE_ADDR, or with NUM_PROXIES trusted proxies in front
+# (an ingress: 1) the address the outermost of them saw in X-Forwarded-For
+# (core/client_address.py). Left at 0 behind an ingress, every client is the ingress.
+NUM_PROXIES = env_int("NUM_PROXIES", 0, minimum=0)
 # Sign-in brute force (django-axes): after LOGIN_FAILURE_LIMIT wrong passwords for one
-# username from one address, the next attempt, right password or not, is a 429 until
-# LOGIN_LOCKOUT_MINUTES have passed since the last failure. Client address = REMOTE_ADDR.
+# username from one client address, the next attempt from that address, right password or not,
+# is a 429 until LOGIN_LOCKOUT_MINUTES have passed since the last failure. The same username
+# from another address is not locked: others' failures never lock a user out.
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",
     "django.contrib.auth.backends.ModelBackend",
@@ -191,6 +197,7 @@ LOGIN_FAILURE_LIMIT = env_int("LOGIN_FAILURE_LIMIT", 10, minimum=1)
 AXES_FAILURE_LIMIT = LOGIN_FAILURE_LIMIT + 1  # axes refuses the attempt that reaches its limit
 AXES_COOLOFF_TIME = timedelta(minutes=env_int("LOGIN_LOCKOUT_MINUTES", 15, minimum=1))
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_CLIENT_IP_CALLABLE = "kai_portal.core.client_address.client_address"
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
 AXES_VERBOSE = False
@@ -302,11 +309,12 @@ REST_FRAMEWORK = {
         "rest_framework.renderers.BrowsableAPIRenderer",
     ],
     "EXCEPTION_HANDLER": "kai_portal.core.api.exception_handler",
-    # Failed token authentications per client address (accounts/tokens.py: FailedTokenThrottle).
+    # Failed token authentications per client address and per token prefix (accounts/tokens.py:
+    # FailedTokenThrottle); a valid token is never throttled by failures.
     "DEFAULT_THROTTLE_RATES": {"token_failure": env_str("TOKEN_FAILURE_RATE", "30/min")},
-    # Client address for throttling: REMOTE_ADDR, or the address NUM_PROXIES trusted proxies
-    # in front saw (X-Forwarded-For); DRF's default would trust a client's own X-Forwarded-For.
-    "NUM_PROXIES": env_int("NUM_PROXIES", 0, minimum=0),
+    # DRF's own client address (its throttles' get_ident): as ours; its default (None) would
+    # trust a client's own X-Forwarded-For.
+    "NUM_PROXIES": NUM_PROXIES,
     "COERCE_DECIMAL_TO_STRING": False,
     "DATETIME_FORMAT": "iso-8601",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
