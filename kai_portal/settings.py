@@ -35,6 +35,9 @@ Environment variables (all optional unless noted):
 ``METRICS_TOKEN`` / ``METRICS_TOKEN_FILE`` (default none: ``/metrics`` is open; set, it
     needs ``Authorization: Bearer <token>``)
 ``LOGIN_FAILURE_LIMIT`` (10), ``LOGIN_LOCKOUT_MINUTES`` (15), ``TOKEN_FAILURE_RATE`` (30/min),
+``MANIFEST_MAX_BYTES`` (256 KiB), ``MANIFEST_MAX_NODES`` (5,000), ``QUEUE_YAML_MAX_BYTES`` (1 MiB),
+    ``QUEUE_YAML_MAX_NODES`` (40,000): the largest YAML a submission / a Queue import may be,
+``WRITE_RATE`` (120/min): writes per user (API and submitting pages), 429 past it,
 ``NUM_PROXIES`` (0; trusted proxies in front that append to X-Forwarded-For: 1 behind an
     ingress, or every client is the ingress's address to the throttles and the sign-in lockout)
 """
@@ -204,6 +207,20 @@ AXES_VERBOSE = False
 LOGIN_URL = "accounts:login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "accounts:login"
+
+# --- What one request may cost ---------------------------------------------------
+# YAML from users (core/safe_yaml.py) is parsed once by libyaml and counted as it is read: a
+# manifest over MANIFEST_MAX_BYTES is a 413, one with more than MANIFEST_MAX_NODES values
+# (aliases expanded) a 400, before anything is built. KAI's own example manifests have at most
+# 87 values (1.3 KB); a Pod or Job with many containers and env entries has a few hundred. A
+# Queue YAML import holds many queues (one exported queue is ~40 values).
+MANIFEST_MAX_BYTES = env_int("MANIFEST_MAX_BYTES", 256 * 1024, minimum=1024)
+MANIFEST_MAX_NODES = env_int("MANIFEST_MAX_NODES", 5_000, minimum=100)
+QUEUE_YAML_MAX_BYTES = env_int("QUEUE_YAML_MAX_BYTES", 1024 * 1024, minimum=1024)
+QUEUE_YAML_MAX_NODES = env_int("QUEUE_YAML_MAX_NODES", 40_000, minimum=100)
+# Writes per signed-in user (POST/PUT/PATCH/DELETE on the API, and the pages that submit jobs
+# or run a fit check): past it, 429 with Retry-After (core/write_throttle.py).
+WRITE_RATE = env_str("WRITE_RATE", "120/min")
 
 # --- Redis: cache, Celery broker, the scheduling-cycle lock ------------------
 REDIS_URL = env_str("REDIS_URL", "redis://127.0.0.1:6379/0")
