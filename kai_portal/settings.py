@@ -329,6 +329,8 @@ REST_FRAMEWORK = {
     # Failed token authentications per client address and per token prefix (accounts/tokens.py:
     # FailedTokenThrottle); a valid token is never throttled by failures.
     "DEFAULT_THROTTLE_RATES": {"token_failure": env_str("TOKEN_FAILURE_RATE", "30/min")},
+    # Writes per user (core/write_throttle.py, rate WRITE_RATE); reads are not throttled.
+    "DEFAULT_THROTTLE_CLASSES": ["kai_portal.core.write_throttle.WriteRateThrottle"],
     # DRF's own client address (its throttles' get_ident): as ours; its default (None) would
     # trust a client's own X-Forwarded-For.
     "NUM_PROXIES": NUM_PROXIES,
