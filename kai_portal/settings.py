@@ -29,7 +29,8 @@ Environment variables (all optional unless noted):
 ``FORECAST_BUDGET_SECONDS`` (default 2: wall time per cycle for estimated starts),
 ``FORECAST_AFTER_CYCLE`` (default on), ``REASON_RETENTION_DAYS`` (default 14),
 ``USAGE_RETENTION_DAYS`` (default 90)
-``SECURE_SSL_REDIRECT``, ``SECURE_HSTS_SECONDS``, ``TRUST_X_FORWARDED_PROTO``
+``SECURE_SSL_REDIRECT``, ``SECURE_HSTS_SECONDS``, ``SECURE_HSTS_PRELOAD`` (off: opt in to the
+    browsers' preload list), ``TRUST_X_FORWARDED_PROTO``
     (set it when a TLS-terminating proxy in front sets X-Forwarded-Proto),
 ``LOG_LEVEL`` (default INFO), ``STATIC_ROOT`` (default ``<repo>/staticfiles``)
 ``METRICS_TOKEN`` / ``METRICS_TOKEN_FILE`` (default none: ``/metrics`` is open; set, it
@@ -391,7 +392,12 @@ if env_bool("TRUST_X_FORWARDED_PROTO", False):
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 0 if DEBUG else 31_536_000, minimum=0)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = not DEBUG
-SECURE_HSTS_PRELOAD = not DEBUG
+# Preload is a commitment beyond this site: once a browser vendor ships the domain in its
+# preload list, every subdomain is HTTPS-only in every browser for months, whatever this
+# header says later. So it is the operator's decision (opt-in), and check --deploy's reminder
+# (security.W021) is silenced until it is made.
+SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", False)
+SILENCED_SYSTEM_CHECKS = [] if SECURE_HSTS_PRELOAD else ["security.W021"]
 SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"
 SESSION_COOKIE_SECURE = not DEBUG
