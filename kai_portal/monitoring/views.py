@@ -29,11 +29,14 @@ def healthz(request: HttpRequest) -> JsonResponse:
 
 
 def readyz(request: HttpRequest) -> JsonResponse:
-    """Readiness: 200 when the database answers, else 503; Redis is reported (``degraded``)."""
+    """Readiness: 200 when the database answers, else 503 ``unavailable``. Redis down is 200
+    ``degraded``: pages and the API work without it, so an orchestrator must keep the pod in
+    rotation (taking every web pod out for a Redis outage would turn a slowdown into an outage)."""
     checks = readiness_checks()
     ready = all(check.ok for check in checks)
+    degraded = any(check.error for check in checks)
     body = {
-        "status": "ok" if ready else "unavailable",
+        "status": ("degraded" if degraded else "ok") if ready else "unavailable",
         "checks": {check.name: _state(check) for check in checks},
     }
     return JsonResponse(body, status=200 if ready else 503)
