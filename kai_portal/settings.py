@@ -33,8 +33,10 @@ Environment variables (all optional unless noted):
     browsers' preload list), ``TRUST_X_FORWARDED_PROTO``
     (set it when a TLS-terminating proxy in front sets X-Forwarded-Proto),
 ``LOG_LEVEL`` (default INFO), ``STATIC_ROOT`` (default ``<repo>/staticfiles``)
-``METRICS_TOKEN`` / ``METRICS_TOKEN_FILE`` (default none: ``/metrics`` is open; set, it
-    needs ``Authorization: Bearer <token>``)
+``METRICS_TOKEN`` / ``METRICS_TOKEN_FILE`` (default none; set, ``/metrics`` needs
+    ``Authorization: Bearer <token>``), ``METRICS_PUBLIC`` (default: DEBUG; without a token and
+    without it, ``/metrics`` is a 403), ``API_SCHEMA_PUBLIC`` (default: DEBUG; off, the OpenAPI
+    schema and API docs are for signed-in users)
 ``LOGIN_FAILURE_LIMIT`` (10), ``LOGIN_LOCKOUT_MINUTES`` (15), ``TOKEN_FAILURE_RATE`` (30/min),
 ``MANIFEST_MAX_BYTES`` (256 KiB), ``MANIFEST_MAX_NODES`` (5,000), ``QUEUE_YAML_MAX_BYTES`` (1 MiB),
     ``QUEUE_YAML_MAX_NODES`` (40,000): the largest YAML a submission / a Queue import may be,
@@ -350,6 +352,8 @@ SPECTACULAR_SETTINGS = {
     ),
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
+    # Everyone with API_SCHEMA_PUBLIC, else signed-in users (core/api_docs.py).
+    "SERVE_PERMISSIONS": ["kai_portal.core.schema_access.SchemaAccess"],
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
@@ -386,8 +390,13 @@ STORAGES = {
 # --- Security: everything check --deploy wants, on whenever DEBUG is off -------
 SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", not DEBUG)
 SECURE_REDIRECT_EXEMPT = [r"^healthz$"]  # plain-HTTP container health checks
-# /metrics is open to any scraper unless this is set (then: Authorization: Bearer <token>).
+# /metrics: with METRICS_TOKEN set, only for "Authorization: Bearer <token>"; without it, open
+# only with METRICS_PUBLIC (default: DEBUG), else 403. The metrics name every queue and team and
+# their usage: a production portal shows them to its scraper, not to anyone who asks.
 METRICS_TOKEN = env_secret("METRICS_TOKEN")
+METRICS_PUBLIC = env_bool("METRICS_PUBLIC", DEBUG)
+# The OpenAPI schema and the API docs: everyone, or (default with DEBUG off) signed-in users only.
+API_SCHEMA_PUBLIC = env_bool("API_SCHEMA_PUBLIC", DEBUG)
 if env_bool("TRUST_X_FORWARDED_PROTO", False):
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 0 if DEBUG else 31_536_000, minimum=0)

@@ -50,8 +50,16 @@ def _state(check: Check) -> str:
 
 
 def metrics(request: HttpRequest) -> HttpResponse:
-    """Prometheus text format; with ``METRICS_TOKEN`` set, only for ``Authorization: Bearer <token>``."""
+    """Prometheus text format; with ``METRICS_TOKEN`` set, only for ``Authorization: Bearer <token>``;
+    without one, only with ``METRICS_PUBLIC`` (the default with DEBUG on)."""
     token = settings.METRICS_TOKEN
+    if not token and not settings.METRICS_PUBLIC:
+        return HttpResponse(
+            "metrics are closed: set METRICS_TOKEN (scrapers then send Authorization: Bearer <token>) "
+            "or METRICS_PUBLIC=1 to open them to anyone who can reach this address\n",
+            status=403,
+            content_type="text/plain",
+        )
     if token:
         given = request.headers.get("Authorization", "")
         if not hmac.compare_digest(given.encode(), f"Bearer {token}".encode()):
