@@ -79,7 +79,8 @@ class FailedTokenThrottle(SimpleRateThrottle):
 
     def get_rate(self) -> str | None:
         # Read when used, not when the class is defined, so a changed setting applies.
-        return api_settings.DEFAULT_THROTTLE_RATES.get(self.scope)
+        rate = api_settings.DEFAULT_THROTTLE_RATES.get(self.scope)
+        return None if rate is None else str(rate)
 
     def get_cache_key(self, request: Any, view: Any) -> str:
         return self.cache_format % {"scope": self.scope, "ident": self.ident}

@@ -67,7 +67,8 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         str(exceptions.Throttled.default_detail)
     ):
         # DRF's own throttle check: the only throttle class there is the write rate.
-        exc = exceptions.Throttled(exc.wait, detail=write_throttle.refusal(exc.wait))
+        wait = getattr(exc, "wait", None)  # set by Throttled.__init__ (the stubs do not declare it)
+        exc = exceptions.Throttled(wait, detail=write_throttle.refusal(wait))
     return drf_exception_handler(exc, context)
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import wraps
-from typing import Any
+from typing import Any, NoReturn
 
 from django.conf import settings
 from django.contrib.auth.views import redirect_to_login
@@ -26,7 +26,7 @@ class SchemaView(SpectacularAPIView):
 
     def permission_denied(
         self, request: Request, message: str | None = None, code: str | None = None
-    ) -> None:
+    ) -> NoReturn:
         if request.authenticators and not request.successful_authenticator:
             raise exceptions.NotAuthenticated(SchemaAccess.message)
         super().permission_denied(request, message, code)
