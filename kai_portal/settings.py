@@ -29,13 +29,20 @@ Environment variables (all optional unless noted):
 ``FORECAST_BUDGET_SECONDS`` (default 2: wall time per cycle for estimated starts),
 ``FORECAST_AFTER_CYCLE`` (default on), ``REASON_RETENTION_DAYS`` (default 14),
 ``USAGE_RETENTION_DAYS`` (default 90)
-``SECURE_SSL_REDIRECT``, ``SECURE_HSTS_SECONDS``, ``TRUST_X_FORWARDED_PROTO``
+``SECURE_SSL_REDIRECT``, ``SECURE_HSTS_SECONDS``, ``SECURE_HSTS_PRELOAD`` (off: opt in to the
+    browsers' preload list), ``TRUST_X_FORWARDED_PROTO``
     (set it when a TLS-terminating proxy in front sets X-Forwarded-Proto),
 ``LOG_LEVEL`` (default INFO), ``STATIC_ROOT`` (default ``<repo>/staticfiles``)
-``METRICS_TOKEN`` / ``METRICS_TOKEN_FILE`` (default none: ``/metrics`` is open; set, it
-    needs ``Authorization: Bearer <token>``)
+``METRICS_TOKEN`` / ``METRICS_TOKEN_FILE`` (default none; set, ``/metrics`` needs
+    ``Authorization: Bearer <token>``), ``METRICS_PUBLIC`` (default: DEBUG; without a token and
+    without it, ``/metrics`` is a 403), ``API_SCHEMA_PUBLIC`` (default: DEBUG; off, the OpenAPI
+    schema and API docs are for signed-in users)
 ``LOGIN_FAILURE_LIMIT`` (10), ``LOGIN_LOCKOUT_MINUTES`` (15), ``TOKEN_FAILURE_RATE`` (30/min),
-``NUM_PROXIES`` (0; trusted proxies that append to X-Forwarded-For)
+``MANIFEST_MAX_BYTES`` (256 KiB), ``MANIFEST_MAX_NODES`` (5,000), ``QUEUE_YAML_MAX_BYTES`` (1 MiB),
+    ``QUEUE_YAML_MAX_NODES`` (40,000): the largest YAML a submission / a Queue import may be,
+``WRITE_RATE`` (120/min): writes per user (API and submitting pages), 429 past it,
+``NUM_PROXIES`` (0; trusted proxies in front that append to X-Forwarded-For: 1 behind an
+    ingress, or every client is the ingress's address to the throttles and the sign-in lockout)
 """
 
 from __future__ import annotations
@@ -182,9 +189,14 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
+# Clients are told apart by address: REMOTE_ADDR, or with NUM_PROXIES trusted proxies in front
+# (an ingress: 1) the address the outermost of them saw in X-Forwarded-For
+# (core/client_address.py). Left at 0 behind an ingress, every client is the ingress.
+NUM_PROXIES = env_int("NUM_PROXIES", 0, minimum=0)
 # Sign-in brute force (django-axes): after LOGIN_FAILURE_LIMIT wrong passwords for one
-# username from one address, the next attempt, right password or not, is a 429 until
-# LOGIN_LOCKOUT_MINUTES have passed since the last failure. Client address = REMOTE_ADDR.
+# username from one client address, the next attempt from that address, right password or not,
+# is a 429 until LOGIN_LOCKOUT_MINUTES have passed since the last failure. The same username
+# from another address is not locked: others' failures never lock a user out.
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",
     "django.contrib.auth.backends.ModelBackend",
@@ -193,12 +205,27 @@ LOGIN_FAILURE_LIMIT = env_int("LOGIN_FAILURE_LIMIT", 10, minimum=1)
 AXES_FAILURE_LIMIT = LOGIN_FAILURE_LIMIT + 1  # axes refuses the attempt that reaches its limit
 AXES_COOLOFF_TIME = timedelta(minutes=env_int("LOGIN_LOCKOUT_MINUTES", 15, minimum=1))
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_CLIENT_IP_CALLABLE = "kai_portal.core.client_address.client_address"
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
 AXES_VERBOSE = False
 LOGIN_URL = "accounts:login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "accounts:login"
+
+# --- What one request may cost ---------------------------------------------------
+# YAML from users (core/safe_yaml.py) is parsed once by libyaml and counted as it is read: a
+# manifest over MANIFEST_MAX_BYTES is a 413, one with more than MANIFEST_MAX_NODES values
+# (aliases expanded) a 400, before anything is built. KAI's own example manifests have at most
+# 87 values (1.3 KB); a Pod or Job with many containers and env entries has a few hundred. A
+# Queue YAML import holds many queues (one exported queue is ~40 values).
+MANIFEST_MAX_BYTES = env_int("MANIFEST_MAX_BYTES", 256 * 1024, minimum=1024)
+MANIFEST_MAX_NODES = env_int("MANIFEST_MAX_NODES", 5_000, minimum=100)
+QUEUE_YAML_MAX_BYTES = env_int("QUEUE_YAML_MAX_BYTES", 1024 * 1024, minimum=1024)
+QUEUE_YAML_MAX_NODES = env_int("QUEUE_YAML_MAX_NODES", 40_000, minimum=100)
+# Writes per signed-in user (POST/PUT/PATCH/DELETE on the API, and the pages that submit jobs
+# or run a fit check): past it, 429 with Retry-After (core/write_throttle.py).
+WRITE_RATE = env_str("WRITE_RATE", "120/min")
 
 # --- Redis: cache, Celery broker, the scheduling-cycle lock ------------------
 REDIS_URL = env_str("REDIS_URL", "redis://127.0.0.1:6379/0")
@@ -304,11 +331,14 @@ REST_FRAMEWORK = {
         "rest_framework.renderers.BrowsableAPIRenderer",
     ],
     "EXCEPTION_HANDLER": "kai_portal.core.api.exception_handler",
-    # Failed token authentications per client address (accounts/tokens.py: FailedTokenThrottle).
+    # Failed token authentications per client address and per token prefix (accounts/tokens.py:
+    # FailedTokenThrottle); a valid token is never throttled by failures.
     "DEFAULT_THROTTLE_RATES": {"token_failure": env_str("TOKEN_FAILURE_RATE", "30/min")},
-    # Client address for throttling: REMOTE_ADDR, or the address NUM_PROXIES trusted proxies
-    # in front saw (X-Forwarded-For); DRF's default would trust a client's own X-Forwarded-For.
-    "NUM_PROXIES": env_int("NUM_PROXIES", 0, minimum=0),
+    # Writes per user (core/write_throttle.py, rate WRITE_RATE); reads are not throttled.
+    "DEFAULT_THROTTLE_CLASSES": ["kai_portal.core.write_throttle.WriteRateThrottle"],
+    # DRF's own client address (its throttles' get_ident): as ours; its default (None) would
+    # trust a client's own X-Forwarded-For.
+    "NUM_PROXIES": NUM_PROXIES,
     "COERCE_DECIMAL_TO_STRING": False,
     "DATETIME_FORMAT": "iso-8601",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
@@ -324,6 +354,8 @@ SPECTACULAR_SETTINGS = {
     ),
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
+    # Everyone with API_SCHEMA_PUBLIC, else signed-in users (core/api_docs.py).
+    "SERVE_PERMISSIONS": ["kai_portal.core.schema_access.SchemaAccess"],
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
@@ -360,13 +392,23 @@ STORAGES = {
 # --- Security: everything check --deploy wants, on whenever DEBUG is off -------
 SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", not DEBUG)
 SECURE_REDIRECT_EXEMPT = [r"^healthz$"]  # plain-HTTP container health checks
-# /metrics is open to any scraper unless this is set (then: Authorization: Bearer <token>).
+# /metrics: with METRICS_TOKEN set, only for "Authorization: Bearer <token>"; without it, open
+# only with METRICS_PUBLIC (default: DEBUG), else 403. The metrics name every queue and team and
+# their usage: a production portal shows them to its scraper, not to anyone who asks.
 METRICS_TOKEN = env_secret("METRICS_TOKEN")
+METRICS_PUBLIC = env_bool("METRICS_PUBLIC", DEBUG)
+# The OpenAPI schema and the API docs: everyone, or (default with DEBUG off) signed-in users only.
+API_SCHEMA_PUBLIC = env_bool("API_SCHEMA_PUBLIC", DEBUG)
 if env_bool("TRUST_X_FORWARDED_PROTO", False):
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 0 if DEBUG else 31_536_000, minimum=0)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = not DEBUG
-SECURE_HSTS_PRELOAD = not DEBUG
+# Preload is a commitment beyond this site: once a browser vendor ships the domain in its
+# preload list, every subdomain is HTTPS-only in every browser for months, whatever this
+# header says later. So it is the operator's decision (opt-in), and check --deploy's reminder
+# (security.W021) is silenced until it is made.
+SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", False)
+SILENCED_SYSTEM_CHECKS = [] if SECURE_HSTS_PRELOAD else ["security.W021"]
 SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"
 SESSION_COOKIE_SECURE = not DEBUG

@@ -26,3 +26,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if marker is not None:
             reason = marker.args[0] if marker.args else "needs PostgreSQL"
             item.add_marker(pytest.mark.skip(reason=f"SQLite run: {reason}"))
+
+
+@pytest.fixture
+def demo_passwords(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``seed_demo`` refuses to run with DEBUG off (as tests run) without both demo passwords;
+    these are the values ``make run`` (DEBUG on) defaults to."""
+    monkeypatch.setenv("DEMO_ADMIN_PASSWORD", "admin")
+    monkeypatch.setenv("DEMO_USER_PASSWORD", "demo")

@@ -19,9 +19,11 @@ from django.utils import timezone
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, exceptions, permissions
 from rest_framework.request import Request
+from rest_framework.settings import api_settings
 from rest_framework.throttling import SimpleRateThrottle
 
 from kai_portal.accounts.models import ApiToken
+from kai_portal.core.client_address import client_address
 
 SECRET_PREFIX = "kai_"
 PREFIX_LENGTH = 12
@@ -60,35 +62,55 @@ def tokens_of(user: Any) -> Any:
 
 
 class FailedTokenThrottle(SimpleRateThrottle):
-    """Failed token authentications per client address (rate ``token_failure``, e.g. 30/min).
+    """Failed token authentications per key (rate ``token_failure``, e.g. 30/min).
 
-    DRF runs throttles after authentication, so a failed authentication never reaches
-    them; ``ApiTokenAuthentication`` consults this one itself: it records only failures,
-    and while a client is over the rate every token it sends is answered 429."""
+    Two keys are counted for every failure: the client's address (``core/client_address``,
+    through ``NUM_PROXIES`` trusted proxies) and the failed secret's first ``PREFIX_LENGTH``
+    characters. DRF runs throttles after authentication, so a failed authentication never
+    reaches them; ``ApiTokenAuthentication`` consults this one itself, and only for a token
+    that failed: a valid token is never refused because of failures, its own address's or
+    anyone else's (a 256-bit secret is not guessed in 30 tries a minute or in 30 million)."""
 
     scope = "token_failure"
 
+    def __init__(self, ident: str) -> None:
+        self.ident = ident
+        super().__init__()
+
+    def get_rate(self) -> str | None:
+        # Read when used, not when the class is defined, so a changed setting applies.
+        rate = api_settings.DEFAULT_THROTTLE_RATES.get(self.scope)
+        return None if rate is None else str(rate)
+
     def get_cache_key(self, request: Any, view: Any) -> str:
-        return self.cache_format % {"scope": self.scope, "ident": self.get_ident(request)}
+        return self.cache_format % {"scope": self.scope, "ident": self.ident}
 
-    def over_limit(self, request: Any) -> bool:
-        """Whether the client is over the rate now, without counting this request."""
-        self.key = self.get_cache_key(request, None)
-        self.history = self.cache.get(self.key, [])
-        self.now = self.timer()
-        # Set by SimpleRateThrottle.__init__ from the rate (the stubs do not declare them).
-        count, duration = self.num_requests, self.duration  # type: ignore[attr-defined]
-        self.history = [t for t in self.history if t > self.now - duration]
-        return len(self.history) >= count
-
-    def record_failure(self, request: Any) -> bool:
-        """Count one failure; False when it takes the client over the rate."""
-        return bool(self.allow_request(request, None))  # type: ignore[arg-type]  # no view involved
+    def record_failure(self) -> bool:
+        """Count one failure; False when the key is (or now goes) over the rate."""
+        return bool(self.allow_request(None, None))  # type: ignore[arg-type]  # no request or view involved
 
 
-def _refuse(request: Any, throttle: FailedTokenThrottle, message: str) -> Exception:
-    if not throttle.record_failure(request):
-        return exceptions.Throttled(throttle.wait())
+def failure_keys(request: Any, secret: str | None) -> list[FailedTokenThrottle]:
+    """The throttles a failed token counts against: its client's address and its prefix."""
+    keys = [FailedTokenThrottle(f"address:{client_address(request)}")]
+    if secret:
+        keys.append(FailedTokenThrottle(f"prefix:{secret[:PREFIX_LENGTH]}"))
+    return keys
+
+
+def _refuse(request: Any, secret: str | None, message: str) -> Exception:
+    """A failed token: 401, or 429 when its address or its prefix has failed too often."""
+    waits = []
+    for throttle in failure_keys(request, secret):
+        # Every key counts the failure, even when another is already over its rate.
+        if not throttle.record_failure():
+            waits.append(throttle.wait() or 0.0)
+    if waits:
+        return exceptions.Throttled(
+            max(waits),
+            detail="Too many failed API token attempts from this address or with this token prefix; "
+            "a valid token still works.",
+        )
     return exceptions.AuthenticationFailed(message)
 
 
@@ -96,7 +118,8 @@ class ApiTokenAuthentication(authentication.BaseAuthentication):
     """DRF authentication from ``Authorization: Bearer <secret>`` or ``Token <secret>``.
 
     Guessing is throttled: past the ``token_failure`` rate of failures from one client
-    address, every token it sends is a 429 (``FailedTokenThrottle``)."""
+    address, or with one token prefix, every *failed* token is a 429 instead of a 401
+    (``FailedTokenThrottle``); a valid token is always accepted."""
 
     keyword = "Bearer"
 
@@ -104,22 +127,19 @@ class ApiTokenAuthentication(authentication.BaseAuthentication):
         header = authentication.get_authorization_header(request).split()
         if not header or header[0].decode("latin-1").lower() not in _KEYWORDS:
             return None
-        throttle = FailedTokenThrottle()
-        if throttle.over_limit(request):
-            raise exceptions.Throttled(throttle.wait())
         if len(header) != 2:
-            raise _refuse(request, throttle, "Invalid Authorization header: expected 'Bearer <token>'.")
+            raise _refuse(request, None, "Invalid Authorization header: expected 'Bearer <token>'.")
         try:
             secret = header[1].decode("ascii")
         except UnicodeDecodeError:
-            raise _refuse(request, throttle, "Invalid token.") from None
+            raise _refuse(request, None, "Invalid token.") from None
         token = (
             ApiToken.objects.select_related("user")
             .filter(key_hash=hash_secret(secret), revoked_at__isnull=True)
             .first()
         )
         if token is None or not token.user.is_active:
-            raise _refuse(request, throttle, "Invalid or revoked token.")
+            raise _refuse(request, secret, "Invalid or revoked token.")
         now = timezone.now()
         if token.last_used_at is None or now - token.last_used_at > _TOUCH_EVERY:
             ApiToken.objects.filter(pk=token.pk).filter(

@@ -21,7 +21,7 @@ from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
 from kai_portal.audit.context import acting_as
-from kai_portal.core import outages
+from kai_portal.core import outages, write_throttle
 
 
 class StandardPagination(PageNumberPagination):
@@ -77,6 +77,12 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         exc = Conflict(f"Still referenced by {', '.join(names)}; remove those first.")
     elif isinstance(exc, Http404):
         exc = exceptions.NotFound("Not found.")
+    elif isinstance(exc, exceptions.Throttled) and str(exc.detail).startswith(
+        str(exceptions.Throttled.default_detail)
+    ):
+        # DRF's own throttle check: the only throttle class there is the write rate.
+        wait = getattr(exc, "wait", None)  # set by Throttled.__init__ (the stubs do not declare it)
+        exc = exceptions.Throttled(wait, detail=write_throttle.refusal(wait))
     return drf_exception_handler(exc, context)
 
 

@@ -4,8 +4,9 @@
 (jobs already submitted are never touched, so a running demo keeps its
 state). Passwords are set only when a user is created: the portal admin
 ``admin`` gets ``DEMO_ADMIN_PASSWORD`` (default ``admin``), every team user
-``DEMO_USER_PASSWORD`` (default ``demo``). Demo credentials only; never run
-this against a real deployment.
+``DEMO_USER_PASSWORD`` (default ``demo``). The defaults are for ``make run``
+(DEBUG on) only: with DEBUG off both must be set (``demo_passwords``), or a
+portal reachable by others would have an ``admin``/``admin`` superuser.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from datetime import timedelta
 from decimal import Decimal
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import transaction
 
@@ -159,6 +161,24 @@ JOBS: list[dict[str, Any]] = [
 ]  # fmt: skip
 
 
+class MissingDemoPassword(Exception):
+    """DEBUG is off and a demo password is not set: nothing is created."""
+
+
+def demo_passwords() -> tuple[str, str]:
+    """The admin's and the team users' passwords: the environment's, else (DEBUG only) the defaults."""
+    admin = os.environ.get("DEMO_ADMIN_PASSWORD", "")
+    member = os.environ.get("DEMO_USER_PASSWORD", "")
+    missing = [name for name, value in (("DEMO_ADMIN_PASSWORD", admin), ("DEMO_USER_PASSWORD", member))
+               if not value]  # fmt: skip
+    if missing and not settings.DEBUG:
+        raise MissingDemoPassword(
+            f"DEBUG is off: set {' and '.join(missing)} in the environment to the demo users' passwords "
+            "(the defaults admin/demo are only for DEBUG=1, e.g. make run). Nothing was created."
+        )
+    return admin or "admin", member or "demo"
+
+
 @transaction.atomic
 def seed() -> bool:
     """Create the demo cluster, teams, users, queue tree and jobs (idempotent).
@@ -167,9 +187,10 @@ def seed() -> bool:
     truth and a job is real pods, so only the pools, people and queues are made; returns
     False then (no demo nodes or jobs).
     """
+    passwords = demo_passwords()  # first: a refusal creates nothing
     simulated = not cluster_jobs.enabled()
     _seed_cluster(with_nodes=simulated)
-    users = _seed_people()
+    users = _seed_people(*passwords)
     _seed_queues()
     if simulated:
         _seed_jobs(users)
@@ -204,17 +225,16 @@ def _seed_cluster(*, with_nodes: bool) -> None:
                 )
 
 
-def _seed_people() -> dict[str, Any]:
+def _seed_people(admin_password: str, password: str) -> dict[str, Any]:
     user_model = get_user_model()
     users: dict[str, Any] = {}
     admin, created = user_model.objects.get_or_create(
         username="admin", defaults={"is_staff": True, "is_superuser": True, "email": "admin@example.com"}
     )
     if created:
-        admin.set_password(os.environ.get("DEMO_ADMIN_PASSWORD", "admin"))
+        admin.set_password(admin_password)
         admin.save()
     users["admin"] = admin
-    password = os.environ.get("DEMO_USER_PASSWORD", "demo")
     for slug, name in TEAMS.items():
         team, _ = Team.objects.update_or_create(slug=slug, defaults={"name": name})
         for suffix, role in (("lead", Membership.Role.ADMIN), ("dev1", Membership.Role.MEMBER),

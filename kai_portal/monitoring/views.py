@@ -29,11 +29,14 @@ def healthz(request: HttpRequest) -> JsonResponse:
 
 
 def readyz(request: HttpRequest) -> JsonResponse:
-    """Readiness: 200 when the database answers, else 503; Redis is reported (``degraded``)."""
+    """Readiness: 200 when the database answers, else 503 ``unavailable``. Redis down is 200
+    ``degraded``: pages and the API work without it, so an orchestrator must keep the pod in
+    rotation (taking every web pod out for a Redis outage would turn a slowdown into an outage)."""
     checks = readiness_checks()
     ready = all(check.ok for check in checks)
+    degraded = any(check.error for check in checks)
     body = {
-        "status": "ok" if ready else "unavailable",
+        "status": ("degraded" if degraded else "ok") if ready else "unavailable",
         "checks": {check.name: _state(check) for check in checks},
     }
     return JsonResponse(body, status=200 if ready else 503)
@@ -47,8 +50,16 @@ def _state(check: Check) -> str:
 
 
 def metrics(request: HttpRequest) -> HttpResponse:
-    """Prometheus text format; with ``METRICS_TOKEN`` set, only for ``Authorization: Bearer <token>``."""
+    """Prometheus text format; with ``METRICS_TOKEN`` set, only for ``Authorization: Bearer <token>``;
+    without one, only with ``METRICS_PUBLIC`` (the default with DEBUG on)."""
     token = settings.METRICS_TOKEN
+    if not token and not settings.METRICS_PUBLIC:
+        return HttpResponse(
+            "metrics are closed: set METRICS_TOKEN (scrapers then send Authorization: Bearer <token>) "
+            "or METRICS_PUBLIC=1 to open them to anyone who can reach this address\n",
+            status=403,
+            content_type="text/plain",
+        )
     if token:
         given = request.headers.get("Authorization", "")
         if not hmac.compare_digest(given.encode(), f"Bearer {token}".encode()):

@@ -22,7 +22,6 @@ its children's together); the first error aborts it and nothing is saved.
 
 from __future__ import annotations
 
-import contextlib
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -92,6 +91,10 @@ class QueueYamlError(Exception):
         return self
 
 
+class QueueYamlTooLarge(QueueYamlError):
+    """A file over ``QUEUE_YAML_MAX_BYTES`` (the API answers 413)."""
+
+
 @dataclass
 class QueueDocument:
     index: int
@@ -118,19 +121,15 @@ _GLUED_FLOW = re.compile(r"^\s*(?:-\s+)?[\w.\-/]+:[{\[]")
 
 
 def parse_documents(text: str) -> list[QueueDocument]:
-    nodes: list[yaml.Node] = []
-    end = 0  # line (from 0) where the last complete document ended
     try:
-        # Bounds first (alias bombs, deep nesting), on the flat event stream: composing and the
-        # key-line walk below would otherwise see every alias expanded. A syntax error there is
-        # left to the composer, which stops at the same place and knows the document and line.
-        with contextlib.suppress(yaml.YAMLError):
-            safe_yaml.check_bounds(text)
-        for node in yaml.compose_all(text, Loader=yaml.SafeLoader):
-            nodes.append(node)
-            end = node.end_mark.line if node is not None else end
-    except yaml.YAMLError as exc:
-        raise _syntax_error(text, len(nodes) + 1, exc, end) from None
+        # Parsed once by libyaml and counted as it is read (core/safe_yaml.py): bytes, nesting and
+        # values (aliases expanded) are bounded before anything is built, so the key-line walk
+        # below never sees an alias bomb.
+        nodes = safe_yaml.compose_all(text, safe_yaml.queue_yaml_bounds())
+    except safe_yaml.YamlSyntaxError as exc:
+        raise _syntax_error(text, exc.document, exc, exc.after_line) from None
+    except safe_yaml.TooLargeYamlError as exc:
+        raise QueueYamlTooLarge(0, "(yaml)", f"the file {exc} (QUEUE_YAML_MAX_BYTES)") from None
     except safe_yaml.UnsafeYamlError as exc:
         raise QueueYamlError(0, "(yaml)", f"the document {exc}") from None
     docs: list[QueueDocument] = []
@@ -140,7 +139,7 @@ def parse_documents(text: str) -> list[QueueDocument]:
             continue
         lines = _key_lines(node)
         try:
-            raw = yaml.SafeLoader("").construct_document(node)
+            raw = safe_yaml.construct(node)
         except yaml.YAMLError as exc:  # e.g. an unhashable key, found while constructing
             raise _syntax_error(text, index, exc, node.start_mark.line) from None
         glued = next((k for k in lines if re.search(r":[{\[]", k.rpartition(".")[2])), None)

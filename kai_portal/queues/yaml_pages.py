@@ -22,6 +22,7 @@ from django.views.decorators.http import require_http_methods
 
 from kai_portal.audit.models import AuditEntry
 from kai_portal.core.access import get_visible_or_404
+from kai_portal.core.write_throttle import throttle_writes
 from kai_portal.queues import cluster_writes
 from kai_portal.queues.kai_yaml import ImportResult, QueueYamlError, export_queues, import_queues
 from kai_portal.queues.models import Queue
@@ -89,6 +90,7 @@ def preview(text: str) -> tuple[ImportResult, list[PlannedChange]]:
 
 @login_required
 @require_http_methods(["GET", "POST"])
+@throttle_writes
 def queue_import(request: HttpRequest) -> HttpResponse:
     """Portal admins only (403 otherwise). ``preview`` first; ``apply`` imports and audit-logs."""
     if not getattr(request.user, "is_portal_admin", False):

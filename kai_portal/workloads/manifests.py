@@ -97,6 +97,10 @@ class ManifestError(Exception):
         super().__init__(f"{path}: {message}")
 
 
+class ManifestTooLarge(ManifestError):
+    """A manifest over ``MANIFEST_MAX_BYTES`` (the API answers 413)."""
+
+
 @dataclass
 class _Source:
     """Where each job field came from, so model-level errors name a manifest path."""
@@ -122,9 +126,11 @@ def _load(text: str | bytes | dict[str, Any]) -> dict[str, Any]:
     if not text.strip():
         raise ManifestError("(body)", "is empty; send a Pod or batch/v1 Job manifest as YAML or JSON")
     try:
-        docs = [d for d in safe_yaml.load_all(text) if d is not None]
+        docs = [d for d in safe_yaml.load_all(text, safe_yaml.manifest_bounds()) if d is not None]
     except yaml.YAMLError as exc:
         raise ManifestError("(body)", f"is not valid YAML or JSON: {exc}") from None
+    except safe_yaml.TooLargeYamlError as exc:
+        raise ManifestTooLarge("(body)", f"{exc} (MANIFEST_MAX_BYTES)") from None
     except safe_yaml.UnsafeYamlError as exc:
         raise ManifestError("(body)", str(exc)) from None
     if len(docs) != 1:

@@ -20,6 +20,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 from kai_portal.core import units
 from kai_portal.core.access import get_visible_or_404
 from kai_portal.core.htmx import page_or_fragment
+from kai_portal.core.write_throttle import throttle_writes
 from kai_portal.queues.models import Queue
 from kai_portal.scheduling import forecast_store
 from kai_portal.scheduling.fitcheck import check_fit
@@ -198,6 +199,7 @@ def job_cancel(request: HttpRequest, uid: str) -> HttpResponse:
 
 @login_required
 @require_http_methods(["GET", "POST"])
+@throttle_writes
 def job_submit(request: HttpRequest) -> HttpResponse:
     """The submission form, limited to the leaf queues of the user's teams."""
     initial: dict[str, Any] | None = {"queue": request.GET.get("queue")} if request.GET.get("queue") else None
@@ -228,6 +230,7 @@ def job_submit(request: HttpRequest) -> HttpResponse:
 
 @login_required
 @require_POST
+@throttle_writes
 def job_fit_check(request: HttpRequest) -> HttpResponse:
     """htmx: the fit verdict for the submit form's current values (nothing is saved)."""
     data = request.POST.copy()
@@ -243,6 +246,7 @@ def job_fit_check(request: HttpRequest) -> HttpResponse:
 
 @login_required
 @require_http_methods(["GET", "POST"])
+@throttle_writes
 def job_submit_yaml(request: HttpRequest) -> HttpResponse:
     """Submit a Kubernetes Pod or Job manifest carrying KAI's labels and annotations."""
     form = ManifestSubmitForm(request.POST or None)

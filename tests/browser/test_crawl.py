@@ -22,7 +22,11 @@ from django.utils import timezone
 
 from tests.browser.conftest import LiveLoop, failed_request, run_cycle, sign_in
 
-pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.usefixtures("demo_passwords"),
+]
 
 # Links that change state or leave the portal's pages; everything else is followed.
 SKIP_PARTS = ("/logout", "/admin/", "/static/", "/api/", "cancel", "delete", ".csv", "download")

@@ -145,3 +145,14 @@ def test_the_web_healthcheck_calls_the_readiness_endpoint():
 def test_the_worker_healthcheck_is_a_management_command():
     argv = SERVICES["worker"]["healthcheck"]["test"]
     assert argv[:3] == ["CMD", "python", "manage.py"] and argv[3] in get_commands()
+
+
+def test_there_is_no_default_database_password():
+    """docker compose up without POSTGRES_PASSWORD in .env fails with the message, instead of
+    starting PostgreSQL with a password everyone who read this file knows (issue 26)."""
+    text = (ROOT / "docker-compose.yml").read_text()
+    uses = re.findall(r"\$\{POSTGRES_PASSWORD([^}]*)\}", text)
+    assert len(uses) == 2  # the postgres service and the portal's DATABASE_URL
+    for use in uses:
+        assert use.startswith(":?") and "set POSTGRES_PASSWORD in .env" in use, use
+    assert "POSTGRES_PASSWORD=\n" in (ROOT / ".env.example").read_text()

@@ -588,3 +588,20 @@ def test_the_gpu_sharing_webhook_is_served_over_tls_and_registered_for_pod_creat
     assert "set gpuSharing.webhook.caBundle" in render(
         *REQUIRED, "gpuSharing.webhook.tlsSecret=my-tls", ok=False
     )
+
+
+def test_the_client_address_is_read_through_the_ingress_by_default():
+    """Behind an ingress every request comes from the ingress's address; with NUM_PROXIES unset
+    one client's failed tokens or passwords throttled or locked out every client (issue 26)."""
+    config = by_kind(render(*REQUIRED))[("ConfigMap", "kai-kai-portal")]["data"]
+    assert config["NUM_PROXIES"] == "1"
+    direct = by_kind(render(*REQUIRED, "config.numProxies=0"))[("ConfigMap", "kai-kai-portal")]["data"]
+    assert direct["NUM_PROXIES"] == "0"
+
+
+def test_metrics_and_the_api_schema_are_closed_unless_the_values_open_them():
+    config = by_kind(render(*REQUIRED))[("ConfigMap", "kai-kai-portal")]["data"]
+    assert (config["DEBUG"], config["METRICS_PUBLIC"], config["API_SCHEMA_PUBLIC"]) == ("0", "0", "0")
+    opened = by_kind(render(*REQUIRED, "metrics.public=true", "config.apiSchemaPublic=true"))
+    data = opened[("ConfigMap", "kai-kai-portal")]["data"]
+    assert (data["METRICS_PUBLIC"], data["API_SCHEMA_PUBLIC"]) == ("1", "1")

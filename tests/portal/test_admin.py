@@ -8,7 +8,7 @@ from django.contrib import admin
 from django.core.management import call_command
 from django.urls import reverse
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("demo_passwords")]
 
 MODELS = sorted(admin.site._registry, key=lambda m: m._meta.label)
 

@@ -24,7 +24,7 @@ from kai_portal.workloads.manifests import ManifestError, submit_manifest
 from kai_portal.workloads.models import Job
 from tests.portal import factories
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("demo_passwords")]
 
 
 def test_a_child_queue_is_in_its_parents_pool_and_a_department_defaults_to_the_default_pool() -> None:

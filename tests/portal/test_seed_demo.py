@@ -4,14 +4,14 @@ from io import StringIO
 
 import pytest
 from django.apps import apps
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 from django.test import Client
 
 from kai_portal.cluster.models import GpuDevice, Node, NodePool
 from kai_portal.queues.models import Queue
 from kai_portal.workloads.models import Job
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("demo_passwords")]
 
 
 def counts() -> dict[str, int]:
@@ -65,3 +65,38 @@ def test_seed_demo_prints_sign_in_details_that_work(client: Client) -> None:
         response = client.post("/accounts/login/", {"username": username, "password": password})
         assert response.status_code == 302 and client.session.get("_auth_user_id"), username
         client.post("/accounts/logout/")
+
+
+@pytest.mark.parametrize(
+    "unset",
+    [("DEMO_ADMIN_PASSWORD",), ("DEMO_USER_PASSWORD",), ("DEMO_ADMIN_PASSWORD", "DEMO_USER_PASSWORD")],
+)
+def test_with_debug_off_seed_demo_refuses_default_passwords_and_creates_nothing(
+    settings: object, monkeypatch: pytest.MonkeyPatch, unset: tuple[str, ...]
+) -> None:
+    """A portal seeded with DEBUG off is reachable by others: an admin/admin superuser there is
+    anyone's (issue 26). Without the passwords it refuses, naming the variables, before creating anything."""
+    settings.DEBUG = False  # type: ignore[attr-defined]
+    for name in unset:
+        monkeypatch.delenv(name, raising=False)
+    before = counts()
+    with pytest.raises(CommandError) as refused:
+        call_command("seed_demo", stdout=StringIO())
+    for name in unset:
+        assert name in str(refused.value)
+    assert "DEBUG is off" in str(refused.value) and "Nothing was created" in str(refused.value)
+    assert counts() == before
+
+
+def test_with_debug_off_seed_demo_uses_the_passwords_it_is_given(
+    settings: object, monkeypatch: pytest.MonkeyPatch, client: Client
+) -> None:
+    settings.DEBUG = False  # type: ignore[attr-defined]
+    monkeypatch.setenv("DEMO_ADMIN_PASSWORD", "a-long-admin-secret")
+    monkeypatch.setenv("DEMO_USER_PASSWORD", "a-long-member-secret")
+    call_command("seed_demo", stdout=StringIO())
+    for username, password in (("admin", "admin"), ("vision-dev1", "demo")):
+        refused = client.post("/accounts/login/", {"username": username, "password": password})
+        assert refused.status_code == 200 and not client.session.get("_auth_user_id"), username
+    response = client.post("/accounts/login/", {"username": "admin", "password": "a-long-admin-secret"})
+    assert response.status_code == 302 and client.session.get("_auth_user_id")

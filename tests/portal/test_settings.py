@@ -142,3 +142,19 @@ def test_leader_election_timings_that_would_let_two_replicas_bind_are_refused(tm
     assert result.returncode != 0
     assert "LEADER_ELECTION_RENEW_DEADLINE_SECONDS < LEADER_ELECTION_LEASE_DURATION_SECONDS" in result.stderr
     assert _manage(["check"], key, tmp_path).returncode == 0
+
+
+@pytest.mark.django_db
+def test_hsts_preload_is_opt_in(tmp_path: Path, client) -> None:
+    """Preloading commits every subdomain to HTTPS in every browser for months: the operator's
+    choice (SECURE_HSTS_PRELOAD), not a default (issue 26). check --deploy is clean either way."""
+    header = client.get("/accounts/login/", secure=True)["Strict-Transport-Security"]
+    assert header == "max-age=31536000; includeSubDomains"
+    key = {"SECRET_KEY": "x7!Qp2-production-like-secret-key-with-enough-entropy-0123456789"}
+    code = "from django.conf import settings; print(settings.SECURE_HSTS_PRELOAD)"
+    show = ["shell", "--no-imports", "-c", code]
+    assert _manage(show, key, tmp_path).stdout.strip() == "False"
+    opted_in = {**key, "SECURE_HSTS_PRELOAD": "1"}
+    assert _manage(show, opted_in, tmp_path).stdout.strip() == "True"
+    check = _manage(["check", "--deploy", "--fail-level", "WARNING"], opted_in, tmp_path)
+    assert check.returncode == 0, check.stdout + check.stderr

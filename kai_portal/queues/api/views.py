@@ -24,7 +24,15 @@ from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from kai_portal.core.api import TEXT_PARSERS, Conflict, api_actor, body_text, check_not_stale, etag_for
+from kai_portal.core.api import (
+    TEXT_PARSERS,
+    Conflict,
+    PayloadTooLarge,
+    api_actor,
+    body_text,
+    check_not_stale,
+    etag_for,
+)
 from kai_portal.queues import cluster_writes, kai_yaml
 from kai_portal.queues.api.serializers import (
     QueueImportResultSerializer,
@@ -200,6 +208,8 @@ class QueueViewSet(viewsets.ModelViewSet):
             with transaction.atomic(), api_actor(request), _cluster_refusals():
                 result = kai_yaml.import_queues(text)
                 cluster_writes.publish_imported(result.created + result.updated)
+        except kai_yaml.QueueYamlTooLarge as exc:
+            raise PayloadTooLarge(str(exc)) from None
         except kai_yaml.QueueYamlError as exc:
             raise exceptions.ValidationError(
                 # DRF turns every leaf into a string anyway; str() only makes that visible to the stubs.

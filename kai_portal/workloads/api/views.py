@@ -35,7 +35,7 @@ from kai_portal.workloads.api.serializers import (
 )
 from kai_portal.workloads.choices import JobState, PodState
 from kai_portal.workloads.filtersets import JobFilterSet, PodFilterSet
-from kai_portal.workloads.manifests import EXAMPLE_MANIFEST, ManifestError, submit_manifest
+from kai_portal.workloads.manifests import EXAMPLE_MANIFEST, ManifestError, ManifestTooLarge, submit_manifest
 from kai_portal.workloads.models import Job, Pod
 
 if TYPE_CHECKING:
@@ -210,13 +210,14 @@ class JobViewSet(
         "`kai.scheduler/queue` (or legacy `runai/queue`), `gpu-fraction`, `gpu-memory`, "
         "`gpu-fraction-num-devices`, `nvidia.com/gpu` limits, `priorityClassName`, "
         "`kai.scheduler/preemptibility`, `kai.scheduler/batch-min-member`, `kai.scheduler/node-pool`. "
-        "A bad manifest is a 400 naming the path that is wrong; nothing is created.",
+        "A bad manifest is a 400 naming the path that is wrong; nothing is created. A manifest over "
+        "`MANIFEST_MAX_BYTES` is a 413, one with more than `MANIFEST_MAX_NODES` values a 400.",
         request={
             "application/yaml": OpenApiTypes.STR,
             "application/json": OpenApiTypes.OBJECT,
             "text/plain": OpenApiTypes.STR,
         },
-        responses={201: JobSerializer, 400: ManifestErrorSerializer},
+        responses={201: JobSerializer, 400: ManifestErrorSerializer, 413: ManifestErrorSerializer},
         parameters=[IDEMPOTENCY_KEY],
         examples=[OpenApiExample("batch Job", value=EXAMPLE_MANIFEST, media_type="application/yaml")],
         filters=False,
@@ -238,9 +239,10 @@ class JobViewSet(
             job, created = submit_manifest(text, request.user, idempotency_key=key)
         except ManifestError as exc:
             problems = [{"path": path, "message": message} for path, message in exc.problems]
+            too_large = isinstance(exc, ManifestTooLarge)
             return Response(
                 {"detail": str(exc), "path": exc.path, "message": exc.message, "problems": problems},
-                status=status.HTTP_400_BAD_REQUEST,
+                status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE if too_large else status.HTTP_400_BAD_REQUEST,
             )
         except cluster_jobs.ClusterRefused as exc:
             return _refused(exc)

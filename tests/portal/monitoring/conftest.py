@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from django.test import Client
@@ -29,6 +30,13 @@ class Loop:
 
     def run_many(self, count: int, every: float = 5) -> list[SchedulingCycle]:
         return [self.run(every) for _ in range(count)]
+
+
+@pytest.fixture(autouse=True)
+def metrics_open(settings: Any) -> None:
+    """The test settings are production's, where /metrics is closed without a token; these tests
+    are about what it says (access: tests/portal/hardening/test_closed_by_default.py)."""
+    settings.METRICS_PUBLIC = True
 
 
 @pytest.fixture

@@ -87,7 +87,17 @@ def test_still_ready_but_degraded_when_redis_is_unreachable():
     must not take every web pod out of rotation; readiness says it is degraded."""
     got = probe(database_url_of_tests(), f"redis://127.0.0.1:{closed_port()}/0")
     assert got["ready"] == 200 and got["live"] == 200
-    assert got["body"]["checks"] == {"database:default": "ok", "redis": "degraded: ConnectionError"}
+    assert got["body"] == {
+        "status": "degraded",
+        "checks": {"database:default": "ok", "redis": "degraded: ConnectionError"},
+    }
+
+
+def test_the_readme_says_what_readiness_answers():
+    """The README once said /readyz is 503 while Redis is unreachable; it answers 200 degraded."""
+    text = " ".join((ROOT / "README.md").read_text().split())
+    assert "`/readyz` (readiness: 503 `unavailable` while PostgreSQL is unreachable; 200 `degraded`" in text
+    assert "503 while PostgreSQL or Redis" not in text
 
 
 @pytest.mark.django_db
