@@ -27,6 +27,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Any
 
 from django.conf import settings
 from django.db.models import Count, F
@@ -44,6 +45,9 @@ NOT_CONSIDERED = "NotConsidered"
 LIGHT_COLUMNS = ("pk", "queue_id", "name", "priority", "created_at", "min_member", "gpu_fraction",
                  "gpu_count", "gpu_memory_mib", "gpu_fraction_devices", "cpu_millicores",
                  "memory_mib")  # fmt: skip
+
+
+Row = tuple[Any, ...]  # a job's LIGHT_COLUMNS
 
 
 @dataclass
@@ -100,9 +104,9 @@ def plan(nodes: list[scheduler.Node], queues: list[scheduler.Queue], queue_ids: 
     # Bound or running pods of those jobs (their elastic state is part of the job order).
     active: dict[int, int] = {}
     for part in bulk.id_slices([row[0] for row in jobs]):
-        rows = Pod.objects.filter(bulk.AnyOf(F("job_id"), part), state__in=[PodState.BOUND, PodState.RUNNING])
-        active.update(rows.values_list("job_id").annotate(n=Count("pk")).order_by())
-    by_queue: dict[int, list[tuple]] = {}
+        held = Pod.objects.filter(bulk.AnyOf(F("job_id"), part), state__in=[PodState.BOUND, PodState.RUNNING])
+        active.update(held.values_list("job_id").annotate(n=Count("pk")).order_by())
+    by_queue: dict[int, list[Row]] = {}
     for row in jobs:
         by_queue.setdefault(row[1], []).append(row)
     for queue_id, rows in by_queue.items():
@@ -110,11 +114,11 @@ def plan(nodes: list[scheduler.Node], queues: list[scheduler.Queue], queue_ids: 
         if name is None:
             continue  # a queue the snapshot does not have: the engine says so for each job
         rows.sort(key=lambda r: _job_order(r, active.get(r[0], 0)))
-        _plan_queue(out, rows, rooms.get(name, ({}, 0.0)), active, depth, task_budget)
+        _plan_queue(out, rows, rooms[name], active, depth, task_budget)
     return out
 
 
-def _job_order(row: tuple, active: int) -> tuple[object, ...]:
+def _job_order(row: Row, active: int) -> tuple[object, ...]:
     """KAI's job order inside a queue (``scheduler.ordering.job_key``) from a job's columns."""
     pk, _queue, name, priority, created_at, min_member = row[:6]
     gang_min = max(int(min_member), 1)
@@ -122,7 +126,7 @@ def _job_order(row: tuple, active: int) -> tuple[object, ...]:
     return (-priority, elastic, created_at or datetime.max.replace(tzinfo=UTC), name, pk)
 
 
-def _shape(row: tuple) -> tuple[float, float, int, float, float]:
+def _shape(row: Row) -> tuple[float, float, int, float, float]:
     fraction, count, gpu_memory, devices, cpu, memory = row[6:12]
     gpu = float(fraction) if fraction is not None else float(count or 0)
     return gpu, float(gpu_memory or 0), int(devices or 1), float(cpu or 0), float(memory or 0)
@@ -130,7 +134,7 @@ def _shape(row: tuple) -> tuple[float, float, int, float, float]:
 
 def _plan_queue(
     out: Plan,
-    rows: list[tuple],
+    rows: list[Row],
     room: Room,
     active: Mapping[int, int],
     depth: int,
