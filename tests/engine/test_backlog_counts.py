@@ -60,3 +60,21 @@ def test_a_queues_unlisted_tasks_count_in_its_request_and_fair_share() -> None:
     assert part.queues["a"].requested == full.queues["a"].requested == {"gpu": 21, "cpu": 10_500, "memory": 0}
     assert part.queues["b"].fair_share == full.queues["b"].fair_share
     assert part.queues["a"].fair_share == full.queues["a"].fair_share
+
+
+def test_a_gang_of_10000_stops_at_its_first_task_that_fits_nowhere(monkeypatch: pytest.MonkeyPatch) -> None:
+    """KAI tries a gang's pods in order and stops at the first that fits nowhere: 8 free GPUs give 8
+    placements and one failure, not 10,000 tries."""
+    import importlib
+
+    allocate = importlib.import_module("scheduler.actions.allocate")
+    calls = []
+    place = allocate.place_task
+    monkeypatch.setattr(allocate, "place_task", lambda *a, **k: calls.append(1) or place(*a, **k))
+    gang = _job("gang", "a", 10_000, min_available=10_000)
+
+    result = run_cycle(_snapshot([gang]), Config(actions=("allocate",)))
+
+    assert len(calls) == 9
+    assert not result.allocations
+    assert "Resources were found for 8 pods while 10000 are required" in result.job_messages["gang"]
