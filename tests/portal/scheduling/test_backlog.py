@@ -11,6 +11,7 @@ from __future__ import annotations
 import pytest
 
 import scheduler
+from kai_portal.scheduling import forecast_store
 from kai_portal.scheduling.backlog import NOT_CONSIDERED
 from kai_portal.scheduling.models import Decision, JobMessage
 from kai_portal.scheduling.snapshot import build_snapshot
@@ -114,6 +115,8 @@ def test_the_loop_writes_the_unlisted_pods_reasons_once_and_no_decision_per_pod(
         assert job.message.startswith(f"{NOT_CONSIDERED}: queue 'big' has more pending work ahead")
         assert set(job.pods.values_list("reason", flat=True)) == {job.message}
     assert JobMessage.objects.filter(job__in=left, reason=NOT_CONSIDERED).count() == 3
+    # The forecast has no row for a job left out, and says why instead of "not looked at yet".
+    assert "more pending work ahead of it" in forecast_store.stored_or_not_yet(left[-1]).reason
 
     # Once the pods bound in the first cycle run (the second), nothing changes: nothing is written.
     assert loop.run(5).status == "succeeded"
