@@ -581,9 +581,9 @@ def with_extra_job(inp: CycleInput, job: Job, now: datetime) -> tuple[CycleInput
 def alone_on_cluster(inp: CycleInput, job: scheduler.Job) -> scheduler.CycleResult:
     """The engine's cycle for ``job`` with nothing else on the cluster: can it ever be placed?
 
-    Same nodes and queue tree; no other job and no historical usage, so only the job's own
-    size, the nodes and the queue limits decide.
+    Same nodes and queue tree; no other job (listed or not) and no historical usage, so only the
+    job's own size, the nodes and the queue limits decide.
     """
-    queues = [replace(q, historical_usage={}) for q in inp.snapshot.queues]
+    queues = [replace(q, historical_usage={}, unlisted=[]) for q in inp.snapshot.queues]
     alone = scheduler.Snapshot(nodes=inp.snapshot.nodes, queues=queues, jobs=[job])
     return scheduler.run_cycle(alone, inp.config)
