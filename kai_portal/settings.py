@@ -29,6 +29,11 @@ Environment variables (all optional unless noted):
 ``FORECAST_BUDGET_SECONDS`` (default 2: wall time per cycle for estimated starts),
 ``FORECAST_AFTER_CYCLE`` (default on), ``REASON_RETENTION_DAYS`` (default 14),
 ``USAGE_RETENTION_DAYS`` (default 90)
+``MAX_PENDING_TASKS_PER_MEMBER`` (20,000: per member within one team), ``MAX_PENDING_TASKS_PER_TEAM``
+    (50,000), ``MAX_PENDING_TASKS_PER_QUEUE`` (50,000): default bounds of pending tasks (admins
+    override them per team and queue); ``CYCLE_QUEUE_DEPTH`` (200) and ``CYCLE_QUEUE_TASKS``
+    (10,000): pending jobs and listed tasks of a queue a cycle always considers, before looking at
+    whether the jobs ahead leave room
 ``SECURE_SSL_REDIRECT``, ``SECURE_HSTS_SECONDS``, ``SECURE_HSTS_PRELOAD`` (off: opt in to the
     browsers' preload list), ``TRUST_X_FORWARDED_PROTO``
     (set it when a TLS-terminating proxy in front sets X-Forwarded-Proto),
@@ -281,6 +286,18 @@ if JOB_NAMESPACE_MODE not in {"team", "queue", "fixed"}:
 JOB_NAMESPACE = env_str("JOB_NAMESPACE", "default")
 JOB_NAMESPACE_PREFIX = env_str("JOB_NAMESPACE_PREFIX", "")
 JOB_NAMESPACE_CREATE = env_bool("JOB_NAMESPACE_CREATE", False)
+# Bounds on pending work (issue 26: one member's backlog must not halt scheduling for everyone).
+# A submission that would take a member (within one team), a team or a queue past its bound of
+# pending tasks is refused before anything is saved (workloads/pending_bounds.py); portal admins
+# override the team and queue bounds (and the per-member bound of a team) on the team and queue.
+MAX_PENDING_TASKS_PER_MEMBER = env_int("MAX_PENDING_TASKS_PER_MEMBER", 20_000, minimum=1)
+MAX_PENDING_TASKS_PER_TEAM = env_int("MAX_PENDING_TASKS_PER_TEAM", 50_000, minimum=1)
+MAX_PENDING_TASKS_PER_QUEUE = env_int("MAX_PENDING_TASKS_PER_QUEUE", 50_000, minimum=1)
+# The cycle's cost in a large backlog (scheduling/backlog.py): past this many pending jobs (or
+# listed pending tasks) of a queue in KAI's job order, a job is given to the engine only while what
+# the jobs ahead of it need still leaves room in the pool (KAI's queueDepthPerAction, capacity-aware).
+CYCLE_QUEUE_DEPTH = env_int("CYCLE_QUEUE_DEPTH", 200, minimum=1)
+CYCLE_QUEUE_TASKS = env_int("CYCLE_QUEUE_TASKS", 10_000, minimum=1)
 # Queue positions and estimated starts are computed by the scheduling worker after each
 # cycle (never in a web request); the estimate's simulation gets this much wall time.
 FORECAST_AFTER_CYCLE = env_bool("FORECAST_AFTER_CYCLE", True)

@@ -9,7 +9,7 @@ from scheduler import pools, reasons
 from scheduler.actions import get_action
 from scheduler.fairshare import compute_fair_shares
 from scheduler.gc_pause import gc_paused
-from scheduler.model import RESOURCES, Config, Job, Snapshot, TaskState, clean
+from scheduler.model import RESOURCES, Config, Job, Snapshot, Task, TaskState, clean
 from scheduler.result import CycleResult, Event, QueueOutcome, TaskOutcome
 from scheduler.session import Session, exact_sums
 
@@ -134,6 +134,11 @@ def _requested(
                 acc.append(req)
             elif p.status == _RUNNING and running is None:
                 acc.append(p.charge)
+        if job.more_pending and job.tasks:
+            acc.extend([_request_of(session, job.tasks[-1], by_shape)] * job.more_pending)
+    for qs in session.queues.values():
+        for task, count in qs.queue.unlisted:
+            asks.setdefault(qs.name, []).extend([_request_of(session, task, by_shape)] * count)
     if running is None:
         return {queue: add_up(amounts) for queue, amounts in asks.items()}
     # The running charges are exact in quarters and summed per leaf already (``load_tasks``):
@@ -149,6 +154,17 @@ def _requested(
             pending = {r: pending[r] + sums[k] for k, r in enumerate(RESOURCES, start=1)}
         out[queue] = pending
     return out
+
+
+def _request_of(
+    session: Session, task: Task, by_shape: dict[tuple[float, ...], dict[str, float]]
+) -> dict[str, float]:
+    """A pending task's fair-share request, one dict per task shape."""
+    shape = (task.gpu, task.gpu_memory_mib, task.gpu_fraction_devices, task.cpu_millis, task.memory_mib)
+    req = by_shape.get(shape)
+    if req is None:
+        req = by_shape[shape] = session.pending_request(task)
+    return req
 
 
 def add_up(amounts: list[dict[str, float]]) -> dict[str, float]:

@@ -129,6 +129,10 @@ class Queue:
     # The node pool (KAI scheduling shard) the queue belongs to; None = its parent's, and for a
     # top-level queue the default pool. Its quota and fair share apply in that pool only.
     pool: str | None = None
+    # Pending tasks of the queue's jobs that the snapshot left out (a backlog past what one cycle
+    # can consider), as (a task like theirs, how many): counted in the queue's request (fair
+    # share), never placed.
+    unlisted: list[tuple[Task, int]] = field(default_factory=list)
 
     def res(self, r: str) -> QueueResource:
         return self.resources.get(r) or QueueResource()
@@ -235,6 +239,11 @@ class Job:
     affinity_weight: int = 0
     # Sub-groups with their own minimum; tasks name theirs in ``Task.subgroup``.
     subgroups: list[SubGroup] = field(default_factory=list)
+    # Pending tasks like the job's last one that the snapshot does not list: more than one cycle
+    # could place (a large backlog, e.g. 10,000 tasks on 8 GPUs). They count in the queue's
+    # request (fair share) and are never placed; the listed pending tasks must already include
+    # every task the cycle could place plus one, so the decisions are those of the whole job.
+    more_pending: int = 0
 
     def __post_init__(self) -> None:
         # A node selector on the pool label names the shard the job asks for; the cycle checks it

@@ -42,6 +42,7 @@ class QueueForm(forms.ModelForm):
             *RESOURCE_FIELDS["memory"],
             "preempt_min_runtime",
             "reclaim_min_runtime",
+            "max_pending_tasks",
         ]
         labels = {
             "gpu_quota": "GPU quota (deserved)",
@@ -58,6 +59,8 @@ class QueueForm(forms.ModelForm):
             "gpu_limit": "-1 = unlimited; 0 = no GPUs beyond the quota.",
             "preempt_min_runtime": "e.g. 00:10:00; empty inherits from the parent.",
             "reclaim_min_runtime": "e.g. 01:00:00; empty inherits from the parent.",
+            "max_pending_tasks": "Submissions past this many pending tasks in the queue are refused; "
+            "empty = the deployment's default.",
         }
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:

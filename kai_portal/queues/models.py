@@ -130,6 +130,12 @@ class Queue(ValidatedModel):
     reclaim_min_runtime = models.DurationField(
         null=True, blank=True, help_text="Minimum runtime before cross-queue reclaim; empty = inherit."
     )
+    max_pending_tasks = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1, "A bound of pending tasks is at least 1 (got %(show_value)s).")],
+        help_text="Most pending tasks in this queue; empty = the default (MAX_PENDING_TASKS_PER_QUEUE).",
+    )
     # Kubernetes mode (issue 16): the `scheduling.run.ai/v2` Queue object this row mirrors. The
     # uid is set once the row was read from or written to the cluster (empty: a portal-only row);
     # the resourceVersion is the one the portal last read or wrote, the precondition of its writes.

@@ -26,6 +26,7 @@ from typing import Any
 from django.conf import settings
 from django.db import transaction
 
+from kai_portal.scheduling.backlog import NOT_CONSIDERED
 from kai_portal.scheduling.forecast import (
     UNKNOWN_NEVER_FITS,
     UNKNOWN_NOT_BEFORE,
@@ -164,12 +165,16 @@ def stored_or_not_yet(job: Job) -> Forecast:
 
 
 def not_yet(job: Job) -> Forecast:
-    """The forecast of a pending job that no cycle has looked at yet."""
+    """The forecast of a pending job that no cycle has looked at yet, or that the last cycle left
+    out of a large backlog (``backlog.py``: it says so in its message)."""
+    left_out = job.message.startswith(f"{NOT_CONSIDERED}:")
     return Forecast(
         job_id=job.pk,
         pool=job.node_pool.name if job.node_pool is not None else "default",
         unknown=UNKNOWN_NOT_YET,
-        reason="the next scheduling cycle has not looked at it yet",
+        reason="its queue has more pending work ahead of it than one cycle can take, so no estimate yet"
+        if left_out
+        else "the next scheduling cycle has not looked at it yet",
     )
 
 

@@ -20,6 +20,7 @@ carrying it out) in the caller's transaction:
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -29,6 +30,7 @@ from django.utils import timezone
 from kai_portal.cluster.backends import ApplyReport, Bind, EventType, Evict, PodEvent
 from kai_portal.core import bulk
 from kai_portal.scheduling import usage
+from kai_portal.scheduling.backlog import persist_backlog
 from kai_portal.scheduling.models import Decision, JobMessage, SchedulingCycle
 from kai_portal.scheduling.pool_usage import record_pool_usage
 from kai_portal.scheduling.snapshot import CycleInput, PodRef, SnapshotIndex
@@ -245,7 +247,9 @@ def persist_result(
         )
     bulk.insert_rows(Decision, DECISION_FIELDS, decisions)
 
-    _persist_job_messages(cycle, inp, result)
+    # A large backlog's pods and jobs the snapshot did not list (``backlog.py``).
+    left_out = persist_backlog(cycle.pk, index.hidden, index.left_out, result.job_messages, now)
+    _persist_job_messages(cycle, inp, result, skip=left_out)
     lifecycle.refresh_job_states(touched_jobs, now)
     usage.record_usage(cycle, index.queues, result.queues, now)
     record_pool_usage(inp, result, now)
@@ -255,6 +259,10 @@ def persist_result(
     cycle.evicted_count = counts["evicted"]
     cycle.unschedulable_count = counts["unschedulable"]
     cycle.counters = {**result.counters, "apply_failures": len(report.failures)}
+    if index.hidden or index.left_out:
+        # How much of the backlog this cycle did not expand (tasks of cut jobs; jobs left out).
+        cycle.counters["backlog_tasks_not_listed"] = sum(j.more_pending for j in inp.snapshot.jobs)
+        cycle.counters["backlog_jobs_not_considered"] = len(left_out)
     cycle.status = SchedulingCycle.Status.SUCCEEDED
     cycle.save()
     return cycle
@@ -289,12 +297,15 @@ def _decision(
             evictor_queue_id, reason[:64], message, written_at)  # fmt: skip
 
 
-def _persist_job_messages(cycle: SchedulingCycle, inp: CycleInput, result: CycleResult) -> None:
-    """Job messages that changed since the snapshot: written on the job and as a JobMessage row."""
+def _persist_job_messages(
+    cycle: SchedulingCycle, inp: CycleInput, result: CycleResult, skip: Collection[int] = ()
+) -> None:
+    """Job messages that changed since the snapshot: written on the job and as a JobMessage row
+    (not for the jobs in ``skip``: left out of the cycle, with the reason ``backlog`` gave them)."""
     changed = [
         (ref.job_id, message)
         for engine_name, ref in inp.index.jobs.items()
-        if (message := result.job_messages.get(engine_name, "")) != ref.message
+        if (message := result.job_messages.get(engine_name, "")) != ref.message and ref.job_id not in skip
     ]
     # Read under the cycle's job locks: an ended job (its pods still releasing) keeps the message
     # that says why it ended. Only the jobs whose message changed are looked up.

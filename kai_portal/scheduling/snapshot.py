@@ -28,7 +28,7 @@ import scheduler
 from kai_portal.cluster.models import GpuDevice, Node
 from kai_portal.core import bulk
 from kai_portal.queues.models import Queue
-from kai_portal.scheduling import usage
+from kai_portal.scheduling import backlog, usage
 from kai_portal.workloads.choices import JobState, PodState, Preemptibility
 from kai_portal.workloads.models import Job, Pod
 from scheduler.gc_pause import gc_paused
@@ -91,6 +91,11 @@ class SnapshotIndex:
     # Jobs left out because their rows could not be converted (job id -> what was wrong):
     # the cycle fails them, so one bad row never stops scheduling for everyone.
     unhandled: dict[int, str] = field(default_factory=dict)
+    # A large backlog (``backlog.py``): jobs listed with only part of their pending pods (job id ->
+    # (engine name, index of the last pending pod listed)), and per queue id the jobs this cycle
+    # did not consider, with the reason their pending pods get.
+    hidden: dict[int, tuple[str, int]] = field(default_factory=dict)
+    left_out: dict[int, tuple[str, list[int]]] = field(default_factory=dict)
 
 
 @dataclass
@@ -110,7 +115,9 @@ def _build(now: datetime) -> CycleInput:
     index = SnapshotIndex()
     nodes = _nodes(index)
     queues = _queues(index)
-    jobs = _jobs(now, index)
+    plan = backlog.plan(nodes, queues, index.queues)
+    jobs = _jobs(now, index, plan)
+    _leave_out(queues, plan, index)
     config = scheduler.Config(
         now=now,
         usage_window_hours=settings.FAIRSHARE_USAGE_WINDOW_HOURS,
@@ -364,7 +371,17 @@ def _job_columns(job_ids: list[int], unhandled: dict[int, str]) -> dict[int, Job
     return out
 
 
-def _jobs(now: datetime, index: SnapshotIndex) -> list[scheduler.Job]:
+def _leave_out(queues: list[scheduler.Queue], plan: backlog.Plan, index: SnapshotIndex) -> None:
+    """The pending requests of the jobs the plan left out go to their engine queue's ``unlisted``."""
+    by_id = {index.queues[q.name]: q for q in queues}
+    for queue_id, items in plan.left_out.items():
+        queue = by_id[queue_id]
+        queue.unlisted = [(task, count) for _pk, task, count in items]
+        text = backlog.not_considered_text(queue.name, queue.pool or DEFAULT_POOL)
+        index.left_out[queue_id] = (text, [pk for pk, _task, _count in items])
+
+
+def _jobs(now: datetime, index: SnapshotIndex, plan: backlog.Plan | None = None) -> list[scheduler.Job]:
     """Active jobs with their alive pods, plus releasing pods of ended jobs (they still hold nodes).
 
     Pods, their devices and job rows are read as plain columns, in one pass over the pods (at
@@ -374,9 +391,16 @@ def _jobs(now: datetime, index: SnapshotIndex) -> list[scheduler.Job]:
     pods = Pod.objects.filter(state__in=list(_ENGINE_STATE)).exclude(
         state=PodState.PENDING, job__state__in=[s for s in JobState.values if s not in JobState.active()]
     )
-    rows = pods.order_by("job_id", "index").values_list(
-        "pk", "job_id", "name", "index", "state", "node_id", "reason"
-    )
+    heavy = plan.heavy_queues if plan is not None else set()
+    columns = ("pk", "job_id", "name", "index", "state", "node_id", "reason")
+    rows: Iterable[PodRow]
+    if heavy:
+        # The large queues' pending pods: only those the plan lists (``backlog.py``).
+        pods = pods.exclude(state=PodState.PENDING, job__queue_id__in=list(heavy))
+        read = list(pods.order_by("job_id", "index").values_list(*columns))
+        rows = _with_listed_pending(read, plan, columns)  # type: ignore[arg-type]
+    else:
+        rows = pods.order_by("job_id", "index").values_list(*columns)  # type: ignore[assignment]
     # Device indices from the devices ``_nodes`` read (no join): device id -> index.
     device_index = {pk: d_index for (_node, d_index), pk in index.devices.items()}
     devices: dict[int, list[int]] = {}
@@ -401,17 +425,38 @@ def _jobs(now: datetime, index: SnapshotIndex) -> list[scheduler.Job]:
             continue  # its row did not convert: in ``index.unhandled``
         engine_name = job.name if taken[job.name] == 1 else f"{job.name}-{job.pk}"
         namespace = job.namespace or job.queue_name
+        listed = plan.truncated(job_id) if plan is not None else None
+        more = plan.pending[job_id] - listed if listed is not None and plan is not None else 0
         try:
             tasks, refs = _job_tasks(job, job_pods, engine_name, namespace, used_tasks, devices, node_names)
-            engine_job = _engine_job(job, engine_name, namespace, tasks, now)
+            engine_job = _engine_job(job, engine_name, namespace, tasks, now, more_pending=more)
         except (ArithmeticError, ValueError, TypeError, KeyError) as error:
             index.unhandled[job.pk] = f"{type(error).__name__}: {str(error)[:200]}"
             continue
         index.jobs[engine_name] = JobRef(job.pk, job.name, namespace, job.queue_id, job.message)
         index.tasks.update(refs)
         used_tasks.update(refs)
+        if more:
+            last = max(row[3] for row in job_pods if row[4] == PodState.PENDING)
+            index.hidden[job.pk] = (engine_name, last)
         out.append(engine_job)
     return out
+
+
+def _with_listed_pending(rows: list[PodRow], plan: backlog.Plan, columns: tuple[str, ...]) -> list[PodRow]:
+    """``rows`` (no pending pod of a large queue) plus the pending pods the plan lists, in
+    (job, index) order: every pending pod of a job listed whole, the first ones of a job cut."""
+    pending = Pod.objects.filter(state=PodState.PENDING)
+    whole = [pk for pk, n in plan.listed.items() if n >= plan.pending.get(pk, 0)]
+    extra: list[PodRow] = []
+    for part in bulk.id_slices(whole):
+        extra.extend(pending.filter(bulk.AnyOf(F("job_id"), part)).values_list(*columns))  # type: ignore[arg-type]
+    for pk, n in plan.listed.items():
+        if n < plan.pending.get(pk, 0):
+            extra.extend(pending.filter(job_id=pk).order_by("index").values_list(*columns)[:n])  # type: ignore[arg-type]
+    if not extra:
+        return rows
+    return sorted([*rows, *extra], key=lambda row: (row[1], row[3]))
 
 
 # (pk, job_id, name, index, state, node_id, reason) of a pod, as ``_jobs`` reads it.
@@ -440,7 +485,12 @@ def _job_tasks(
 
 
 def _engine_job(
-    job: JobColumns, name: str, namespace: str, tasks: list[scheduler.Task], now: datetime
+    job: JobColumns,
+    name: str,
+    namespace: str,
+    tasks: list[scheduler.Task],
+    now: datetime,
+    more_pending: int = 0,
 ) -> scheduler.Job:
     explicit = {Preemptibility.PREEMPTIBLE: True, Preemptibility.NON_PREEMPTIBLE: False}
     selector, tolerations, required, preferred = _placement(job)
@@ -461,6 +511,7 @@ def _engine_job(
         tolerations=tolerations,
         node_affinity=required,
         preferred_node_affinity=preferred,
+        more_pending=more_pending,
     )
 
 
@@ -530,9 +581,9 @@ def with_extra_job(inp: CycleInput, job: Job, now: datetime) -> tuple[CycleInput
 def alone_on_cluster(inp: CycleInput, job: scheduler.Job) -> scheduler.CycleResult:
     """The engine's cycle for ``job`` with nothing else on the cluster: can it ever be placed?
 
-    Same nodes and queue tree; no other job and no historical usage, so only the job's own
-    size, the nodes and the queue limits decide.
+    Same nodes and queue tree; no other job (listed or not) and no historical usage, so only the
+    job's own size, the nodes and the queue limits decide.
     """
-    queues = [replace(q, historical_usage={}) for q in inp.snapshot.queues]
+    queues = [replace(q, historical_usage={}, unlisted=[]) for q in inp.snapshot.queues]
     alone = scheduler.Snapshot(nodes=inp.snapshot.nodes, queues=queues, jobs=[job])
     return scheduler.run_cycle(alone, inp.config)

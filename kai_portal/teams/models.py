@@ -3,6 +3,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from django.conf import settings
+from django.core.validators import MinValueValidator
 from django.db import models
 
 from kai_portal.core.validation import ValidatedModel
@@ -34,6 +35,21 @@ class Team(ValidatedModel):
         default=PodSecurity.BASELINE,
         help_text="What the team's pods may ask for; the label its namespaces carry "
         "(pod-security.kubernetes.io/enforce). Only portal admins change it.",
+    )
+    # Bounds on pending work (workloads/pending_bounds.py); empty = the deployment's default.
+    max_pending_tasks = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1, "A bound of pending tasks is at least 1 (got %(show_value)s).")],
+        help_text="Most pending tasks in this team's queues together; empty = the default "
+        "(MAX_PENDING_TASKS_PER_TEAM). Set by portal admins.",
+    )
+    max_pending_tasks_per_member = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1, "A bound of pending tasks is at least 1 (got %(show_value)s).")],
+        help_text="Most pending tasks one member may have in this team's queues; empty = the default "
+        "(MAX_PENDING_TASKS_PER_MEMBER). Set by portal admins.",
     )
     members: models.ManyToManyField[User, Membership] = models.ManyToManyField(
         settings.AUTH_USER_MODEL, through="Membership", related_name="teams", blank=True

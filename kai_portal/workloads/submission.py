@@ -13,6 +13,7 @@ from kai_portal.workloads import cluster_jobs, pod_security
 from kai_portal.workloads.capacity import oversized_task_errors
 from kai_portal.workloads.choices import JobState
 from kai_portal.workloads.models import Job, Pod
+from kai_portal.workloads.pending_bounds import check_pending_bounds
 
 MAX_IDEMPOTENCY_KEY = 255
 
@@ -27,6 +28,8 @@ def submit(job: Job, manifest: cluster_jobs.Manifest | None = None) -> Job:
 
     A job whose task is larger than every node of its pool is refused (``ValidationError``): it
     could never start. The fit check does not refuse it: it explains it with the engine's reason.
+    A job that would take its member, team or queue past a bound of pending tasks is refused
+    too (``pending_bounds``).
 
     In kubernetes mode the pods are also created in the cluster (``cluster_jobs``), from the
     user's ``manifest`` when the job came from one; a refusal there raises
@@ -37,6 +40,9 @@ def submit(job: Job, manifest: cluster_jobs.Manifest | None = None) -> Job:
     oversized = oversized_task_errors(job)
     if oversized:
         raise ValidationError({field: [message] for field, message in oversized.items()})
+    # Past the model rules (a valid queue and task count), before anything is saved; locks the
+    # team and queue rows for the rest of this transaction.
+    check_pending_bounds(job)
     cluster_jobs.place(job)  # after full_clean: a cluster_key turns the name checks off
     try:
         with transaction.atomic():

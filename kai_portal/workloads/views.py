@@ -8,7 +8,7 @@ from typing import Any, cast
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.paginator import Paginator
 from django.db.models import Count
 from django.forms import ModelChoiceField
@@ -219,6 +219,9 @@ def job_submit(request: HttpRequest) -> HttpResponse:
             except pod_security.PodPolicyRefused as exc:  # the team's pod policy: nothing was saved
                 for violation in exc.violations:
                     form.add_error(None, str(violation))
+            except ValidationError as exc:  # a bound of pending tasks (nothing was saved)
+                for field, errors in exc.message_dict.items():
+                    form.add_error(field if field in form.fields else None, errors)
             else:
                 messages.success(request, f"Job {job.name} submitted to {job.queue.name}.")
                 return redirect("workloads:job_detail", uid=job.uid)

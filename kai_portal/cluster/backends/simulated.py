@@ -20,8 +20,9 @@ same transaction as the rest of the cycle. Cordoning and removing nodes are
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.conf import settings
 from django.db import transaction
@@ -60,6 +61,44 @@ def eviction_grace() -> timedelta:
     return timedelta(seconds=float(getattr(settings, "SIMULATED_EVICTION_GRACE_SECONDS", 5)))
 
 
+class _PodsOnDemand(dict[tuple[str, str], ObservedPod]):
+    """A dict of observed pods that reads them the first time it is used."""
+
+    def __init__(self, load: Callable[[], dict[tuple[str, str], ObservedPod]]) -> None:
+        super().__init__()
+        self._load: Callable[[], dict[tuple[str, str], ObservedPod]] | None = load
+
+    def _filled(self) -> _PodsOnDemand:
+        if self._load is not None:
+            load, self._load = self._load, None
+            self.update(load())
+        return self
+
+    def __getitem__(self, key: tuple[str, str]) -> ObservedPod:
+        return super(_PodsOnDemand, self._filled()).__getitem__(key)
+
+    def __contains__(self, key: object) -> bool:
+        return super(_PodsOnDemand, self._filled()).__contains__(key)
+
+    def __iter__(self) -> Iterator[tuple[str, str]]:
+        return super(_PodsOnDemand, self._filled()).__iter__()
+
+    def __len__(self) -> int:
+        return super(_PodsOnDemand, self._filled()).__len__()
+
+    def get(self, key: tuple[str, str], default: Any = None) -> Any:
+        return super(_PodsOnDemand, self._filled()).get(key, default)
+
+    def keys(self) -> Any:
+        return super(_PodsOnDemand, self._filled()).keys()
+
+    def values(self) -> Any:
+        return super(_PodsOnDemand, self._filled()).values()
+
+    def items(self) -> Any:
+        return super(_PodsOnDemand, self._filled()).items()
+
+
 class SimulatedBackend:
     """A ``ClusterBackend`` whose cluster is the portal's own rows, moved on by a clock."""
 
@@ -72,7 +111,10 @@ class SimulatedBackend:
     # ----- observe -------------------------------------------------------
 
     def observe(self) -> ClusterState:
-        """Move the simulation on to ``clock()`` and return the nodes and live pods."""
+        """Move the simulation on to ``clock()`` and return the nodes and live pods.
+
+        The pods are read when first looked at: the cycle never does (the rows are the cluster,
+        ``writes_rows``), and building every live pod took minutes at a 100,000-pod backlog."""
         now = self.clock()
         with transaction.atomic():
             self.advance(now)
@@ -136,6 +178,9 @@ class SimulatedBackend:
                 memory_mib=node.memory_mib,
                 max_pods=110,
             )
+        return ClusterState(nodes=nodes, pods=_PodsOnDemand(self._pods))
+
+    def _pods(self) -> dict[tuple[str, str], ObservedPod]:
         pods = {}
         live = Pod.objects.exclude(state__in=[PodState.SUCCEEDED, PodState.FAILED]).select_related(
             "job", "job__queue", "node"
@@ -168,7 +213,7 @@ class SimulatedBackend:
                 labels={},
                 annotations={},
             )
-        return ClusterState(nodes=nodes, pods=pods)
+        return pods
 
     # ----- apply ---------------------------------------------------------
 

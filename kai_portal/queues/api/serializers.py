@@ -62,8 +62,8 @@ class QueueSerializer(serializers.ModelSerializer):
         model = Queue
         fields = [
             "name", "display_name", "parent", "node_pool", "team", "priority", *QUOTA_FIELDS,
-            "preempt_min_runtime", "reclaim_min_runtime", "is_leaf", "children", "status",
-            "cluster_resource_version", "cluster_message", "created_at", "updated_at",
+            "preempt_min_runtime", "reclaim_min_runtime", "max_pending_tasks", "is_leaf", "children",
+            "status", "cluster_resource_version", "cluster_message", "created_at", "updated_at",
         ]  # fmt: skip
         read_only_fields = ["created_at", "updated_at", "cluster_resource_version", "cluster_message"]
         extra_kwargs = {

@@ -19,8 +19,17 @@ class TeamSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Team
-        fields = ["slug", "name", "description", "pod_security", "member_count", "queues", "created_at"]
+        fields = ["slug", "name", "description", "pod_security", "member_count", "queues",
+                  "max_pending_tasks", "max_pending_tasks_per_member", "created_at"]  # fmt: skip
         read_only_fields = ["created_at"]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        request = self.context.get("request")
+        if not getattr(getattr(request, "user", None), "is_portal_admin", False):
+            # Bounds on pending work are the portal admins' (a team admin may rename the team).
+            for name in ("max_pending_tasks", "max_pending_tasks_per_member"):
+                self.fields[name].read_only = True
 
 
 class MembershipSerializer(serializers.ModelSerializer):

@@ -37,7 +37,8 @@ def test_team_listing_shows_member_counts_and_queues(world: World) -> None:
     teams = world.client("member").get("/api/v1/teams/").json()["results"]
     assert teams == [
         {"slug": "ml", "name": "ML", "description": "", "pod_security": "baseline", "member_count": 2,
-         "queues": ["ml-spare", "ml-train"], "created_at": teams[0]["created_at"]}
+         "queues": ["ml-spare", "ml-train"], "max_pending_tasks": None, "max_pending_tasks_per_member": None,
+         "created_at": teams[0]["created_at"]}
     ]  # fmt: skip
     assert world.client("admin").get("/api/v1/memberships/?team=cv").json()["count"] == 1
 

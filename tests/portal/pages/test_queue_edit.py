@@ -118,3 +118,17 @@ def test_the_new_queue_page_creates_a_department_in_another_pool(world: dict, cl
     )
     assert response.status_code == 302, response.context["form"].errors
     assert Queue.objects.get(name="inference").node_pool == h100
+
+
+def test_admin_sets_a_queues_bound_of_pending_tasks_audited(world: dict, client_for: Any) -> None:
+    queue = world["queues"]["alpha"]
+    response = client_for("admin").post(f"/queues/{queue.name}/edit/", _data(queue, max_pending_tasks="500"))
+    assert response.status_code == 302
+    queue.refresh_from_db()
+    assert queue.max_pending_tasks == 500
+    entry = AuditEntry.objects.filter(object_id=str(queue.pk), action="update").latest("at")
+    assert entry.before["max_pending_tasks"] is None and entry.after["max_pending_tasks"] == 500
+    page = client_for("admin").get(f"/queues/{queue.name}/").content.decode()
+    assert "Pending tasks at most" in page and "500" in page
+    refused = client_for("admin").post(f"/queues/{queue.name}/edit/", _data(queue, max_pending_tasks="0"))
+    assert refused.status_code == 200 and "at least 1" in refused.content.decode()
