@@ -328,7 +328,8 @@ class Config:
     max_consolidation_preemptees: int = 16
     # Work budget of each eviction action's victim search, in units of reading one job or node
     # (placing or ordering one task costs 50; see ``victims.spend``); when spent, the action ends.
-    # Work, not time, so that a slow machine decides as a fast one does.
+    # Work, not time, so that a slow machine decides as a fast one does. 0 = no work budget: the
+    # action stops at the wall-clock limit only, as KAI's does (docs/kai-agreement.md).
     action_work_budget: int = 3_000_000
     # Wall-clock limit of each eviction action: a fault stop only (reported in the cycle's
     # ``actions_out_of_time``); the work budget ends a search long before it. KAI's default
