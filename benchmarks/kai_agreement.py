@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import collections
 import importlib.util
+import json
 import os
 import pathlib
 import sys
@@ -33,8 +34,8 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 OUT = ROOT / "benchmarks" / "kai-agreement.md"
 # ../shared of the main checkout (a worktree one level deeper finds it one level further up)
 DEFAULT_TOOL = next(
-    (p / "shared" / "tools" / "kai_diff" for p in (ROOT.parent, ROOT.parent.parent) if (p / "shared").is_dir()),
-    ROOT.parent / "shared" / "tools" / "kai_diff",
+    (p / "shared/tools/kai_diff" for p in (ROOT.parent, ROOT.parent.parent) if (p / "shared").is_dir()),
+    ROOT.parent / "shared/tools/kai_diff",
 )
 SETS = ("alloc", "arp", "consol", "ac", "full")
 MODES = ("raw", "round100")
@@ -111,8 +112,9 @@ def why(aset: str, cls: str) -> str:
     return "not traced yet"
 
 
-def report(runs: dict[tuple[str, str], dict[str, Any]], started: float, args: argparse.Namespace) -> str:
-    when = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+def report(
+    runs: dict[tuple[str, str], dict[str, Any]], started: float, args: argparse.Namespace, when: str
+) -> str:
     lines = [
         "# Agreement with KAI's own scheduler code (random clusters)",
         "",
@@ -188,7 +190,22 @@ def main() -> int:
     ap.add_argument("--batch", type=int, default=100)
     ap.add_argument("--tool", type=pathlib.Path, default=DEFAULT_TOOL)
     ap.add_argument("--out", type=pathlib.Path, default=OUT)
+    ap.add_argument("--render", type=pathlib.Path, help="write the report again from a saved .json")
     args = ap.parse_args()
+    saved = args.out.with_suffix(".json")
+    if args.render:
+        data = json.loads(args.render.read_text())
+        runs_in = {
+            (r["set"], r["mode"]): {
+                "counts": collections.Counter(r["counts"]),
+                "classes": r["classes"],
+                "skips": collections.Counter(r["skips"]),
+                "seeds": tuple(r["seeds"]),
+            }
+            for r in data["runs"]
+        }
+        args.out.write_text(report(runs_in, time.time() - data["seconds"], args, data["when"]))
+        return 0
     if not os.environ.get("KAI_DIFF_BIN"):
         print("KAI_DIFF_BIN is not set: build the harness with kai_diff's build_kai.sh", file=sys.stderr)
         return 1
@@ -208,8 +225,24 @@ def main() -> int:
                 c = runs[(aset, mode)]["counts"]
                 done = f"{aset} {mode}: {c['same_all']}/{c['compared']} identical"
                 print(done, file=sys.stderr, flush=True)
-    text = report(runs, started, args)
+    when = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    text = report(runs, started, args, when)
     args.out.write_text(text)
+    # the raw counts and classes, so the report can be written again (--render) as classes are traced
+    rows = [
+        {
+            "set": a,
+            "mode": m,
+            "counts": r["counts"],
+            "classes": r["classes"],
+            "skips": r["skips"],
+            "seeds": r["seeds"],
+        }
+        for (a, m), r in runs.items()
+    ]
+    saved.write_text(
+        json.dumps({"when": when, "seconds": time.time() - started, "runs": rows}, indent=1) + "\n"
+    )
     print(text)
     return 0
 

@@ -235,8 +235,10 @@ def _free_idle_room(ns: NodeState) -> tuple[int, int, float, bool]:
             if d.releasing <= EPS:  # is_idle
                 idle += 1
         elif not d.whole:
-            group = True
             left = d.memory - a
+            # ``NodeState.has_group``: running tasks may over-fill a device whose memory label
+            # was floored (KAI's 100 MiB rule); such a group takes nothing more, not even 0 MiB
+            group = group or left >= -EPS
             if left > room:
                 room = left
     return free, idle, room, group

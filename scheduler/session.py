@@ -86,9 +86,9 @@ class NodeState:
 
     @property
     def has_group(self) -> bool:
-        """A device here is shared by fractional tasks that stay (KAI: a used GPU group whose
-        tasks are not all releasing)."""
-        return any(d.is_group for d in self.devices)
+        """A device here is shared by fractional tasks that stay and is not over-full (KAI: a
+        used GPU group, not all releasing, that a task asking 0 MiB fits on)."""
+        return any(d.is_group and d.memory - d.active >= -EPS for d in self.devices)
 
 
 @dataclass

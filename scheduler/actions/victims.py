@@ -1160,7 +1160,7 @@ def run_action(
             if note is not None:
                 add_note(session, job, note)
             continue
-        if 0 < session.config.action_work_budget and session.work_left < PLACE_UNITS * len(search.victims):
+        if session.config.action_work_budget > 0 and session.work_left < PLACE_UNITS * len(search.victims):
             # ordering them would spend the rest of the budget (a contribution or more per job):
             # stop now rather than after the work (deterministic, as every other budget stop)
             session.work_left = 0
