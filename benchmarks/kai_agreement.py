@@ -42,15 +42,23 @@ MODES = ("raw", "round100")
 
 # Why a disagreement class is left, by a part of its key (kai_diff.classify); filled in as classes
 # are traced in KAI's source. A class not matched here is listed as "not traced yet".
-KNOWN: dict[str, str] = {
+KNOWN: list[tuple[tuple[str, ...], str]] = [
     # class D, traced on seed 6297 (minimised: 2 nodes, a 1-GPU pending job that fits on an empty
     # node, a running 4-GPU job): KAI's consolidation runs its victim search for every pending
     # job, also one that fits without eviction, probing from one victim up and accepting the first
     # scenario in which every victim is re-placed (allPodsReallocated); the job and the moved task
     # come out Pipelined. The engine consolidates only for a job that needs room. Only with
     # consolidation run without allocate before it: in KAI's cycle allocate places such jobs first.
-    "[consol]": "class D (consolidation alone on jobs that fit without eviction; see the script)",
-}
+    (
+        ("[consol] Running", "KAI Pipelined / ours Running"),
+        "class D: KAI moves a running task for a job that fits",
+    ),
+    (
+        ("[consol] Pending", "KAI Pipelined / ours Pending"),
+        "class D: KAI pipelines a job that fits without eviction",
+    ),
+    (("[consol] node differs",), "follows class D's moves (not traced case by case)"),
+]
 
 
 def load_tool(tool: pathlib.Path) -> ModuleType:
@@ -106,14 +114,18 @@ def campaign(
 
 def why(aset: str, cls: str) -> str:
     key = f"[{aset}] {cls}"
-    for part, text in KNOWN.items():
-        if part in key:
+    for parts, text in KNOWN:
+        if all(part in key for part in parts):
             return text
     return "not traced yet"
 
 
 def report(
-    runs: dict[tuple[str, str], dict[str, Any]], started: float, args: argparse.Namespace, when: str
+    runs: dict[tuple[str, str], dict[str, Any]],
+    started: float,
+    args: argparse.Namespace,
+    when: str,
+    harness: str,
 ) -> str:
     lines = [
         "# Agreement with KAI's own scheduler code (random clusters)",
@@ -127,7 +139,7 @@ def report(
         " differ (its own nondeterministic ties: Go map order) are excluded and counted. GPU memory"
         " *raw*: nodes labelled 40960 / 81920 MiB; *round100*: 40000 / 80000 MiB.",
         "",
-        f"Run on {when} in {time.time() - started:.0f} s; harness `{os.environ.get('KAI_DIFF_BIN', '')}`.",
+        f"Run on {when} in {time.time() - started:.0f} s; harness `{harness}`.",
         "",
         "| action set | GPU memory | seeds | cases | compared | identical (status + node) | % |"
         " same statuses | cases with KAI ties | tied tasks excluded |",
@@ -204,7 +216,8 @@ def main() -> int:
             }
             for r in data["runs"]
         }
-        args.out.write_text(report(runs_in, time.time() - data["seconds"], args, data["when"]))
+        harness = data.get("harness", "")
+        args.out.write_text(report(runs_in, time.time() - data["seconds"], args, data["when"], harness))
         return 0
     if not os.environ.get("KAI_DIFF_BIN"):
         print("KAI_DIFF_BIN is not set: build the harness with kai_diff's build_kai.sh", file=sys.stderr)
@@ -226,7 +239,8 @@ def main() -> int:
                 done = f"{aset} {mode}: {c['same_all']}/{c['compared']} identical"
                 print(done, file=sys.stderr, flush=True)
     when = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
-    text = report(runs, started, args, when)
+    harness = os.environ["KAI_DIFF_BIN"]
+    text = report(runs, started, args, when, harness)
     args.out.write_text(text)
     # the raw counts and classes, so the report can be written again (--render) as classes are traced
     rows = [
@@ -241,7 +255,10 @@ def main() -> int:
         for (a, m), r in runs.items()
     ]
     saved.write_text(
-        json.dumps({"when": when, "seconds": time.time() - started, "runs": rows}, indent=1) + "\n"
+        json.dumps(
+            {"when": when, "seconds": time.time() - started, "harness": harness, "runs": rows}, indent=1
+        )
+        + "\n"
     )
     print(text)
     return 0
