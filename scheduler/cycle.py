@@ -37,13 +37,14 @@ def _run_cycle(snapshot: Snapshot, config: Config | None) -> CycleResult:
         {n.pool for n in snapshot.nodes} | {j.pool for j in snapshot.jobs} | {*queue_pools.values()}
     )
     result = CycleResult()
-    out_of_time = 0
+    out_of_time = out_of_work = 0
     for pool in shards:
         session = _open_session(snapshot, config, pool, queue_pools)
         for action in actions:
             action(session)
         _collect(session, result)
         out_of_time += len(session.out_of_time)
+        out_of_work += len(session.out_of_work)
     _queue_outcomes(result, queue_pools)
     result.counters = {
         "allocated": len(result.allocations),
@@ -51,7 +52,9 @@ def _run_cycle(snapshot: Snapshot, config: Config | None) -> CycleResult:
         "evicted": sum(1 for e in result.evictions if e.moved_to is None),
         "moved": sum(1 for e in result.evictions if e.moved_to is not None),
         "pending": len(result.with_status(_PENDING)),
-        # eviction actions (per node pool) stopped by their time budget before trying every job
+        # eviction actions (per node pool) that spent their work budget before trying every job
+        "actions_out_of_work": out_of_work,
+        # ... stopped by the wall-clock fault stop instead (the answer then depends on speed)
         "actions_out_of_time": out_of_time,
     }
     return result

@@ -105,6 +105,30 @@ class Node:
     # Held by pods this scheduler does not manage (never evicted, never moved).
     external: ExternalUsage = field(default_factory=ExternalUsage)
 
+    def __post_init__(self) -> None:
+        self.gpu_memory_mib = device_memory_mib(self.gpu_memory_mib)
+
+
+# KAI reads a node's GPU memory label in MiB, but a value of 1 TiB-in-MiB or more is taken as bytes
+# (a gpu-feature-discovery bug it works around), and it floors the result to a multiple of 100 MiB so
+# that fractions of one device never come to the same byte count. A fraction + GPU-memory mix that
+# exactly fills 81920 MiB therefore does not fit KAI's 81900; we read the label the same way.
+_TIB_IN_MIB = 1024 * 1024
+_DEVICE_MEMORY_STEP_MIB = 100
+
+
+def device_memory_mib(label_value: float) -> float:
+    """The memory of each GPU of a node, read from its label value as KAI's node_info reads it.
+
+    Values under 100 MiB are kept as given: KAI would make them 0 and call the node's GPU memory
+    invalid; the portal uses 1 MiB for "not synced yet" (no GPU-memory request fits such a node)."""
+    mib = int(label_value)
+    if mib >= _TIB_IN_MIB:
+        mib //= 1024 * 1024
+    if mib < _DEVICE_MEMORY_STEP_MIB:
+        return label_value
+    return float(mib - mib % _DEVICE_MEMORY_STEP_MIB)
+
 
 @dataclass
 class QueueResource:
@@ -311,8 +335,15 @@ class Config:
     staleness_grace_period_s: float = 60.0
     # Consolidation looks at no more than this many victim jobs (KAI default 16).
     max_consolidation_preemptees: int = 16
-    # Wall-clock budget of each eviction action's victim search; when spent the action ends.
-    action_time_budget_s: float = 60.0
+    # Work budget of each eviction action's victim search, in units of reading one job or node
+    # (placing or ordering one task costs 50; see ``victims.spend``); when spent, the action ends.
+    # Work, not time, so that a slow machine decides as a fast one does. 0 = no work budget: the
+    # action stops at the wall-clock limit only, as KAI's does (docs/kai-agreement.md).
+    action_work_budget: int = 3_000_000
+    # Wall-clock limit of each eviction action: a fault stop only (reported in the cycle's
+    # ``actions_out_of_time``); the work budget ends a search long before it. KAI's default
+    # action search limit (maxActionSearchDuration) is 5 minutes.
+    action_time_budget_s: float = 300.0
     # Reclaim ordering check multiplier (>= 1; larger = more conservative).
     reclaimer_saturation_multiplier: float = 1.0
     # Per node pool overrides of ``reclaimer_saturation_multiplier`` (KAI sets it per shard).

@@ -109,6 +109,11 @@ def node_fit(session: Session, ns: NodeState, task: Task, selector: Rules) -> Fi
             return Fit(False, reason=reasons.PODS_EXCEEDED)
         devices = chosen
         now = now and dev_now
+    else:
+        # KAI's gpusharingorder scores every node with a shared GPU group the task fits on; a task
+        # without GPUs fits on any group (it asks for 0 MiB), so a CPU-only task is drawn to nodes
+        # whose GPUs are shared, as in KAI (a whole-GPU task never fits a used shared device).
+        group = ns.has_group
     if ns.cpu_idle + ns.cpu_rel < task.cpu_millis - AMOUNT_EPS:
         return Fit(False, reason=reasons.not_enough("CPU cores"))
     if ns.mem_idle + ns.mem_rel < task.memory_mib - AMOUNT_EPS:
@@ -217,11 +222,12 @@ def best_fit_reference(
     return score_nodes(session, task, fits, selector, extra)[0] if fits else None
 
 
-def _free_idle_room(ns: NodeState) -> tuple[int, int, float]:
-    """``ns.free_whole_gpus()``, ``ns.idle_whole_gpus()`` and the most room left on a shared
-    device with active tasks (0.0 without one), in one pass."""
+def _free_idle_room(ns: NodeState) -> tuple[int, int, float, bool]:
+    """``ns.free_whole_gpus()``, ``ns.idle_whole_gpus()``, the most room left on a shared
+    device with active tasks (0.0 without one) and ``ns.has_group``, in one pass."""
     free = idle = 0
     room = 0.0
+    group = False
     for d in ns.devices:
         a = d.active
         if a <= EPS:  # is_free
@@ -230,9 +236,12 @@ def _free_idle_room(ns: NodeState) -> tuple[int, int, float]:
                 idle += 1
         elif not d.whole:
             left = d.memory - a
+            # ``NodeState.has_group``: running tasks may over-fill a device whose memory label
+            # was floored (KAI's 100 MiB rule); such a group takes nothing more, not even 0 MiB
+            group = group or left >= -EPS
             if left > room:
                 room = left
-    return free, idle, room
+    return free, idle, room, group
 
 
 class NodeIndex:
@@ -246,8 +255,8 @@ class NodeIndex:
     * ``group_buckets``: the same for nodes with a shared device that still has room (the only
       nodes where a fractional task can join a group).
     * NumPy columns of CPU, memory and pod slots (idle and idle + releasing) for CPU-only tasks:
-      their fit is a vectorised filter, their score fits now > node without GPUs > least free
-      CPU (binpack), then name."""
+      their fit is a vectorised filter, their score shares a GPU group > fits now > node without
+      GPUs > least free CPU (binpack), then name."""
 
     __slots__ = (
         "session",
@@ -266,6 +275,7 @@ class NodeIndex:
         "hard_taints",
         "masks",
         "cpu_totals_ok",
+        "shared",
     )
 
     def __init__(self, session: Session) -> None:
@@ -301,6 +311,8 @@ class NodeIndex:
         ]
         self.cols = np.array(rows, dtype=np.float64).T.copy() if n else np.zeros((6, 0), dtype=np.float64)
         self.has_devices = np.array([bool(ns.devices) for ns in indexed], dtype=bool)
+        # Nodes with a shared GPU group (``NodeState.has_group``): KAI's gpusharingorder bonus.
+        self.shared = np.zeros(n, dtype=bool)
         self.cpu_totals_ok = all(ns.node.cpu_millis > 0 for ns in indexed)
         self.hard_taints = any(
             t.effect in ("NoSchedule", "NoExecute") for ns in indexed for t in ns.node.taints
@@ -310,8 +322,9 @@ class NodeIndex:
             r = len(self.names)
             self.names.append(ns.name)
             self.rank[ns.name] = r
-            k, idle, room = _free_idle_room(ns)
+            k, idle, room, group = _free_idle_room(ns)
             self.idle.append(idle)
+            self.shared[r] = group
             self.where[ns.name] = k
             self.buckets.setdefault(k, []).append(r)
             self._set_group(ns, r, room)
@@ -355,7 +368,7 @@ class NodeIndex:
             ns = nodes[name]
             r = self.rank[name]
             self.fit_memo.pop(r, None)
-            k, self.idle[r], room = _free_idle_room(ns)
+            k, self.idle[r], room, self.shared[r] = _free_idle_room(ns)
             if k != old:
                 lst = self.buckets[old]
                 del lst[bisect.bisect_left(lst, r)]
@@ -524,7 +537,8 @@ class NodeIndex:
         if not fits.any():
             return None
         now = (c[4] >= 1) & (c[0] >= cpu) & (c[2] >= mem)
-        for tier in (fits & now, fits & ~now):
+        shared = self.shared
+        for tier in (fits & shared & now, fits & shared & ~now, fits & ~shared & now, fits & ~shared & ~now):
             if not tier.any():
                 continue
             no_gpu = tier & ~self.has_devices

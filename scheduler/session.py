@@ -84,6 +84,12 @@ class NodeState:
     def idle_whole_gpus(self) -> int:
         return sum(1 for d in self.devices if d.is_idle)
 
+    @property
+    def has_group(self) -> bool:
+        """A device here is shared by fractional tasks that stay and is not over-full (KAI: a
+        used GPU group, not all releasing, that a task asking 0 MiB fits on)."""
+        return any(d.is_group and d.memory - d.active >= -EPS for d in self.devices)
+
 
 @dataclass
 class QueueState:
@@ -205,9 +211,14 @@ class Session:
         # Monotonic deadline of the running eviction action, and its name (set by the action).
         self.deadline: float | None = None
         self.action = ""
-        # Eviction actions that stopped at their deadline (``Config.action_time_budget_s``): their
-        # answer depends on the budget, so the cycle counts them (``actions_out_of_time``).
+        # Eviction actions that stopped at their deadline (``Config.action_time_budget_s``, a fault
+        # stop): their answer depends on the machine's speed, so the cycle counts them
+        # (``actions_out_of_time``).
         self.out_of_time: set[str] = set()
+        # Work left to the running eviction action (``Config.action_work_budget``), and the actions
+        # that spent it before trying every job (``actions_out_of_work``: deterministic).
+        self.work_left = config.action_work_budget
+        self.out_of_work: set[str] = set()
         # Bumped on every change of a node's resources (placement, eviction, rollback); names of
         # nodes changed since the node index (``placement.NodeIndex``) last looked.
         self.node_version = 0

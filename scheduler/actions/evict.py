@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 from scheduler import gang, reasons
 from scheduler.actions.victim_sums import job_position, leaf_victims, need_gpu
-from scheduler.actions.victims import Contribution, Note, Outcome, active_tasks, run_action
+from scheduler.actions.victims import Contribution, Note, Outcome, active_tasks, run_action, spend
 from scheduler.model import RESOURCES, Job, Task, TaskState, clean
 from scheduler.ordering import allocatable_share
 from scheduler.result import Eviction
@@ -95,6 +95,7 @@ def _victim_jobs(
     """Preemptible jobs with active tasks in leaf queues, in job order; only ``queue``'s jobs and
     only priorities below ``below`` when given (checked first: they are the cheap filters)."""
     jobs = session.jobs.values() if queue is None else session.jobs_of_queue(queue)
+    spend(session, len(jobs))  # the list is a scan of them: work for the action's budget
     return [
         v
         for v in jobs

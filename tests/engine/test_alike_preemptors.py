@@ -164,7 +164,8 @@ SHAPES: dict[str, dict[str, float]] = {
     "quarter": {"gpu": 0.25},
     "half": {"gpu": 0.5},
     "whole": {"gpu": 1.0},
-    "memory": {"gpu_memory_mib": 20480.0},  # a quarter of a device's memory
+    # a quarter of a device's memory: 81920 MiB nodes have 81900 (KAI floors to 100 MiB)
+    "memory": {"gpu_memory_mib": 20475.0},
     "cpu": {"cpu_millis": 4000.0, "memory_mib": 16384.0},
 }
 

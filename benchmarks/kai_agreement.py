@@ -1,0 +1,268 @@
+"""Agreement of the engine with KAI's own scheduler code on seeded random clusters (issue 28).
+
+Drives the differential harness of ``../shared/tools/kai_diff`` (README there; ``KAI_DIFF_BIN`` =
+the harness built from KAI's source with its ``build_kai.sh``): for each action set it generates
+``--n`` random clusters per GPU-memory mode (node memory 40960/81920 MiB as labelled, and already a
+multiple of 100 MiB), runs KAI twice (to find its nondeterministic ties) and this engine once, and
+counts the cases whose every task has the same status and node. Tasks whose status or node differ
+between KAI's two runs are left out of the comparison and counted. Writes
+``benchmarks/kai-agreement.md``.
+
+    KAI_DIFF_BIN=/path/to/kai_difftool .venv/bin/python benchmarks/kai_agreement.py \\
+        --seed 5000 --n 200 [--sets alloc,arp,consol,ac,full] [--tool ../shared/tools/kai_diff]
+
+Use seeds never used while fixing the engine (taken: 1000-1499, 2000-2499, 3000-3199 and those
+listed in the last report). Exits 1 when ``KAI_DIFF_BIN`` is not set.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import importlib.util
+import json
+import os
+import pathlib
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from types import ModuleType
+from typing import Any
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+OUT = ROOT / "benchmarks" / "kai-agreement.md"
+# ../shared of the main checkout (a worktree one level deeper finds it one level further up)
+DEFAULT_TOOL = next(
+    (p / "shared/tools/kai_diff" for p in (ROOT.parent, ROOT.parent.parent) if (p / "shared").is_dir()),
+    ROOT.parent / "shared/tools/kai_diff",
+)
+SETS = ("alloc", "arp", "consol", "ac", "full")
+MODES = ("raw", "round100")
+
+# Why a disagreement class is left, by a part of its key (kai_diff.classify); filled in as classes
+# are traced in KAI's source. A class not matched here is listed as "not traced yet".
+KNOWN: list[tuple[tuple[str, ...], str]] = [
+    # class D, traced on seed 6297 (minimised: 2 nodes, a 1-GPU pending job that fits on an empty
+    # node, a running 4-GPU job): KAI's consolidation runs its victim search for every pending
+    # job, also one that fits without eviction, probing from one victim up and accepting the first
+    # scenario in which every victim is re-placed (allPodsReallocated); the job and the moved task
+    # come out Pipelined. The engine consolidates only for a job that needs room. Only with
+    # consolidation run without allocate before it: in KAI's cycle allocate places such jobs first.
+    (
+        ("[consol] Running", "KAI Pipelined / ours Running"),
+        "class D: KAI moves a running task for a job that fits",
+    ),
+    (
+        ("[consol] Pending", "KAI Pipelined / ours Pending"),
+        "class D: KAI pipelines a job that fits without eviction",
+    ),
+    (("[consol] node differs",), "follows class D's moves (not traced case by case)"),
+]
+
+
+def load_tool(tool: pathlib.Path) -> ModuleType:
+    spec = importlib.util.spec_from_file_location("kai_diff", tool / "kai_diff.py")
+    if spec is None or spec.loader is None:
+        sys.exit(f"no kai_diff.py in {tool}: pass --tool with the harness directory")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def campaign(
+    kd: ModuleType, aset: str, mode: str, seed: int, n: int, work: pathlib.Path, batch: int
+) -> dict[str, Any]:
+    import yaml
+
+    cases = []
+    for i in range(n):
+        s = seed + i
+        scen = kd.gen(s, kd.ACTION_SETS[aset], kd.GPU_MEMS[mode])
+        scen["name"] += f" ({aset}, {mode})"
+        p = work / f"r{s:05d}-{aset}-{mode}.yaml"
+        p.write_text(yaml.safe_dump(scen, sort_keys=False))
+        cases.append((str(p), scen))
+    results = []
+    for k in range(0, len(cases), batch):
+        results += kd.eval_case(cases[k : k + batch])
+    c: collections.Counter[str] = collections.Counter()
+    classes: dict[str, list[str]] = collections.defaultdict(list)
+    skips: collections.Counter[str] = collections.Counter()
+    for r in results:
+        c["cases"] += 1
+        if "skip" in r:
+            c["skipped"] += 1
+            skips[str(r["skip"])] += 1
+            continue
+        if "error" in r:
+            c["errors"] += 1
+            classes["error: " + str(r["error"])[:80]].append(pathlib.Path(r["file"]).name)
+            continue
+        c["compared"] += 1
+        status = [d for d in r["diffs"] if d[1] != "node"]
+        c["same_status"] += not status
+        c["same_all"] += not r["diffs"]
+        nondet = len(r["nd_s"] | r["nd_n"])
+        c["nondet_cases"] += bool(nondet)
+        c["nondet_tasks"] += nondet
+        c["tasks"] += len(r["kai"])
+        for cl in r["classes"]:
+            classes[cl].append(pathlib.Path(r["file"]).name)
+    return {"counts": c, "classes": classes, "skips": skips, "seeds": (seed, seed + n - 1)}
+
+
+def why(aset: str, cls: str) -> str:
+    key = f"[{aset}] {cls}"
+    for parts, text in KNOWN:
+        if all(part in key for part in parts):
+            return text
+    return "not traced yet"
+
+
+def report(
+    runs: dict[tuple[str, str], dict[str, Any]],
+    started: float,
+    args: argparse.Namespace,
+    when: str,
+    harness: str,
+) -> str:
+    lines = [
+        "# Agreement with KAI's own scheduler code (random clusters)",
+        "",
+        "Generated by `benchmarks/kai_agreement.py` (do not edit by hand; re-run with `KAI_DIFF_BIN` set).",
+        "",
+        "Each case is a seeded random cluster of `../shared/tools/kai_diff` (2-12 nodes, 1-3 queue levels;"
+        " whole, fractional, GPU-memory, CPU-only, gang and elastic jobs, running and pending), run through"
+        " KAI's real session and actions (twice) and through this engine. *identical*: every task has the"
+        " same status, and every placed task the same node, as KAI decided. Tasks on which KAI's two runs"
+        " differ (its own nondeterministic ties: Go map order) are excluded and counted. GPU memory"
+        " *raw*: nodes labelled 40960 / 81920 MiB; *round100*: 40000 / 80000 MiB.",
+        "",
+        f"Run on {when} in {time.time() - started:.0f} s; harness `{harness}`.",
+        "",
+        "| action set | GPU memory | seeds | cases | compared | identical (status + node) | % |"
+        " same statuses | cases with KAI ties | tied tasks excluded |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    total: collections.Counter[str] = collections.Counter()
+    per_set: dict[str, collections.Counter[str]] = collections.defaultdict(collections.Counter)
+    for (aset, mode), run in runs.items():
+        c = run["counts"]
+        total.update(c)
+        per_set[aset].update(c)
+        pct = 100.0 * c["same_all"] / c["compared"] if c["compared"] else 0.0
+        lo, hi = run["seeds"]
+        lines.append(
+            f"| {aset} | {mode} | {lo}-{hi} | {c['cases']} | {c['compared']} | {c['same_all']} | {pct:.1f} |"
+            f" {c['same_status']} | {c['nondet_cases']} | {c['nondet_tasks']} |"
+        )
+    lines += ["", "Per action set (both GPU-memory modes):", ""]
+    lines += ["| action set | compared | identical | % |", "|---|---:|---:|---:|"]
+    for aset, c in per_set.items():
+        pct = 100.0 * c["same_all"] / c["compared"] if c["compared"] else 0.0
+        lines.append(f"| {aset} | {c['compared']} | {c['same_all']} | {pct:.1f} |")
+    if total["compared"]:
+        lines += [
+            "",
+            f"All: {total['same_all']} of {total['compared']} identical "
+            f"({100.0 * total['same_all'] / total['compared']:.1f}%).",
+        ]
+    lines += ["", "## Classes left", ""]
+    left = [
+        (aset, mode, cl, files) for (aset, mode), run in runs.items() for cl, files in run["classes"].items()
+    ]
+    if not left:
+        lines.append("None: every compared case agreed.")
+    else:
+        lines += [
+            "| action set | GPU memory | class (task state, job kind: KAI / ours) | cases | example | why |",
+            "|---|---|---|---:|---|---|",
+        ]
+        for aset, mode, cl, files in sorted(left, key=lambda x: -len(x[3])):
+            lines.append(f"| {aset} | {mode} | {cl} | {len(files)} | {files[0]} | {why(aset, cl)} |")
+    skips: collections.Counter[str] = collections.Counter()
+    for run in runs.values():
+        skips.update(run["skips"])
+    if skips:
+        lines += [
+            "",
+            "Skipped (the harness cannot express them in KAI's fakes): "
+            + ", ".join(f"{k} ({v})" for k, v in skips.items()),
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(prog="benchmarks/kai_agreement.py")
+    ap.add_argument("--seed", type=int, default=5000)
+    ap.add_argument("--n", type=int, default=100, help="cases per action set and GPU-memory mode")
+    ap.add_argument("--sets", default=",".join(SETS))
+    ap.add_argument("--modes", default=",".join(MODES))
+    ap.add_argument("--batch", type=int, default=100)
+    ap.add_argument("--tool", type=pathlib.Path, default=DEFAULT_TOOL)
+    ap.add_argument("--out", type=pathlib.Path, default=OUT)
+    ap.add_argument("--render", type=pathlib.Path, help="write the report again from a saved .json")
+    args = ap.parse_args()
+    saved = args.out.with_suffix(".json")
+    if args.render:
+        data = json.loads(args.render.read_text())
+        runs_in = {
+            (r["set"], r["mode"]): {
+                "counts": collections.Counter(r["counts"]),
+                "classes": r["classes"],
+                "skips": collections.Counter(r["skips"]),
+                "seeds": tuple(r["seeds"]),
+            }
+            for r in data["runs"]
+        }
+        harness = data.get("harness", "")
+        args.out.write_text(report(runs_in, time.time() - data["seconds"], args, data["when"], harness))
+        return 0
+    if not os.environ.get("KAI_DIFF_BIN"):
+        print("KAI_DIFF_BIN is not set: build the harness with kai_diff's build_kai.sh", file=sys.stderr)
+        return 1
+    # the harness runs this checkout's engine (ours_runner.py imports ``scheduler``)
+    os.environ["PROJECT"] = str(ROOT)
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    os.environ.setdefault("PROJECT_PY", sys.executable)
+    kd = load_tool(args.tool.resolve())
+    started = time.time()
+    runs: dict[tuple[str, str], dict[str, Any]] = {}
+    seed = args.seed
+    with tempfile.TemporaryDirectory(prefix="kai-agreement-") as td:
+        for aset in args.sets.split(","):
+            for mode in args.modes.split(","):
+                runs[(aset, mode)] = campaign(kd, aset, mode, seed, args.n, pathlib.Path(td), args.batch)
+                seed += args.n
+                c = runs[(aset, mode)]["counts"]
+                done = f"{aset} {mode}: {c['same_all']}/{c['compared']} identical"
+                print(done, file=sys.stderr, flush=True)
+    when = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    harness = os.environ["KAI_DIFF_BIN"]
+    text = report(runs, started, args, when, harness)
+    args.out.write_text(text)
+    # the raw counts and classes, so the report can be written again (--render) as classes are traced
+    rows = [
+        {
+            "set": a,
+            "mode": m,
+            "counts": r["counts"],
+            "classes": r["classes"],
+            "skips": r["skips"],
+            "seeds": r["seeds"],
+        }
+        for (a, m), r in runs.items()
+    ]
+    saved.write_text(
+        json.dumps(
+            {"when": when, "seconds": time.time() - started, "harness": harness, "runs": rows}, indent=1
+        )
+        + "\n"
+    )
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
