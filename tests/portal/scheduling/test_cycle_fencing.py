@@ -67,8 +67,9 @@ def _redis_restarted() -> None:
 
 @pytest.mark.django_db
 def test_a_cycle_overtaken_between_plan_and_persist_applies_and_persists_nothing(
-    loop, leaf, monkeypatch, django_user_model
+    loop, leaf, monkeypatch, django_user_model, settings
 ):
+    settings.METRICS_PUBLIC = True  # closed without a token in production settings; read here
     factories.node("n1", gpus=1)
     job = factories.job(leaf, "a")
     old_backend, new_backend = RecordingBackend(), RecordingBackend()
