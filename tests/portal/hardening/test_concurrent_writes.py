@@ -6,37 +6,18 @@ by a barrier, as gunicorn workers would run them.
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable
 from decimal import Decimal
 
 import pytest
-from django.db import connection
 
 from kai_portal.queues.models import Queue
 from tests.portal import factories
 from tests.portal.api.conftest import World
+from tests.portal.concurrency import at_once
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def _at_once(count: int, request: Callable[[int], object]) -> list:
-    barrier = threading.Barrier(count)
-    results: list = [None] * count
-
-    def run(i: int) -> None:
-        try:
-            barrier.wait()
-            results[i] = request(i)
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(count)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
-    return results
 
 
 def test_eight_concurrent_child_creates_never_exceed_the_parents_quota(world: World) -> None:
@@ -50,7 +31,7 @@ def test_eight_concurrent_child_creates_never_exceed_the_parents_quota(world: Wo
             "/api/v1/queues/", {"name": f"child-{i}", "parent": "research", "gpu_quota": 1}, format="json"
         ).status_code
 
-    codes = _at_once(8, create)
+    codes = at_once(8, create)
 
     assert sorted(codes) == [201] * 4 + [400] * 4, codes
     children = Queue.objects.filter(parent__name="research")
@@ -69,7 +50,7 @@ def test_two_sibling_patches_cannot_both_push_the_children_over(world: World) ->
             name = "sib-a" if i == 0 else "sib-b"
             return client.patch(f"/api/v1/queues/{name}/", {"gpu_quota": 3}, format="json").status_code
 
-        codes = _at_once(2, patch)
+        codes = at_once(2, patch)
 
         assert sorted(codes) == [200, 400], (attempt, codes)
         total = sum(q.gpu_quota for q in Queue.objects.filter(parent__name="research"))
@@ -84,7 +65,7 @@ def test_concurrent_creates_of_one_name_give_one_201_and_400s(world: World) -> N
         response = client.post("/api/v1/queues/", {"name": "same-name", "gpu_quota": i}, format="json")
         return response.status_code, response.json()
 
-    results = _at_once(6, create)
+    results = at_once(6, create)
 
     codes = sorted(code for code, _ in results)
     assert codes == [201] + [400] * 5, results

@@ -8,17 +8,14 @@ portal admin raises a bound, audited; concurrent submissions cannot cross one to
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable
-
 import pytest
-from django.db import connection
 from django.test import Client
 
 from kai_portal.audit.models import AuditEntry
 from kai_portal.queues.models import Queue
 from kai_portal.workloads.models import Job, Pod
 from tests.portal.api.conftest import World
+from tests.portal.concurrency import at_once
 
 
 @pytest.fixture(autouse=True)
@@ -163,7 +160,7 @@ def test_eight_concurrent_submissions_never_cross_the_members_bound_together(wor
             format="json",
         ).status_code
 
-    codes = _at_once(8, submit)
+    codes = at_once(8, submit)
 
     # 1 pending + 4 x 7 = 29 <= 30; a fifth would make 36.
     assert sorted(codes) == [201] * 4 + [400] * 4, codes
@@ -171,20 +168,3 @@ def test_eight_concurrent_submissions_never_cross_the_members_bound_together(wor
     assert Pod.objects.filter(job__submitter=member, state="pending").count() == 29
 
 
-def _at_once(count: int, request: Callable[[int], object]) -> list:
-    barrier = threading.Barrier(count)
-    results: list = [None] * count
-
-    def run(i: int) -> None:
-        try:
-            barrier.wait()
-            results[i] = request(i)
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(count)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
-    return results
