@@ -12,7 +12,7 @@ import pytest
 
 from kai_portal.workloads.models import Job, Pod
 from tests.portal.api.conftest import World
-from tests.portal.hardening.test_concurrent_writes import _at_once
+from tests.portal.concurrency import at_once
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -29,7 +29,7 @@ def test_eight_concurrent_same_name_submits_make_one_job(world: World, attempt: 
         response = client.post("/api/v1/jobs/", body, format="json")
         return response.status_code, response.content.decode()
 
-    answers = _at_once(8, submit)
+    answers = at_once(8, submit)
 
     codes = sorted(code for code, _ in answers)
     assert codes == [201] + [400] * 7, answers
@@ -52,7 +52,7 @@ def test_eight_concurrent_same_name_manifests_make_one_job(world: World) -> None
         response = client.post("/api/v1/jobs/manifest/", manifest, content_type="application/yaml")
         return response.status_code, response.content.decode()
 
-    answers = _at_once(8, submit)
+    answers = at_once(8, submit)
 
     assert sorted(code for code, _ in answers) == [201] + [400] * 7, answers
     assert all(NAME_RULE in text for code, text in answers if code == 400), answers
