@@ -81,16 +81,14 @@ def namespace_for(queue: Queue) -> str:
     if mode == "queue":
         base = queue.name
     else:
-        owner: Queue | None = queue
-        while owner is not None and owner.team_id is None:
-            owner = owner.parent
-        if owner is None or owner.team is None:
+        team = pod_security.team_of(queue)
+        if team is None:
             raise ClusterRefused(
                 f"Queue '{queue.name}' belongs to no team, and jobs run in their team's namespace "
                 "(JOB_NAMESPACE_MODE=team); give the queue a team, or submit to a team's queue.",
                 path="queue",
             )
-        base = _namespace_base(owner.team)
+        base = _namespace_base(team)
     return f"{settings.JOB_NAMESPACE_PREFIX}{base}"
 
 
