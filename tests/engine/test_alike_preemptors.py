@@ -1,4 +1,4 @@
-"""Shortcuts of the eviction actions' job loop (scheduler/actions/victims.py ``run_action``).
+"""Shortcuts of the eviction actions' job loop (scheduler/actions/solvers/loop.py ``run_action``).
 
 An action first screens every job (``SCREEN_FIRST``): when none needs a victim search, the
 notes are the same in any order and the jobs are never ordered.
@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from scheduler import Config, Job, Node, Queue, QueueResource, Snapshot, Task, TaskState, run_cycle
-from scheduler.actions import victims
+from scheduler.actions.solvers import loop, screening, simulation
 from tests.engine.answers import ACTIONS, cycle_answer
 
 
@@ -29,7 +29,7 @@ from tests.engine.answers import ACTIONS, cycle_answer
 def _no_signatures(monkeypatch: pytest.MonkeyPatch) -> None:
     """These tests hold the exact shortcuts to a search per job: KAI's scheduling signatures
     (which skip more, also after a commit) are off here and tested in test_signatures.py."""
-    monkeypatch.setattr(victims, "SIGNATURES", False)
+    monkeypatch.setattr(loop, "SIGNATURES", False)
 
 
 def _queue(name: str, quota: float, index: int, parent: str | None = "root") -> Queue:
@@ -52,8 +52,8 @@ def _job(name: str, queue: str, gpu: float, created_s: float, node: str | None =
 
 def _without_shortcut(monkeypatch: pytest.MonkeyPatch, snap: Snapshot) -> str:
     with monkeypatch.context() as m:
-        m.setattr(victims, "_alike", lambda session, job, tasks: None)
-        m.setattr(victims, "SCREEN_FIRST", False)
+        m.setattr(screening, "_alike", lambda session, job, tasks: None)
+        m.setattr(loop, "SCREEN_FIRST", False)
         return cycle_answer(snap)
 
 
@@ -90,13 +90,13 @@ def test_shortcut_gives_the_same_answer(monkeypatch: pytest.MonkeyPatch, between
 
 def test_alike_jobs_are_searched_once(monkeypatch: pytest.MonkeyPatch) -> None:
     searched: list[str] = []
-    real = victims.solve
+    real = loop.solve
 
     def counting(session, stmt, job, *args, **kwargs):  # type: ignore[no-untyped-def]
         searched.append(job.name)
         return real(session, stmt, job, *args, **kwargs)
 
-    monkeypatch.setattr(victims, "solve", counting)
+    monkeypatch.setattr(loop, "solve", counting)
     run_cycle(_dept_snapshot(None), Config(actions=("reclaim",), action_time_budget_s=600.0))
     quarters = [n for n in searched if n.startswith("a1-quarter")]
     # without the shortcut every quarter-GPU job would be searched for
@@ -224,15 +224,15 @@ def _tree(pick: Callable[[list[Any]], Any]) -> Snapshot:
 def _searches(monkeypatch: pytest.MonkeyPatch, snap: Snapshot, reuse_last: bool) -> tuple[str, int]:
     """The cycle's answer and how many victim searches its actions ran."""
     count = [0]
-    real = victims.solve
+    real = loop.solve
 
     def counting(*args: Any, **kwargs: Any) -> Any:
         count[0] += 1
         return real(*args, **kwargs)
 
     with monkeypatch.context() as m:
-        m.setattr(victims, "solve", counting)
-        m.setattr(victims, "REUSE_LAST", reuse_last)
+        m.setattr(loop, "solve", counting)
+        m.setattr(screening, "REUSE_LAST", reuse_last)
         return cycle_answer(snap), count[0]
 
 
@@ -271,20 +271,20 @@ def test_victims_served_first_do_not_always_take_their_room_back(monkeypatch: py
     from scheduler.actions.allocate import capacity_error, step_request
 
     found: list[tuple[str, int, int]] = []
-    real = victims.solve
+    real = loop.solve
 
     def watching(session, stmt, job, tasks, stream, validate, heads=None, moves_only=False, log=None):  # type: ignore[no-untyped-def]
         cp = stmt.checkpoint()
         fits = capacity_error(
             session, job, step_request(session, tasks)
-        ) is None and victims._place_preemptor(session, stmt, job, tasks)
+        ) is None and simulation.place_preemptor(session, stmt, job, tasks)
         stmt.rollback(cp)
         out = real(session, stmt, job, tasks, stream, validate, heads, moves_only, log)
         if out is not None and not fits and log is not None and log.last and not moves_only:
             found.append((job.name, len(out.victims), len(out.moved)))
         return out
 
-    monkeypatch.setattr(victims, "solve", watching)
+    monkeypatch.setattr(loop, "solve", watching)
     result = run_cycle(_tree(random.Random(40).choice), Config(actions=ACTIONS, action_time_budget_s=600.0))
     assert found == [("p02", 1, 3)], found
     assert {e.task: e.moved_to for e in result.evictions if e.evictor_job == "p02"} == {

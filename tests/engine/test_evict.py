@@ -6,7 +6,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from scheduler import Config, Job, Node, Queue, QueueResource, Snapshot, Task, TaskState, run_cycle
-from scheduler.actions.evict import _diverging, reclaim_min_runtime
+from scheduler.actions.common.queues import diverging
+from scheduler.actions.reclaim.rules import reclaim_min_runtime
 from scheduler.cycle import open_session
 from scheduler.ordering import allocatable_share
 from tests.engine.scale_cases import reclaim_big_gang
@@ -288,7 +289,7 @@ def test_eviction_properties(snap: Snapshot) -> None:
             assert ev.evictor_queue is not None and ev.evictor_job is not None
             # Judged at the diverging level V* (§3.7), on the allocation before the cycle's
             # evictions with the cycle's own placements counted (only GPUs vary here).
-            q_star, v_star = _diverging(before, ev.evictor_queue, ev.queue)
+            q_star, v_star = diverging(before, ev.evictor_queue, ev.queue)
             v_alloc = v_star.allocated["gpu"] + placed.get(v_star.name, 0.0)
             # A queue at or below its deserved quota never loses resources through reclaim,
             assert v_alloc > v_star.quota("gpu") + 1e-9, ev

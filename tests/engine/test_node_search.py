@@ -24,10 +24,11 @@ from scheduler.ordering import JobQueue
 from scheduler.placement import best_fit, best_fit_reference
 from scheduler.session import Placement
 
-# ``scheduler.actions`` re-exports the action functions under the module names.
 allocate_mod = importlib.import_module("scheduler.actions.allocate")
-evict_mod = importlib.import_module("scheduler.actions.evict")
-victims_mod = importlib.import_module("scheduler.actions.victims")
+consolidation_mod = importlib.import_module("scheduler.actions.consolidation")
+free_gpus_mod = importlib.import_module("scheduler.actions.common.free_gpus")
+gain_mod = importlib.import_module("scheduler.actions.reclaim.gain")
+simulation_mod = importlib.import_module("scheduler.actions.solvers.simulation")
 cycle_mod = importlib.import_module("scheduler.cycle")
 ordering_mod = importlib.import_module("scheduler.ordering")
 
@@ -173,8 +174,9 @@ def _reference_open_session(*args, **kwargs):  # type: ignore[no-untyped-def]
 def reference(monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
     def enable() -> None:
         monkeypatch.setattr(allocate_mod, "best_fit", best_fit_reference)
-        monkeypatch.setattr(victims_mod, "best_fit", best_fit_reference)
-        monkeypatch.setattr(evict_mod, "_free_gpus", evict_mod._free_gpus_scan)
+        monkeypatch.setattr(simulation_mod, "best_fit", best_fit_reference)
+        monkeypatch.setattr(consolidation_mod, "free_gpus", free_gpus_mod.free_gpus_scan)
+        monkeypatch.setattr(gain_mod, "free_gpus", free_gpus_mod.free_gpus_scan)
         monkeypatch.setattr(allocate_mod, "JobQueue", _ReferenceJobQueue)
         monkeypatch.setattr(ordering_mod, "JobQueue", _ReferenceJobQueue)
         monkeypatch.setattr(cycle_mod, "open_session", _reference_open_session)

@@ -1,4 +1,4 @@
-"""KAI's scheduling signatures in the eviction actions (``victims.Representatives``).
+"""KAI's scheduling signatures in the eviction actions (``solvers.signatures.Representatives``).
 
 KAI's reclaim, preempt and consolidation skip a job that is not easier than a job of the same
 scheduling-constraint signature whose victim search failed (``MinimalJobRepresentatives``,
@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from scheduler import Config, Snapshot, run_cycle
-from scheduler.actions import victims
+from scheduler.actions.solvers import loop, screening, signatures
 from tests.engine.answers import ACTIONS, cycle_answer
 from tests.engine.test_alike_preemptors import _tree
 
@@ -31,45 +31,45 @@ def _fp(*gpus: float) -> Footprint:
 
 
 def test_easier_is_kais_comparison() -> None:
-    assert victims._easier(_fp(0.25), _fp(0.5))
-    assert not victims._easier(_fp(0.5), _fp(0.5))  # the same: not easier
-    assert not victims._easier(_fp(1.0), _fp(0.5))
-    assert victims._easier(_fp(1.0), _fp(1.0, 1.0))  # fewer pods
-    assert not victims._easier(_fp(0.5, 0.5), _fp(0.5))  # more pods, the first the same
-    assert victims._easier(_fp(0.25, 1.0), _fp(0.5))  # more pods, but its smallest asks for less
+    assert signatures._easier(_fp(0.25), _fp(0.5))
+    assert not signatures._easier(_fp(0.5), _fp(0.5))  # the same: not easier
+    assert not signatures._easier(_fp(1.0), _fp(0.5))
+    assert signatures._easier(_fp(1.0), _fp(1.0, 1.0))  # fewer pods
+    assert not signatures._easier(_fp(0.5, 0.5), _fp(0.5))  # more pods, the first the same
+    assert signatures._easier(_fp(0.25, 1.0), _fp(0.5))  # more pods, but its smallest asks for less
     memory = [(0.0, 20480.0, 1.0, 0.0, 0.0)]
-    assert not victims._easier(_fp(0.5), memory)  # not comparable: not easier (skipped)
-    assert not victims._easier([(0.0, 0.0, 1.0, 4000.0, 16384.0)], memory)
+    assert not signatures._easier(_fp(0.5), memory)  # not comparable: not easier (skipped)
+    assert not signatures._easier([(0.0, 0.0, 1.0, 4000.0, 16384.0)], memory)
 
 
 def test_smaller_footprint_replaces_the_representative() -> None:
-    assert victims._smaller(_fp(0.25), _fp(0.5))
-    assert victims._smaller(_fp(0.5), _fp(0.5))
-    assert not victims._smaller(_fp(0.25, 0.25), _fp(0.5))
-    assert not victims._smaller(_fp(1.0), _fp(0.5))
+    assert signatures._smaller(_fp(0.25), _fp(0.5))
+    assert signatures._smaller(_fp(0.5), _fp(0.5))
+    assert not signatures._smaller(_fp(0.25, 0.25), _fp(0.5))
+    assert not signatures._smaller(_fp(1.0), _fp(0.5))
 
 
 
 def _reference(monkeypatch: pytest.MonkeyPatch, snap: Snapshot) -> str:
     """The ordered loop, every job the signature rule lets through searched for itself."""
     with monkeypatch.context() as m:
-        m.setattr(victims, "_alike", lambda session, job, tasks: None)
-        m.setattr(victims, "SCREEN_FIRST", False)
+        m.setattr(screening, "_alike", lambda session, job, tasks: None)
+        m.setattr(loop, "SCREEN_FIRST", False)
         return cycle_answer(snap)
 
 
 def _searched(monkeypatch: pytest.MonkeyPatch, snap: Snapshot, signatures: bool) -> list[str]:
     names: list[str] = []
-    real = victims.solve
+    real = loop.solve
 
     def counting(session, stmt, job, *args, **kwargs):  # type: ignore[no-untyped-def]
         names.append(job.name)
         return real(session, stmt, job, *args, **kwargs)
 
     with monkeypatch.context() as m:
-        m.setattr(victims, "solve", counting)
-        m.setattr(victims, "SIGNATURES", signatures)
-        m.setattr(victims, "_alike", lambda session, job, tasks: None)
+        m.setattr(loop, "solve", counting)
+        m.setattr(loop, "SIGNATURES", signatures)
+        m.setattr(screening, "_alike", lambda session, job, tasks: None)
         run_cycle(snap, Config(actions=ACTIONS, action_time_budget_s=600.0))
     return names
 

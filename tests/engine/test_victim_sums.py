@@ -1,4 +1,4 @@
-"""Reclaim's screen from per-leaf victim sums (``actions.victim_sums``, ``evict.reclaim``'s
+"""Reclaim's screen from per-leaf victim sums (``actions.reclaim.victim_sums``, ``reclaim.gain``'s
 ``quick_screen``) gives "no victims" / "no scenario" exactly when the job-by-job screen
 (``candidates``, ``victim_chunks``, ``max_gain``) does, and otherwise hands the job on.
 
@@ -9,6 +9,7 @@ runtimes, taints and node selectors, non-preemptible and sub-group victims.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections import Counter
 from collections.abc import Callable
@@ -19,35 +20,40 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from scheduler import Config, Job, Node, Queue, QueueResource, Snapshot, Task, TaskState
-from scheduler.actions import evict, victims
+from scheduler.actions.reclaim import action as reclaim_action
+from scheduler.actions.solvers import loop, victim_order
+from scheduler.actions.solvers.policy import ActionPolicy
 from scheduler.bench import workloads
 from scheduler.model import SubGroup, Taint
+from scheduler.session import Session
 from tests.engine.answers import ACTIONS, cycle_answer
 
 
 def _verdicts(monkeypatch: pytest.MonkeyPatch, snap: Snapshot) -> tuple[str, Counter[str | None]]:
     """The cycle's answer with the quick screen on, and what the quick screen said."""
     said: Counter[str | None] = Counter()
-    real = victims.run_action
+    real = loop.run_action
 
-    def spying(*args: Any, quick_screen: Callable[..., str | None] | None = None, **kwargs: Any) -> None:
+    def spying(session: Session, policy: ActionPolicy) -> None:
+        quick_screen = policy.quick_screen
+
         def quick(job: Job, tasks: list[Task]) -> str | None:
             assert quick_screen is not None
             verdict = quick_screen(job, tasks)
             said[verdict] += 1
             return verdict
 
-        real(*args, quick_screen=quick if quick_screen is not None else None, **kwargs)
+        real(session, dataclasses.replace(policy, quick_screen=quick if quick_screen is not None else None))
 
     with monkeypatch.context() as m:
-        m.setattr(evict, "run_action", spying)
+        m.setattr(reclaim_action, "run_action", spying)
         answer = cycle_answer(snap)
     return answer, said
 
 
 def _job_by_job(monkeypatch: pytest.MonkeyPatch, snap: Snapshot) -> str:
     with monkeypatch.context() as m:
-        m.setattr(evict, "QUICK_SCREEN", False)
+        m.setattr(reclaim_action, "QUICK_SCREEN", False)
         return cycle_answer(snap)
 
 
@@ -193,11 +199,11 @@ def test_bench_unplaceable_gang_is_proved_by_the_sums(monkeypatch: pytest.Monkey
 
 @pytest.mark.parametrize("seed", range(60))
 def test_leaf_sums_are_the_chunks_of_victim_chunks(seed: int) -> None:
-    """Each leaf's sums against ``victims.victim_chunks`` of its victim jobs, also after some pods
+    """Each leaf's sums against ``victim_order.victim_chunks`` of its victim jobs, also after some pods
     are evicted in a statement (the sums follow the leaf's allocation stamp) and rolled back."""
     import random
 
-    from scheduler.actions.victim_sums import leaf_victims
+    from scheduler.actions.reclaim.victim_sums import leaf_victims
     from scheduler.cycle import open_session
 
     rng = random.Random(seed)
@@ -211,9 +217,9 @@ def test_leaf_sums_are_the_chunks_of_victim_chunks(seed: int) -> None:
             jobs = [
                 v
                 for v in session.jobs_of_queue(leaf)
-                if v.is_preemptible and victims.active_tasks(session, v)
+                if v.is_preemptible and victim_order.active_tasks(session, v)
             ]
-            chunks = victims.victim_chunks(session, jobs, set())
+            chunks = victim_order.victim_chunks(session, jobs, set())
             gpus = [sum(session.placements[t.name].charge["gpu"] for t in c.tasks) for c in chunks]
             sums = leaf_victims(session, leaf)
             if any(j.subgroups for j in jobs) or any(not float(g * 4).is_integer() for g in gpus):

@@ -1,7 +1,7 @@
 """Per-leaf sums of what victim jobs give, for reclaim's max-gain screen without a pass over the
 victim jobs of every preemptor.
 
-Reclaim's screen (``evict.reclaim``'s ``max_gain``) needs, per diverging victim queue V*, only the
+Reclaim's screen (``reclaim.gain.max_gain``) needs, per diverging victim queue V*, only the
 GPUs of all the chunks its victim jobs give and the largest chunk. Those are sums and maxima over
 the jobs of each leaf queue, which change only when one of the leaf's jobs is charged or
 uncharged - every placement, eviction, re-placement and undo goes through
@@ -16,10 +16,9 @@ sums (None), and the screen falls back to the job-by-job contributions.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
-from scheduler.model import Task, TaskState
+from scheduler.model import TaskState
 from scheduler.session import Session
 
 _ACTIVE = (TaskState.RUNNING, TaskState.ALLOCATED, TaskState.PIPELINED)  # = gang.ACTIVE_ALLOCATED
@@ -84,7 +83,7 @@ def _leaf_victims(session: Session, leaf: str) -> LeafVictims | None:
             if job.subgroups:
                 return None
             seen.update(gs)
-            # ``victims.victim_chunks`` with nothing protected: the active pods in reverse order
+            # ``victim_order.victim_chunks`` with nothing protected: the active pods in reverse order
             # give one at a time while more than the gang minimum are left, then the rest as one.
             m = job.gang_min
             n = len(gs)
@@ -109,17 +108,3 @@ def job_position(session: Session, name: str) -> int:
     if session.job_positions is None:
         session.job_positions = {n: i for i, n in enumerate(session.jobs)}
     return session.job_positions[name]
-
-
-def need_gpu(session: Session, tasks: Sequence[Task]) -> float:
-    """GPUs the tasks need at least, as ``victims.FreeTracker`` counts them."""
-    need = 0.0
-    mem_max = session.max_device_memory or 1.0
-    for t in tasks:
-        if t.whole_gpus:
-            need += t.whole_gpus
-        elif 0 < t.gpu < 1:
-            need += t.gpu * t.fraction_device_count
-        elif t.gpu_memory_mib > 0:
-            need += t.gpu_memory_mib / mem_max * t.fraction_device_count
-    return need

@@ -1,0 +1,27 @@
+"""Free GPUs over the schedulable nodes, kept per node version: consolidation's precondition and
+the free side of reclaim's quick screen."""
+
+from __future__ import annotations
+
+from scheduler.session import Session
+
+
+def free_gpus(session: Session) -> float:
+    cached = session.free_gpus_cache
+    if cached is not None and cached[0] == session.node_version:
+        return cached[1]
+    free = free_gpus_scan(session)
+    session.free_gpus_cache = (session.node_version, free)
+    return free
+
+
+def free_gpus_scan(session: Session) -> float:
+    """The same sum read afresh (the reference tests/engine/test_node_search.py holds the cache to)."""
+    free = 0.0
+    for ns in session.nodes.values():
+        if not ns.schedulable:
+            continue
+        for d in ns.devices:
+            if d.memory > 0:
+                free += max(0.0, d.memory - d.active) / d.memory
+    return free

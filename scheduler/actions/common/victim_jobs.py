@@ -1,0 +1,67 @@
+"""The jobs an eviction action may take from, and the minimum-runtime protection that keeps a
+victim's gang core (§5.3; KAI's ``minruntime`` plugin: its victim filters and scenario validators)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from scheduler import gang
+from scheduler.actions.solvers.budget import spend
+from scheduler.actions.solvers.scenario import Outcome
+from scheduler.actions.solvers.victim_order import active_tasks
+from scheduler.model import Job
+from scheduler.session import Session
+
+
+def is_elastic(job: Job) -> bool:
+    return len(job.tasks) > job.gang_min
+
+
+def protected(job: Job, min_runtime: float) -> bool:
+    """Inside its minimum guaranteed runtime (§5.3); jobs without a start time are not."""
+    return job.last_start_s is not None and min_runtime > 0 and job.last_start_s < min_runtime
+
+
+def min_runtime_ok(session: Session, outcome: Outcome, core_protected: set[str]) -> bool:
+    """A protected elastic job may lose only its surplus (KAI's ``minruntime`` scenario validators:
+    a protected victim must keep its minimum available pods)."""
+    for c in outcome.contributions:
+        if c.job.name in core_protected and not gang.gang_satisfied(session, c.job):
+            return False
+    return True
+
+
+def split_candidates(
+    session: Session, jobs: list[Job], min_runtime: Callable[[Job], float]
+) -> tuple[list[Job], set[str]]:
+    """The victims left after the minimum-runtime filter, and the names of those of them whose
+    gang core is protected: a protected job that is not elastic is no victim at all, an elastic
+    one gives only its surplus (KAI's ``minruntime`` victim filters)."""
+    out: list[Job] = []
+    core_protected: set[str] = set()
+    for v in jobs:
+        if protected(v, min_runtime(v)):
+            if not is_elastic(v):
+                continue
+            core_protected.add(v.name)
+        out.append(v)
+    return out, core_protected
+
+
+def victim_jobs(
+    session: Session, preemptor: Job, queue: str | None = None, below: int | None = None
+) -> list[Job]:
+    """Preemptible jobs with active tasks in leaf queues, in job order; only ``queue``'s jobs and
+    only priorities below ``below`` when given (checked first: they are the cheap filters)."""
+    jobs = session.jobs.values() if queue is None else session.jobs_of_queue(queue)
+    spend(session, len(jobs))  # the list is a scan of them: work for the action's budget
+    return [
+        v
+        for v in jobs
+        if (below is None or v.priority < below)
+        and v is not preemptor
+        and v.is_preemptible
+        and v.queue in session.queues
+        and session.queues[v.queue].is_leaf
+        and active_tasks(session, v)
+    ]

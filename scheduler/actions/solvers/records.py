@@ -1,0 +1,49 @@
+"""What an eviction action leaves behind: notes on the jobs it could not help and the
+evictions of a scenario it committed."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from scheduler.actions.solvers.scenario import Outcome
+from scheduler.model import Job, Task
+from scheduler.result import Eviction
+from scheduler.session import Session
+
+Note = tuple[str, str]  # (reason, message) explaining why an action could not help a job
+
+
+def add_note(session: Session, job: Job, note: Note) -> None:
+    notes = session.action_notes.setdefault(job.name, [])
+    if note not in notes:
+        notes.append(note)
+
+
+def record(
+    session: Session,
+    action: str,
+    job: Job,
+    outcome: Outcome,
+    describe: Callable[[Job, Task, Outcome], tuple[str, str]],
+) -> None:
+    for t, moved in [(t, False) for t in outcome.victims] + [(t, True) for t in outcome.moved]:
+        vjob = session.task_job[t.name]
+        message, why = describe(job, t, outcome)
+        p = session.placements[t.name]
+        ev = Eviction(
+            task=t.name,
+            job=vjob.name,
+            queue=vjob.queue,
+            action=action,
+            message=message,
+            evictor_job=job.name,
+            evictor_queue=job.queue,
+            reason=why,
+            node=outcome.origin.get(t.name, p.node),
+            moved_to=p.node if moved else None,
+            pool=session.pool,
+        )
+        session.evictions.append(ev)
+        if not moved:
+            session.task_reasons[t.name] = message
+        session.events.append((vjob.name, "Evict", message))

@@ -1,0 +1,91 @@
+"""KAI's scheduling signatures (``--use-scheduling-signatures``, on by default): a job is not
+searched for when it is not easier than a job of the same signature whose search failed
+(``actions/common/minimal_job_comparison.go``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from scheduler import gang
+from scheduler.model import Job, TaskState
+from scheduler.session import Session
+
+Footprint = list[tuple[float, ...]]
+
+
+def _signature(session: Session, job: Job) -> tuple[object, ...] | None:
+    """KAI's scheduling-constraints signature of a job's pending pods, without their resource
+    requests (those are compared by ``_easier``): priority, preemptibility and node selector. None
+    for a job whose own pods or rules enter the search (pods already active, placement rules,
+    topology, sub-groups): it is always searched for itself, as ``_alike`` does."""
+    if job.has_rules or job.topology is not None or job.subgroups:
+        return None
+    if any(gang.status(session, t) != TaskState.PENDING for t in job.tasks):
+        return None
+    return (job.priority, job.is_preemptible, tuple(sorted(job.node_selector.items())))
+
+
+def _footprint(session: Session, job: Job) -> Footprint:
+    """The job's pending pods' requests, sorted (KAI's ``extractSortedResourceRequests``)."""
+    return sorted(
+        (t.gpu, t.gpu_memory_mib, float(t.gpu_fraction_devices), t.cpu_millis, t.memory_mib)
+        for t in gang.pending_tasks(session, job)
+    )
+
+
+def _le(a: tuple[float, ...], b: tuple[float, ...]) -> bool:
+    return all(x <= y for x, y in zip(a, b, strict=True))
+
+
+def _easier(job: Footprint, rep: Footprint) -> bool:
+    """KAI's ``jobEasierToScheduleComparison``: fewer pods than the representative, or, pod by
+    pod in sorted order, equal up to one that asks for no more and less somewhere."""
+    if not job or not rep:
+        return False
+    if len(rep) > len(job):
+        return True
+    for i, a in enumerate(job):
+        if i >= len(rep):
+            return False
+        if _le(a, rep[i]):
+            if _le(rep[i], a):
+                continue
+            return True
+    return False
+
+
+def _smaller(new: Footprint, cur: Footprint) -> bool:
+    """KAI's ``isPodGroupFootprintSmaller``: no more pods, each no larger in sorted order."""
+    if not new or not cur or len(new) > len(cur):
+        return False
+    return all(_le(a, b) for a, b in zip(new, cur, strict=False))
+
+
+@dataclass
+class Representatives:
+    """KAI's ``MinimalJobRepresentatives`` (``actions/common/minimal_job_comparison.go``): per
+    signature the smallest job whose victim search failed; kept for the whole action, as in KAI
+    (reclaim and preempt keep one set per leaf queue, consolidation one for all queues)."""
+
+    per_queue: bool
+    reps: dict[tuple[object, ...], Footprint] = field(default_factory=dict)
+
+    def _key(self, session: Session, job: Job) -> tuple[object, ...] | None:
+        sig = _signature(session, job)
+        if sig is None:
+            return None
+        return (job.queue if self.per_queue else None, *sig)
+
+    def easier(self, session: Session, job: Job) -> bool:
+        key = self._key(session, job)
+        rep = self.reps.get(key) if key is not None else None
+        return rep is None or _easier(_footprint(session, job), rep)
+
+    def update(self, session: Session, job: Job) -> None:
+        key = self._key(session, job)
+        if key is None:
+            return
+        new = _footprint(session, job)
+        cur = self.reps.get(key)
+        if cur is None or _smaller(new, cur):
+            self.reps[key] = new

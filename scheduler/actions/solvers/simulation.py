@@ -1,0 +1,188 @@
+"""Simulating one scenario (§3.9): evict its victims virtually, then place the preemptor and
+re-place the victims in the order the next allocate would (KAI's ``by_pod_solver``'s
+``solve``: a scenario run in a statement that is kept or rolled back)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+
+from scheduler import gang
+from scheduler.actions.allocate import capacity_error, place_task, step_request
+from scheduler.actions.solvers.allocate_order import AllocateOrder, PendingHeads, order_jobs, order_keys
+from scheduler.actions.solvers.budget import PLACE_UNITS, spend
+from scheduler.actions.solvers.scenario import Contribution, Outcome
+from scheduler.model import Job, Task, TaskState
+from scheduler.placement import AMOUNT_EPS, best_fit
+from scheduler.session import EPS, Session, Statement
+from scheduler.topology import node_sets
+
+
+@dataclass
+class SolveLog:
+    """How a search went: ``late`` when some scenario got past the preemptor's placement (its
+    answer then depends on the jobs allocate would pop after the preemptor); ``last`` unset when
+    some scenario came to the preemptor's turn with a victim job still to come after it in
+    allocate order (see ``_carries``)."""
+
+    late: bool = False
+    last: bool = True
+
+
+def _max_free(session: Session) -> tuple[int, float, float, float, float]:
+    """Upper bounds over nodes of free whole GPUs, free fractional memory, CPU, memory, pods."""
+    g = 0
+    frac = 0.0
+    cpu = mem = pods = 0.0
+    for ns in session.nodes.values():
+        if not ns.schedulable:
+            continue
+        g = max(g, ns.free_whole_gpus())
+        for d in ns.devices:
+            frac = max(frac, d.memory - d.active)
+        cpu = max(cpu, ns.cpu_idle + ns.cpu_rel)
+        mem = max(mem, ns.mem_idle + ns.mem_rel)
+        pods = max(pods, ns.pods_idle + ns.pods_rel)
+    return g, frac, cpu, mem, pods
+
+
+def _replace_victims(
+    session: Session, stmt: Statement, job: Job, tasks: list[Task], bound: list[float]
+) -> None:
+    """Re-place evicted tasks of one victim job (pipeline-only); a task whose best node is the one
+    it ran on is simply un-evicted. A gang that cannot reach its minimum stays evicted.
+
+    ``bound`` is ``_max_free`` taken at some point since the last time room was freed, or empty
+    until a task needs it: re-placing only takes room, so a later reading is as valid a screen
+    (a task it skips would fit nowhere) and most victims, un-evicted, never need one."""
+    cp = stmt.checkpoint()
+    nodes = list(session.nodes.values())
+    for t in tasks:
+        if capacity_error(session, job, step_request(session, [t])):
+            continue  # its queue's room went to the preemptor (a limit, non-preemptible quota)
+        if stmt.unevict(t):  # §3.9: a task whose own room is still free is simply un-evicted
+            continue
+        if not bound:
+            bound[:] = _max_free(session)
+        if (
+            t.whole_gpus > bound[0]
+            or t.cpu_millis > bound[2] + AMOUNT_EPS
+            or t.memory_mib > bound[3] + AMOUNT_EPS
+            or bound[4] < 1
+        ):
+            continue
+        if (
+            t.is_fractional
+            and session.device_need(t, session.max_device_memory) > bound[1] + EPS
+            and t.gpu > 0
+        ):
+            continue
+        found = best_fit(session, t, job, nodes)
+        if found is None:
+            bound[:] = _max_free(session)  # tighten the screen for the victims that follow
+            continue
+        ns, fit = found
+        # Its own room is taken (``room_left`` was False above), even when the best node is the
+        # one it ran on: it is pipelined onto the devices found, never put back on its own.
+        stmt.place(t, ns.name, fit.devices, pipelined=True)
+    if not gang.gang_satisfied(session, job) and stmt.checkpoint() > cp:
+        stmt.rollback(cp)
+        bound.clear()  # room freed again: read it when a task next needs it
+
+
+def place_preemptor(session: Session, stmt: Statement, job: Job, tasks: list[Task]) -> bool:
+    nodes = list(session.nodes.values())
+    sets = node_sets(session, job, tasks, nodes)
+    for node_set in sets:
+        cp = stmt.checkpoint()
+        ok = True
+        for t in tasks:
+            if (
+                place_task(session, stmt, job, t, node_set.nodes, pipeline_only=True, extra=node_set.scores)
+                is not None
+            ):
+                ok = False
+                break
+        if ok:
+            return True
+        stmt.rollback(cp)
+    return False
+
+
+def simulate(
+    session: Session,
+    stmt: Statement,
+    job: Job,
+    tasks: list[Task],
+    contributions: Sequence[Contribution],
+    validate: Callable[[Outcome], bool],
+    heads: PendingHeads | None = None,
+    moves_only: bool = False,
+    log: SolveLog | None = None,
+) -> Outcome | None:
+    """Evict the scenario's victims, then place preemptor and re-place victims in job order.
+    On failure everything is rolled back; on success the changes stay in ``stmt``.
+
+    Reclaim and preempt order the jobs as the next allocate would pop them (``AllocateOrder``:
+    queues keyed on the current state, after the virtual evictions and every re-placement, each
+    represented by its best pending job), so a victim whose queue allocate would serve before the
+    preemptor's takes its room back and the scenario fails - no reclaim that the next cycle would
+    undo. Consolidation (``moves_only``: every victim must be re-placed, no queue loses anything)
+    keys the queues as they stand, each by the job itself: the pending job places before the
+    jobs it moves."""
+    cp = stmt.checkpoint()
+    victims = [t for c in contributions for t in c.tasks]
+    spend(session, PLACE_UNITS * (len(tasks) + len(victims)))
+    origin = {t.name: session.placements[t.name].node for t in victims}
+    by_job: dict[str, tuple[Job, list[Task]]] = {}
+    for c in contributions:
+        by_job.setdefault(c.job.name, (c.job, []))[1].extend(c.tasks)
+    entries = [(job, tasks)] + list(by_job.values())
+    order: Iterator[tuple[Job, list[Task]]] | None = None
+    if moves_only:
+        order = iter(order_jobs(session, entries, order_keys(session, entries)))
+    for t in victims:
+        stmt.evict(t)
+    if order is None:
+        # job keys too after the evictions: a victim that lost its gang is below its minimum
+        order = iter(AllocateOrder(session, entries, heads).pop, None)
+    request = step_request(session, tasks)  # a function of the tasks alone: read once
+    if capacity_error(session, job, request):
+        stmt.rollback(cp)
+        return None
+    bound: list[float] = []  # ``_max_free``, read when a victim first needs it
+    popped = 0  # victim jobs re-placed (or left evicted) before the preemptor's turn
+    for j, ts in order:
+        if j is job:
+            if log is not None and popped < len(entries) - 1:
+                log.last = False
+            # again here: victims of its own queues re-placed before it may have used the room
+            if capacity_error(session, job, request) or not place_preemptor(session, stmt, job, tasks):
+                stmt.rollback(cp)
+                return None
+            bound.clear()
+        else:
+            popped += 1
+            _replace_victims(session, stmt, j, sorted(ts, key=lambda t: j.tasks.index(t)), bound)
+    if log is not None:
+        log.late = True  # whatever fails from here on was judged after the preemptor's placement
+    real: list[Task] = []
+    moved: list[Task] = []
+    for t in victims:
+        p = session.placements[t.name]
+        if p.status in (TaskState.RELEASING, TaskState.PENDING):
+            real.append(t)
+        elif p.node != origin[t.name] or p.status == TaskState.PIPELINED:
+            moved.append(t)
+    outcome = Outcome(real, moved, list(contributions), origin)
+    if (
+        not real
+        and not moved
+        and not any(session.placements[t.name].status == TaskState.PIPELINED for t in tasks)
+    ):
+        stmt.rollback(cp)
+        return None
+    if not validate(outcome):
+        stmt.rollback(cp)
+        return None
+    return outcome

@@ -1,0 +1,241 @@
+"""Victim order (kai-semantics.md §4.4): the contributions candidate victim jobs give, in the
+order they give them (KAI's victim queue, ``framework/session``'s ``VictimQueue`` order)."""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Sequence
+
+from scheduler import gang
+from scheduler.actions.solvers.scenario import Contribution
+from scheduler.model import RESOURCES, Job, Task
+from scheduler.ordering import allocatable_share
+from scheduler.session import EPS, QueueState, Session
+
+ACTIVE = gang.ACTIVE_ALLOCATED
+
+
+# Queue keys by (queue, its allocation, a request or an allocation after), with the fair-share
+# dict they were computed for (a key reads nothing else that changes within a cycle).
+KeyMemo = dict[tuple[str, tuple[float, ...], tuple[float, ...]], tuple[object, tuple[object, ...]]]
+
+
+def active_tasks(session: Session, job: Job) -> list[Task]:
+    return [t for t in job.tasks if gang.status(session, t) in ACTIVE]
+
+
+def _charge(session: Session, task: Task) -> dict[str, float]:
+    return session.placements[task.name].charge
+
+
+def _drf(qs: QueueState, alloc: dict[str, float], cap: dict[str, float]) -> float:
+    drf = 0.0
+    for r in RESOURCES:
+        a_s = allocatable_share(qs, r)
+        if a_s < 0:
+            a_s = cap.get(r, 0.0)
+        share = alloc[r] * 1000 if a_s <= 0 else alloc[r] / a_s
+        drf = max(drf, share)
+    return round(drf, 9)
+
+
+def _alloc_order_key(qs: QueueState, after: dict[str, float], cap: dict[str, float]) -> tuple[object, ...]:
+    """Allocation-order key of a queue giving victims (the larger, the sooner it gives).
+
+    As KAI's queue order with victims (``queue_order.GetQueueOrderResult``, no pending job):
+    over fair share, within quota and the zero-share penalty are judged on the queue's *current*
+    allocation; only the dominant-resource share subtracts the victims taken and the next
+    candidate (``after``); the share without them breaks ties."""
+    now = qs.allocated
+    over = all(now[r] > qs.fair_share[r] + EPS for r in RESOURCES)
+    starved = all(qs.quota(r) < 0 or now[r] <= qs.quota(r) + EPS for r in RESOURCES)
+    zero = any(allocatable_share(qs, r) == 0 and now[r] > EPS for r in RESOURCES)
+    return (
+        over,
+        not starved,
+        -qs.queue.priority,
+        zero,
+        _drf(qs, after, cap),
+        _drf(qs, now, cap),
+        qs.queue.created_index,
+        qs.name,
+    )
+
+
+def victim_chunks(
+    session: Session, candidates: Sequence[Job], core_protected: set[str]
+) -> list[Contribution]:
+    """The contributions of :func:`victim_stream`, job by job instead of in victim order.
+
+    A job's own contributions do not depend on the other jobs (its surplus tasks one at a time,
+    then its remaining gang unless core-protected), so this is the same multiset of steps."""
+    out: list[Contribution] = []
+    for job in candidates:
+        rem = list(reversed(active_tasks(session, job)))
+        while rem:
+            extra = gang.surplus_task(job, rem)
+            if extra is not None:
+                out.append(Contribution(job, [extra]))
+                rem = [t for t in rem if t.name != extra.name]
+                continue
+            if job.name not in core_protected:
+                out.append(Contribution(job, list(rem)))
+            break
+    return out
+
+
+def victim_stream(
+    session: Session,
+    candidates: Sequence[Job],
+    core_protected: set[str],
+    limit: int | None = None,
+    memo: KeyMemo | None = None,
+) -> list[Contribution]:
+    """All contributions of the candidate jobs in victim order.
+
+    Top-down, the queue that would sort last for allocation gives first (``_alloc_order_key``:
+    its state as it is now, its DRF share after subtracting what it already gave and its next
+    candidate). Inside a leaf queue: lowest
+    priority, jobs above their minimum, newest first. A job gives one elastic surplus task at a
+    time, and its whole remaining gang when it has no surplus (never for ``core_protected``).
+    """
+    return _VictimStream(session, candidates, core_protected, memo).take(limit)
+
+
+class _VictimStream:
+    """``victim_stream``'s state: each leaf's heap of candidate jobs, what each job and queue
+    has given so far, and the memos of queue keys and of each subtree's best leaf."""
+
+    def __init__(
+        self, session: Session, candidates: Sequence[Job], core_protected: set[str], memo: KeyMemo | None
+    ) -> None:
+        self.session = session
+        self.core_protected = core_protected
+        self.names_desc = {n: i for i, n in enumerate(sorted((j.name for j in candidates), reverse=True))}
+        self.remaining: dict[str, list[Task]] = {}
+        self.heaps: dict[str, list[tuple[tuple[float, ...], str]]] = {}
+        self.jobs = {j.name: j for j in candidates}
+        for job in candidates:
+            tasks = list(reversed(active_tasks(session, job)))
+            if not tasks:
+                continue
+            self.remaining[job.name] = tasks
+            heapq.heappush(self.heaps.setdefault(job.queue, []), (self.key(job), job.name))
+        self.taken: dict[str, dict[str, float]] = {}
+        # Queue keys by (queue, allocation now, allocation after): a key reads nothing else that
+        # changes within a cycle (fair shares: by identity), so ``memo`` may serve every stream of
+        # an action.
+        self.key_memo: KeyMemo = {} if memo is None else memo
+        # Each subtree's best leaf, dropped along the path of the leaf that gives (nothing else
+        # changes).
+        self.leaf_memo: dict[str, tuple[str, Job] | None] = {}
+
+    def key(self, job: Job) -> tuple[float, ...]:
+        rem = self.remaining[job.name]
+        if job.subgroups:
+            if not gang.meets_minimum(job, rem):
+                state = 0
+            else:
+                state = 2 if gang.surplus_task(job, rem) is not None else 1
+        else:
+            n = len(rem)
+            m = job.gang_min
+            state = 0 if n < m else (1 if n == m else 2)
+        return (job.priority, -state, job.created_s, self.names_desc[job.name])
+
+    def alloc_after(self, qname: str, extra: dict[str, float]) -> dict[str, float]:
+        qs = self.session.queues[qname]
+        t = self.taken.get(qname, {})
+        return {r: qs.allocated[r] - t.get(r, 0.0) - extra.get(r, 0.0) for r in RESOURCES}
+
+    def next_contribution(self, job: Job) -> list[Task]:
+        rem = self.remaining[job.name]
+        extra = gang.surplus_task(job, rem)
+        if extra is not None:
+            return [extra]
+        if job.name in self.core_protected:
+            return []
+        return list(rem)
+
+    def contribution_charge(self, tasks: list[Task]) -> dict[str, float]:
+        out = dict.fromkeys(RESOURCES, 0.0)
+        for t in tasks:
+            for r, v in _charge(self.session, t).items():
+                out[r] += v
+        return out
+
+    def order_key(self, qname: str, extra: dict[str, float]) -> tuple[object, ...]:
+        qs = self.session.queues[qname]
+        after = self.alloc_after(qname, extra)
+        mk = (qname, tuple(qs.allocated.values()), tuple(after[r] for r in RESOURCES))
+        hit = self.key_memo.get(mk)
+        if hit is not None and hit[0] is qs.fair_share:
+            return hit[1]
+        k = _alloc_order_key(qs, after, self.session.capacity)
+        self.key_memo[mk] = (qs.fair_share, k)
+        return k
+
+    def best_leaf(self, qname: str) -> tuple[str, Job] | None:
+        if qname in self.leaf_memo:
+            return self.leaf_memo[qname]
+        found = self._best_leaf(qname)
+        self.leaf_memo[qname] = found
+        return found
+
+    def _best_leaf(self, qname: str) -> tuple[str, Job] | None:
+        qs = self.session.queues[qname]
+        if qs.is_leaf:
+            heap = self.heaps.get(qname)
+            while heap:
+                job = self.jobs[heap[0][1]]
+                if self.next_contribution(job):
+                    return qname, job
+                heapq.heappop(heap)
+            return None
+        return self.pick(qs.children)
+
+    def pick(self, queues: list[str]) -> tuple[str, Job] | None:
+        """The best leaf below ``queues``: the one whose queue gives first. Keys are needed only
+        to compare, so a single queue with candidates gives without one."""
+        cands = [(q, c) for q in queues if (c := self.best_leaf(q)) is not None]
+        if len(cands) <= 1:
+            return cands[0][1] if cands else None
+        best: tuple[tuple[object, ...], tuple[str, Job]] | None = None
+        for q, cand in cands:
+            extra = self.contribution_charge(self.next_contribution(cand[1]))
+            k = self.order_key(q, extra)
+            if best is None or k > best[0]:
+                best = (k, cand)
+        assert best is not None
+        return best[1]
+
+    def take(self, limit: int | None) -> list[Contribution]:
+        """The contributions in victim order, at most ``limit`` of them."""
+        session = self.session
+        tops = [
+            q
+            for q, qs in session.queues.items()
+            if not qs.queue.parent or qs.queue.parent not in session.queues
+        ]
+        out: list[Contribution] = []
+        while limit is None or len(out) < limit:
+            found = self.pick(tops)
+            if found is None:
+                break
+            leaf, job = found
+            tasks = self.next_contribution(job)
+            out.append(Contribution(job, tasks))
+            charge = self.contribution_charge(tasks)
+            for qs in session.ancestors(leaf):
+                self.leaf_memo.pop(qs.name, None)
+                t = self.taken.setdefault(qs.name, dict.fromkeys(RESOURCES, 0.0))
+                for r in RESOURCES:
+                    t[r] += charge[r]
+            rem = self.remaining[job.name]
+            gone = {t.name for t in tasks}
+            rem[:] = [t for t in rem if t.name not in gone]
+            heap = self.heaps[leaf]
+            heapq.heappop(heap)
+            if rem:
+                heapq.heappush(heap, (self.key(job), job.name))
+        return out
