@@ -12,6 +12,7 @@ from scheduler.session import Session
 
 
 def within_preemption_delay(session: Session, job: Job) -> bool:
+    """Whether the job must still wait before it may evict anyone."""
     return preemption_delay_left(job) > 0
 
 
@@ -24,6 +25,7 @@ def preemption_delay_left(job: Job) -> float:
 
 
 def preemption_delay_note(session: Session, job: Job) -> Note:
+    """The note of a job still inside its preemption delay, with the time it ends (UTC)."""
     until = session.config.now + timedelta(seconds=preemption_delay_left(job))
     text = until.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     return reasons.PREEMPTION_DELAY_NOT_ELAPSED, reasons.preemption_delay(job.preemption_delay_s or 0.0, text)

@@ -14,6 +14,8 @@ Note = tuple[str, str]  # (reason, message) explaining why an action could not h
 
 
 def add_note(session: Session, job: Job, note: Note) -> None:
+    """Keep the note on the job once (``session.action_notes``; a later action that helps the job
+    drops them)."""
     notes = session.action_notes.setdefault(job.name, [])
     if note not in notes:
         notes.append(note)
@@ -26,6 +28,8 @@ def record(
     outcome: Outcome,
     describe: Callable[[Job, Task, Outcome], tuple[str, str]],
 ) -> None:
+    """Record a committed scenario: an ``Eviction`` per victim (moved or not), worded by the
+    action's ``describe``, the evicted tasks' reasons and an "Evict" event per victim task."""
     for t, moved in [(t, False) for t in outcome.victims] + [(t, True) for t in outcome.moved]:
         vjob = session.task_job[t.name]
         message, why = describe(job, t, outcome)
