@@ -106,7 +106,9 @@ def _child(w: Workload, reps: int, rep_budget_s: float, conn: Any) -> None:
         conn.close()
 
 
-def summarise(w: Workload, msgs: list[dict[str, Any]], status: str, error: str | None, wall_s: float) -> dict:
+def summarise(
+    w: Workload, msgs: list[dict[str, Any]], status: str, error: str | None, wall_s: float
+) -> dict[str, Any]:
     reps = [m for m in msgs if "rep" in m]
     first = reps[0] if reps else {}
     cyc = sorted(m["cycle_ms"] for m in reps)
