@@ -7,7 +7,8 @@ from collections.abc import Mapping
 
 from scheduler import gang
 from scheduler.model import RESOURCES, Job, clean
-from scheduler.session import QueueState, Session
+from scheduler.session import Session
+from scheduler.state import QueueState
 
 INF = float("inf")
 

@@ -10,7 +10,8 @@ import numpy as np
 
 from scheduler import reasons, rules
 from scheduler.model import Job, Task
-from scheduler.session import EPS, NodeState, Session, opens_group
+from scheduler.session import Session
+from scheduler.state import EPS, NodeState, opens_group
 
 # What constrains where a task may go: its job (every placement rule), or only an equality node
 # selector (callers that have no job, e.g. tests of the node search).
