@@ -15,7 +15,7 @@ from typing import Any
 from scheduler.bench.workloads import Workload, size_of
 from scheduler.cycle import open_session, run_cycle
 from scheduler.model import TaskState
-from scheduler.simulate.core import percentile
+from scheduler.simulate.records import percentile
 
 
 def _read_status(key: str) -> float | None:

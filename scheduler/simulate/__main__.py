@@ -19,7 +19,8 @@ from typing import Any
 
 from scheduler import scenario
 from scheduler.model import Config, Node, Queue, QueueResource, Snapshot
-from scheduler.simulate.core import Arrival, SimResult, simulate, with_quotas
+from scheduler.simulate.core import simulate, with_quotas
+from scheduler.simulate.records import Arrival, SimResult
 from scheduler.simulate.trace import TraceError, generate, load, to_csv
 
 
