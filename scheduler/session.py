@@ -98,7 +98,7 @@ class Session:
         self.work_left = config.action_work_budget
         self.out_of_work: set[str] = set()
         # Bumped on every change of a node's resources (placement, eviction, rollback); names of
-        # nodes changed since the node index (``placement.NodeIndex``) last looked.
+        # nodes changed since the node index (``node_index.NodeIndex``) last looked.
         self.node_version = 0
         # Bumped for a queue and its ancestors whenever a job below it is charged or uncharged
         # (its allocation and that job's placements change); ordering caches keys on it.
