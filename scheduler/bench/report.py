@@ -143,6 +143,7 @@ def comparison(results: dict[str, Any]) -> list[str]:
     ]
 
 
+# Over 80 lines: the report's Markdown, section after section, as it reads.
 def render(results: dict[str, Any]) -> str:
     m = results["machine"]
     lines = [
