@@ -8,24 +8,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from scheduler import rules
-from scheduler.fit import AMOUNT_EPS, Fit, Rules, node_fit
+from scheduler.fit import Fit, Rules, node_fit
 from scheduler.model import Job, Task
 from scheduler.node_index import index_of
 from scheduler.session import Session
 from scheduler.state import NodeState
-
-# ``AMOUNT_EPS``, ``Fit`` and ``node_fit`` moved to ``scheduler.fit``; exported here too so that
-# ``scheduler.actions`` keeps importing them from here until it imports them from there.
-__all__ = [
-    "AMOUNT_EPS",
-    "Fit",
-    "best_fit",
-    "best_fit_reference",
-    "node_fit",
-    "node_score",
-    "scan_fits",
-    "score_nodes",
-]
 
 
 def _free_and_total(ns: NodeState, gpu: bool) -> tuple[float, float]:

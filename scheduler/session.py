@@ -18,19 +18,6 @@ from scheduler.result import Eviction
 from scheduler.state import EPS, Device, NodeState, Placement, QueueState, opens_group
 from scheduler.statement import Statement
 
-# ``EPS``, ``NodeState`` and ``QueueState`` moved to ``scheduler.state`` and ``Statement`` to
-# ``scheduler.statement``; exported here too so that ``scheduler.actions`` keeps importing them
-# from here until it imports them from there.
-__all__ = [
-    "EPS",
-    "NodeState",
-    "QueueState",
-    "Session",
-    "Statement",
-    "exact_amounts",
-    "exact_sums",
-]
-
 # Task states as module constants: reading a member through the enum class costs ~15x a global.
 _PENDING = TaskState.PENDING
 _RUNNING = TaskState.RUNNING
@@ -117,7 +104,7 @@ class Session:
         self._pending_jobs: list[Job] | None = None
         self._pending_candidates: list[Job] | None = None
         self._node_list: list[NodeState] | None = None
-        # Reclaim's per-leaf victim sums by allocation stamp (``actions.victim_sums``) and each
+        # Reclaim's per-leaf victim sums by allocation stamp (``actions.reclaim.victim_sums``) and each
         # job's place in ``jobs``.
         self.leaf_victims: dict[str, tuple[int, object]] = {}
         # Per leaf queue, the running tasks' charges as loaded (count, GPU, CPU, memory, then the

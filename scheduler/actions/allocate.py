@@ -6,10 +6,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from scheduler import gang, reasons
+from scheduler.fit import Fit, node_fit
 from scheduler.model import RESOURCES, Job, Task, TaskState, clean
 from scheduler.ordering import JobQueue
-from scheduler.placement import Fit, best_fit, node_fit, scan_fits, score_nodes
-from scheduler.session import EPS, NodeState, Session, Statement
+from scheduler.placement import best_fit, scan_fits, score_nodes
+from scheduler.session import Session
+from scheduler.state import EPS, NodeState
+from scheduler.statement import Statement
 from scheduler.topology import NodeSet, domain_fits, node_sets, required_domain_errors
 
 

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 from scheduler import reasons
 from scheduler.actions.common.free_gpus import free_gpus
-from scheduler.actions.common.victim_jobs import victim_jobs
+from scheduler.actions.common.notes import Note
 from scheduler.actions.solvers.loop import run_action
 from scheduler.actions.solvers.policy import ActionPolicy, Validator
-from scheduler.actions.solvers.records import Note
 from scheduler.actions.solvers.scenario import Outcome
+from scheduler.actions.solvers.victim_jobs import victim_jobs
 from scheduler.model import Job, Task
-from scheduler.session import EPS, Session
+from scheduler.session import Session
+from scheduler.state import EPS
 
 
 class _Consolidation:

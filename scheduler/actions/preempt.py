@@ -4,14 +4,15 @@ lower priority in its own leaf queue."""
 from __future__ import annotations
 
 from scheduler import reasons
+from scheduler.actions.common.notes import Note
 from scheduler.actions.common.queues import request_of
-from scheduler.actions.common.victim_jobs import min_runtime_ok, split_candidates, victim_jobs
 from scheduler.actions.solvers.loop import run_action
 from scheduler.actions.solvers.policy import ActionPolicy, Validator
-from scheduler.actions.solvers.records import Note
 from scheduler.actions.solvers.scenario import Outcome
+from scheduler.actions.solvers.victim_jobs import min_runtime_ok, split_candidates, victim_jobs
 from scheduler.model import RESOURCES, Job, Task, clean
-from scheduler.session import EPS, Session
+from scheduler.session import Session
+from scheduler.state import EPS
 
 
 def preempt_min_runtime(session: Session, victim_queue: str) -> float:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import UTC, timedelta
 
 from scheduler import reasons
-from scheduler.actions.solvers.records import Note
+from scheduler.actions.common.notes import Note
 from scheduler.model import Job
 from scheduler.session import Session
 

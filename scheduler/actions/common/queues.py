@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from scheduler.model import RESOURCES, Task, clean
-from scheduler.session import QueueState, Session
+from scheduler.session import Session
+from scheduler.state import QueueState
 
 
 def request_of(session: Session, tasks: Sequence[Task]) -> dict[str, float]:

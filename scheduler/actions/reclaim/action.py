@@ -4,8 +4,8 @@ takes room from queues above theirs, under the rules of :mod:`.rules`."""
 from __future__ import annotations
 
 from scheduler import reasons
+from scheduler.actions.common.notes import Note
 from scheduler.actions.common.queues import diverging, request_of
-from scheduler.actions.common.victim_jobs import split_candidates, victim_jobs
 from scheduler.actions.reclaim import gain
 from scheduler.actions.reclaim.rules import (
     ReclaimStep,
@@ -16,10 +16,11 @@ from scheduler.actions.reclaim.rules import (
 )
 from scheduler.actions.solvers.loop import run_action
 from scheduler.actions.solvers.policy import ActionPolicy, Validator
-from scheduler.actions.solvers.records import Note
 from scheduler.actions.solvers.scenario import Contribution, Outcome
+from scheduler.actions.solvers.victim_jobs import split_candidates, victim_jobs
 from scheduler.model import RESOURCES, Job, Task
-from scheduler.session import QueueState, Session
+from scheduler.session import Session
+from scheduler.state import QueueState
 
 # Reclaim's screen from per-leaf sums first (tests switch it off to compare with the job-by-job
 # screen).

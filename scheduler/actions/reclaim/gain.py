@@ -16,7 +16,8 @@ from scheduler.actions.solvers.free_capacity import need_gpu
 from scheduler.actions.solvers.scenario import Contribution
 from scheduler.model import RESOURCES, Job, Task, clean
 from scheduler.ordering import allocatable_share
-from scheduler.session import EPS, QueueState, Session
+from scheduler.session import Session
+from scheduler.state import EPS, QueueState
 
 
 def max_gain(session: Session, job: Job, tasks: list[Task], stream: list[Contribution]) -> float:

@@ -20,13 +20,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from scheduler import gang, reasons
+from scheduler.actions.common.notes import Note
 from scheduler.actions.common.queues import diverging
-from scheduler.actions.common.victim_jobs import min_runtime_ok
-from scheduler.actions.solvers.records import Note
 from scheduler.actions.solvers.scenario import Outcome
+from scheduler.actions.solvers.victim_jobs import min_runtime_ok
 from scheduler.model import RESOURCES, Job, Task, clean
 from scheduler.ordering import allocatable_share
-from scheduler.session import EPS, QueueState, Session
+from scheduler.session import Session
+from scheduler.state import EPS, QueueState
 
 # ---- may this job reclaim at all -----------------------------------------------------------
 

@@ -8,7 +8,8 @@ from scheduler.actions.common.queues import request_of
 from scheduler.actions.solvers.victim_order import KeyMemo
 from scheduler.model import RESOURCES, Job, Task
 from scheduler.ordering import JobQueue, job_key, job_request, queue_key
-from scheduler.session import QueueState, Session
+from scheduler.session import Session
+from scheduler.state import QueueState
 
 
 def _path(session: Session, queue: str) -> list[QueueState]:

@@ -7,9 +7,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from scheduler import gang, rules
+from scheduler.fit import AMOUNT_EPS
 from scheduler.model import Job, Task
-from scheduler.placement import AMOUNT_EPS
-from scheduler.session import EPS, NodeState, Session
+from scheduler.session import Session
+from scheduler.state import EPS, NodeState
 
 ACTIVE = gang.ACTIVE_ALLOCATED
 

@@ -15,7 +15,8 @@ from scheduler.actions.solvers.scenario import Contribution, Outcome
 from scheduler.actions.solvers.scenario_generators import greedy_scenario, shortest_prefix
 from scheduler.actions.solvers.simulation import SolveLog, simulate
 from scheduler.model import Job, Task
-from scheduler.session import Session, Statement
+from scheduler.session import Session
+from scheduler.statement import Statement
 
 
 def solve(

@@ -19,11 +19,12 @@ from __future__ import annotations
 
 from scheduler.actions.allocate import eligible
 from scheduler.actions.common.eligibility import preemption_delay_note, within_preemption_delay
+from scheduler.actions.common.notes import Note
 from scheduler.actions.solvers.allocate_order import PendingHeads
 from scheduler.actions.solvers.budget import PLACE_UNITS, now_s, out_of_time, spend
 from scheduler.actions.solvers.job_solver import solve
 from scheduler.actions.solvers.policy import ActionPolicy
-from scheduler.actions.solvers.records import Note, add_note, record
+from scheduler.actions.solvers.records import add_note, record
 from scheduler.actions.solvers.screening import JobScreen, Search
 from scheduler.actions.solvers.signatures import Representatives
 from scheduler.actions.solvers.simulation import SolveLog

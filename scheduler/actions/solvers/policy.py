@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from scheduler.actions.solvers.records import Note
+from scheduler.actions.common.notes import Note
 from scheduler.actions.solvers.scenario import Contribution, Outcome
 from scheduler.model import Job, Task
 

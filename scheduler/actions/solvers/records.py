@@ -5,12 +5,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from scheduler.actions.common.notes import Note
 from scheduler.actions.solvers.scenario import Outcome
 from scheduler.model import Job, Task
 from scheduler.result import Eviction
 from scheduler.session import Session
-
-Note = tuple[str, str]  # (reason, message) explaining why an action could not help a job
 
 
 def add_note(session: Session, job: Job, note: Note) -> None:

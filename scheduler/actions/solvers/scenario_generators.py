@@ -20,9 +20,11 @@ from scheduler.actions.solvers.budget import PLACE_UNITS, out_of_time, spend
 from scheduler.actions.solvers.free_capacity import usable_nodes
 from scheduler.actions.solvers.scenario import Contribution, Outcome
 from scheduler.actions.solvers.simulation import SolveLog, simulate
+from scheduler.fit import node_fit
 from scheduler.model import Job, Task
-from scheduler.placement import node_fit
-from scheduler.session import NodeState, Session, Statement
+from scheduler.session import Session
+from scheduler.state import NodeState
+from scheduler.statement import Statement
 
 
 def greedy_scenario(

@@ -16,16 +16,17 @@ from dataclasses import dataclass
 from typing import Literal
 
 from scheduler import gang
+from scheduler.actions.common.notes import Note
 from scheduler.actions.solvers.allocate_order import PendingHeads
 from scheduler.actions.solvers.budget import spend
 from scheduler.actions.solvers.free_capacity import FreeTracker, usable_nodes
 from scheduler.actions.solvers.policy import ActionPolicy
-from scheduler.actions.solvers.records import Note
 from scheduler.actions.solvers.simulation import SolveLog
 from scheduler.actions.solvers.victim_order import victim_chunks
 from scheduler.model import Job, Task, TaskState
 from scheduler.ordering import job_key
-from scheduler.session import EPS, Session
+from scheduler.session import Session
+from scheduler.state import EPS
 
 
 @dataclass

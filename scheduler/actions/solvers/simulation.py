@@ -12,9 +12,12 @@ from scheduler.actions.allocate import capacity_error, place_task, step_request
 from scheduler.actions.solvers.allocate_order import AllocateOrder, PendingHeads, order_jobs, order_keys
 from scheduler.actions.solvers.budget import PLACE_UNITS, spend
 from scheduler.actions.solvers.scenario import Contribution, Outcome
+from scheduler.fit import AMOUNT_EPS
 from scheduler.model import Job, Task, TaskState
-from scheduler.placement import AMOUNT_EPS, best_fit
-from scheduler.session import EPS, Session, Statement
+from scheduler.placement import best_fit
+from scheduler.session import Session
+from scheduler.state import EPS
+from scheduler.statement import Statement
 from scheduler.topology import node_sets
 
 

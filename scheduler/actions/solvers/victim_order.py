@@ -10,7 +10,8 @@ from scheduler import gang
 from scheduler.actions.solvers.scenario import Contribution
 from scheduler.model import RESOURCES, Job, Task
 from scheduler.ordering import allocatable_share
-from scheduler.session import EPS, QueueState, Session
+from scheduler.session import Session
+from scheduler.state import EPS, QueueState
 
 ACTIVE = gang.ACTIVE_ALLOCATED
 
