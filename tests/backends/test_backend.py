@@ -6,7 +6,8 @@ kube-apiserver in tests/cluster/. A server that answers 500 to one bind or
 answers a watch with 410 Gone only once its watch cache and etcd's compaction
 have both moved past the version, which a test cannot bring about quickly
 (a young API server serves a watch from version 1 without complaint), so
-these stay here.
+these stay here: the composed backend's faults in this file, the 410 in
+test_client.py and a refused owner read in test_pod_grouping.py.
 """
 
 from __future__ import annotations
