@@ -53,7 +53,7 @@ def _first_observe(api: client.ApiClient, scheduler: str, threads: int) -> float
     """threads 0: owners not read at all."""
     backend = KubernetesBackend(api_client=api, scheduler_name=scheduler, owner_read_threads=max(threads, 1))
     if not threads:
-        backend._read_owner = lambda namespace, ref: None  # type: ignore[method-assign]
+        backend.owners.read = lambda namespace, ref: None  # type: ignore[method-assign]
     start = time.perf_counter()
     state = backend.observe()
     elapsed = time.perf_counter() - start

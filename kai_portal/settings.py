@@ -268,7 +268,7 @@ if not (LEADER_ELECTION_RETRY_PERIOD_SECONDS < LEADER_ELECTION_RENEW_DEADLINE_SE
         "LEADER_ELECTION_LEASE_DURATION_SECONDS must hold: a holder that cannot renew must stop binding "
         "before another replica may take the lease"
     )
-# GPU sharing in kubernetes mode (cluster/backends/gpu_sharing.py): where reservation pods run,
+# GPU sharing in kubernetes mode (cluster/backends/kubernetes/gpu_sharing.py): where reservation pods run,
 # their image (the portal's own; empty = kai-portal:latest), the runtime class that gives them
 # NVML (KAI's default "nvidia"; empty = none) and how long a bind waits for one to report its GPU.
 GPU_SHARING_NAMESPACE = env_str("GPU_SHARING_NAMESPACE", "kai-resource-reservation")

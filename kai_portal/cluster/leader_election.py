@@ -4,7 +4,7 @@ The cycle lock (scheduling/lock.py) keeps cycles of one portal from overlapping 
 Redis; it cannot stop two replicas that disagree about it (one reaches Redis, the other falls back
 to its database lock; or two installs with their own Redis). So in kubernetes mode a cycle also
 needs the Lease: only its holder observes-and-binds, the others record a skipped cycle saying who
-holds it. The algorithm is client-go's ``leaderelection``:
+holds it. The algorithm is client-go's ``leaderelection`` (the Lease client: backends/kubernetes/lease.py):
 
 - The holder renews the Lease at the start of each cycle and every ``retry_period`` while the
   cycle runs (a heartbeat thread). Writes are updates with the read resourceVersion, so two
@@ -16,6 +16,8 @@ holds it. The algorithm is client-go's ``leaderelection``:
   renew (API unreachable, partitioned) stops binding before anyone else may take over. The
   backend checks ``refusal()`` before each bind, eviction, event and pod condition it writes.
 
+A backend takes part when it is a ``LeaseHolder`` (backends/base.py); its elector lives on it.
+
 Between cycles nobody renews: with the default 5 s cycles and a 15 s lease the holder keeps it;
 with cycles slower than the lease, leadership may move between replicas, never overlap.
 
@@ -26,173 +28,22 @@ already), so they share the lease instead of skipping each other's cycles.
 
 from __future__ import annotations
 
-import json
-import logging
 import socket
 import threading
-import time
-import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
-from datetime import UTC, datetime
-from typing import Any
 
-import urllib3
-from kubernetes import client
-from kubernetes.client.exceptions import ApiException
+from django.conf import settings
 
-from kai_portal.cluster.backends.responses import release
+from kai_portal.cluster.backends import ClusterBackend, Elector, LeaseConfig, LeaseHolder
 
-logger = logging.getLogger(__name__)
-
-CALL_ERRORS = (ApiException, urllib3.exceptions.HTTPError, OSError, ValueError)
 NAME_LIMIT = 253
-
-
-@dataclass(frozen=True)
-class LeaseConfig:
-    namespace: str
-    name: str
-    identity: str
-    lease_duration: float = 15.0  # seconds another candidate waits after the last change it saw
-    renew_deadline: float = 10.0  # seconds the holder keeps leading without a successful renewal
-    retry_period: float = 2.0  # seconds between renewals while a cycle runs
-
-    def __post_init__(self) -> None:
-        if not 0 < self.retry_period < self.renew_deadline < self.lease_duration:
-            raise ValueError(
-                "leader election needs retry period < renew deadline < lease duration "
-                f"(got {self.retry_period:g} s, {self.renew_deadline:g} s, {self.lease_duration:g} s): a "
-                "holder must stop binding before another replica may take the lease"
-            )
-
-
-class LeaderElector:
-    """One candidate for one Lease. Thread-safe: the cycle and its heartbeat share it."""
-
-    def __init__(
-        self, api_client: client.ApiClient, config: LeaseConfig, clock: Callable[[], float] = time.monotonic
-    ) -> None:
-        self.coordination = client.CoordinationV1Api(api_client)
-        self.config = config
-        self.clock = clock
-        self._lock = threading.Lock()
-        self._renewed_at: float | None = None  # when our last successful write was sent
-        self._observed: tuple[Any, ...] | None = None  # (holder, renewTime, duration) last seen
-        self._observed_at = 0.0
-        self.holder: str | None = None
-        self.last_error: str | None = None
-
-    @property
-    def lease(self) -> str:
-        return f"{self.config.namespace}/{self.config.name}"
-
-    @property
-    def renewed_at(self) -> float | None:
-        """When (on ``clock``) the last successful renewal was sent; None when we do not hold the lease."""
-        with self._lock:
-            return self._renewed_at
-
-    def is_leader(self) -> bool:
-        renewed = self.renewed_at
-        return renewed is not None and self.clock() - renewed < self.config.renew_deadline
-
-    def refusal(self) -> str | None:
-        """None while this candidate leads; else why it must not write to the cluster."""
-        if self.is_leader():
-            return None
-        if self.last_error:
-            return f"Not the leader: cannot renew the lease {self.lease}: {self.last_error}"
-        holder = self.holder or "another replica"
-        return (
-            f"Not the leader: the lease {self.lease} is held by {holder}; this replica "
-            f"({self.config.identity}) takes over if it is not renewed for {self.config.lease_duration:g} s"
-        )
-
-    def try_acquire_or_renew(self) -> bool:
-        """One round of client-go's tryAcquireOrRenew; True when we hold the lease afterwards."""
-        started = self.clock()
-        try:
-            record = self._read()
-        except CALL_ERRORS as error:
-            return self._failed(error)
-        if record is None:
-            return self._write(started, None, _lease_body(self.config, None, _now(), 0))
-        spec = record.get("spec") or {}
-        holder = spec.get("holderIdentity") or None
-        observed = (holder, spec.get("renewTime"), spec.get("leaseDurationSeconds"))
-        with self._lock:
-            if observed != self._observed:
-                self._observed, self._observed_at = observed, started
-            observed_at = self._observed_at
-        duration = float(spec.get("leaseDurationSeconds") or self.config.lease_duration)
-        if holder and holder != self.config.identity and started < observed_at + duration:
-            with self._lock:
-                self.holder, self._renewed_at, self.last_error = holder, None, None
-            return False
-        now = _now()
-        transitions = int(spec.get("leaseTransitions") or 0)
-        if holder == self.config.identity:
-            acquired = spec.get("acquireTime") or now
-        else:
-            acquired, transitions = now, transitions + 1
-            logger.info("taking the lease %s over from %s", self.lease, holder or "nobody")
-        body = _lease_body(self.config, record["metadata"]["resourceVersion"], now, transitions, acquired)
-        return self._write(started, record, body)
-
-    def _read(self) -> dict[str, Any] | None:
-        try:
-            response: Any = self.coordination.read_namespaced_lease(
-                self.config.name, self.config.namespace, _preload_content=False, _request_timeout=5
-            )
-        except ApiException as error:
-            if error.status == 404:
-                return None
-            raise
-        record: dict[str, Any] = json.loads(response.data)
-        return record
-
-    def _write(self, started: float, record: dict[str, Any] | None, body: dict[str, Any]) -> bool:
-        try:
-            lease = _lease_model(body)
-            if record is None:
-                written = self.coordination.create_namespaced_lease(
-                    self.config.namespace, lease, _preload_content=False, _request_timeout=5
-                )
-            else:
-                written = self.coordination.replace_namespaced_lease(
-                    self.config.name, self.config.namespace, lease, _preload_content=False, _request_timeout=5
-                )
-            release(written)  # read, so the next renewal reuses the connection
-        except ApiException as error:
-            if error.status == 409:  # another candidate wrote first: theirs this round
-                with self._lock:
-                    self._renewed_at, self.last_error = None, None
-                return False
-            return self._failed(error)
-        except CALL_ERRORS as error:
-            return self._failed(error)
-        spec = body["spec"]
-        with self._lock:
-            self._renewed_at, self.holder, self.last_error = started, self.config.identity, None
-            self._observed = (self.config.identity, spec["renewTime"], spec["leaseDurationSeconds"])
-            self._observed_at = started
-        return True
-
-    def _failed(self, error: Exception) -> bool:
-        """A round that reached no decision: a holder stays leader until its renew deadline."""
-        text = f"{error.status} {error.reason}" if isinstance(error, ApiException) else repr(error)
-        with self._lock:
-            self.last_error = text
-        logger.warning("cannot reach the lease %s: %s", self.lease, text)
-        return self.is_leader()
 
 
 class _Renewer(threading.Thread):
     """Renews the lease every retry period while a cycle runs."""
 
-    def __init__(self, elector: LeaderElector) -> None:
+    def __init__(self, elector: Elector) -> None:
         super().__init__(name="leader-lease-renewer", daemon=True)
         self.elector, self.stopped = elector, threading.Event()
 
@@ -205,84 +56,41 @@ class _Renewer(threading.Thread):
         self.join(10)
 
 
-_electors: weakref.WeakKeyDictionary[Any, LeaderElector] = weakref.WeakKeyDictionary()
+def elector_for(backend: ClusterBackend) -> Elector | None:
+    """The backend's elector: one per lease-holding backend when ``LEADER_ELECTION`` is on, else None.
 
-
-def use(backend: Any, elector: LeaderElector) -> None:
-    """Make ``elector`` the one the cycle uses with ``backend`` (tests run replicas side by side)."""
-    _electors[backend] = elector
-
-
-def elector_for(backend: Any) -> LeaderElector | None:
-    """The backend's elector: one per Kubernetes backend when ``LEADER_ELECTION`` is on, else None."""
-    from django.conf import settings
-
-    api_client = getattr(backend, "api_client", None)
-    if not isinstance(api_client, client.ApiClient) or not settings.LEADER_ELECTION:
+    Made on first use from the settings and kept on the backend (tests give a backend their own)."""
+    if not isinstance(backend, LeaseHolder) or not settings.LEADER_ELECTION:
         return None
-    elector = _electors.get(backend)
-    if elector is None:
-        scheduler = getattr(backend, "scheduler_name", settings.SCHEDULER_NAME)
+    if backend.elector is None:
         config = LeaseConfig(
             namespace=settings.LEADER_ELECTION_NAMESPACE,
             # One lease per scheduler name: portals scheduling different pods do not exclude each other.
-            name=(settings.LEADER_ELECTION_LEASE_NAME or f"kai-portal-{scheduler}")[:NAME_LIMIT],
+            name=(settings.LEADER_ELECTION_LEASE_NAME or f"kai-portal-{backend.scheduler_name}")[:NAME_LIMIT],
             identity=settings.LEADER_ELECTION_IDENTITY or socket.gethostname(),
             lease_duration=settings.LEADER_ELECTION_LEASE_DURATION_SECONDS,
             renew_deadline=settings.LEADER_ELECTION_RENEW_DEADLINE_SECONDS,
             retry_period=settings.LEADER_ELECTION_RETRY_PERIOD_SECONDS,
         )
-        elector = _electors[backend] = LeaderElector(api_client, config)
-    return elector
+        backend.elector = backend.new_elector(config)
+    return backend.elector
 
 
 @contextmanager
-def leadership(backend: Any) -> Iterator[str | None]:
+def leadership(backend: ClusterBackend) -> Iterator[str | None]:
     """Yield None when this replica may run a cycle with ``backend`` (and keep the lease renewed
-    while it does), else the reason it may not. Backends without a Kubernetes API yield None."""
+    while it does), else the reason it may not. Backends that hold no lease yield None."""
     elector = elector_for(backend)
-    if elector is None:
+    if elector is None or not isinstance(backend, LeaseHolder):
         yield None
         return
     if not elector.try_acquire_or_renew():
         yield elector.refusal() or "Not the leader"
         return
-    backend.write_guard = elector.refusal  # checked before every cluster write of the cycle
+    backend.guard_writes(elector.refusal)  # checked before every cluster write of the cycle
     renewer = _Renewer(elector)
     renewer.start()
     try:
         yield None
     finally:
         renewer.stop()
-
-
-def _lease_body(
-    config: LeaseConfig, resource_version: str | None, now: str, transitions: int, acquired: str | None = None
-) -> dict[str, Any]:
-    metadata: dict[str, Any] = {"name": config.name, "namespace": config.namespace}
-    if resource_version is not None:
-        metadata["resourceVersion"] = resource_version  # optimistic concurrency: 409 if it changed
-    return {
-        "apiVersion": "coordination.k8s.io/v1",
-        "kind": "Lease",
-        "metadata": metadata,
-        "spec": {
-            "holderIdentity": config.identity,
-            "leaseDurationSeconds": max(1, round(config.lease_duration)),
-            "acquireTime": acquired or now,
-            "renewTime": now,
-            "leaseTransitions": transitions,
-        },
-    }
-
-
-def _lease_model(body: dict[str, Any]) -> client.V1Lease:
-    model = client.V1Lease.from_dict(body)
-    if model is None:  # from_dict returns None only for a None body
-        raise ValueError("empty lease body")
-    return model
-
-
-def _now() -> str:
-    """A MicroTime, as the Lease API stores it."""
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")

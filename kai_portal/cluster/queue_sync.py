@@ -2,7 +2,7 @@
 
 In kubernetes mode the ``scheduling.run.ai/v2`` Queue objects are the source of truth. Each
 scheduling cycle, before the pods are synced (so a pod naming a queue created this cycle finds
-it), ``sync_queue_objects`` reads them (list + watch, ``queue_objects.QueueObjects``) and:
+it), ``sync_queue_objects`` reads them (list + watch, the backend's ``queue_objects``) and:
 
 * **creates or updates** the row of every object whose uid or resourceVersion differs from the
   row's, through the Queue YAML import (``kai_yaml.import_queues``: KAI's raw defaults, MB to
@@ -24,7 +24,6 @@ be read (no Queue CRD, a refused or failed call) nothing is changed: unknown is 
 from __future__ import annotations
 
 import logging
-import weakref
 from datetime import datetime
 from typing import Any
 
@@ -34,6 +33,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Count, ProtectedError, Q
 
 from kai_portal.audit.context import acting_as
+from kai_portal.cluster.backends import ClusterBackend, QueueObjectStore
 from kai_portal.cluster.models import NodePool
 from kai_portal.core.units import UNLIMITED
 from kai_portal.queues import kai_yaml
@@ -43,23 +43,16 @@ from kai_portal.workloads.choices import JobState
 logger = logging.getLogger(__name__)
 
 AUDIT_SOURCE = "queue-sync"
-# One watch cache per backend (the Kubernetes backend lives as long as its process).
-_watches: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
 
 
-def sync_queue_objects(backend: Any, now: datetime) -> None:
-    """Read the Queue objects through ``backend``'s API client and make the rows match.
+def sync_queue_objects(backend: ClusterBackend, now: datetime) -> None:
+    """Read the Queue objects through ``backend`` (its own watch cache) and make the rows match.
 
-    A no-op for backends without a Kubernetes API client (the simulated cluster).
+    A no-op for backends whose cluster holds no Queue objects (the simulated cluster).
     """
-    if getattr(backend, "api_client", None) is None:
+    if not isinstance(backend, QueueObjectStore):
         return
-    from kai_portal.cluster.queue_objects import QueueObjects
-
-    watch = _watches.get(backend)
-    if watch is None:
-        watch = _watches[backend] = QueueObjects(backend.api_client)
-    observed = watch.observe(backend)
+    observed = backend.queue_objects.observe()
     if observed is None:
         return
     with transaction.atomic(), acting_as(None, AUDIT_SOURCE):

@@ -49,7 +49,7 @@ from kai_portal.cluster.backends import (
     PodEvent,
     TaskStatus,
 )
-from kai_portal.cluster.backends.kubernetes_objects import PORTAL_JOB_UID_LABEL
+from kai_portal.cluster.backends.kubernetes import PORTAL_JOB_UID_LABEL
 from kai_portal.cluster.models import GpuDevice, Node, NodePool
 from kai_portal.core.bulk import chunks
 from kai_portal.queues.models import Queue

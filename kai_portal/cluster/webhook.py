@@ -13,7 +13,7 @@ the chosen GPU visible later without touching the running pod's spec:
   container), and ``envFrom`` the ConfigMap ``<prefix>-<index>-evar``;
 - a ConfigMap volume ``<prefix>-<index>-vol``.
 
-The binder (``backends/gpu_sharing.py``) creates and fills those ConfigMaps
+The binder (``backends/kubernetes/gpu_sharing.py``) creates and fills those ConfigMaps
 before it binds the pod; until then the kubelet cannot start the container,
 so no container ever runs without its GPU. Every other pod is allowed
 unchanged. The answer is a JSON Patch; a pod we cannot mutate (a container
@@ -38,7 +38,7 @@ from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
-from kai_portal.cluster.backends.gpu_sharing import (
+from kai_portal.cluster.backends.kubernetes.gpu_sharing import (
     CONFIGMAP_ANNOTATION,
     GPU_PORTION,
     NUM_OF_GPUS,

@@ -30,7 +30,7 @@ from kai_portal.queues.kai_yaml import NODE_POOL_LABEL, queue_document
 from kai_portal.queues.models import Queue
 
 if TYPE_CHECKING:
-    from kai_portal.cluster.queue_objects import QueueObjects
+    from kai_portal.cluster.backends.kubernetes import QueueObjects
 
 # Spec keys the portal owns but writes only when set: a merge patch must clear them (null) otherwise.
 _OPTIONAL_SPEC = ("displayName", "parentQueue", "preemptMinRuntime", "reclaimMinRuntime")
@@ -53,10 +53,9 @@ def queue_objects() -> QueueObjects:
     """One client per process, from the pod's ServiceAccount (else the kubeconfig), made on first use."""
     global _objects
     if _objects is None:
-        from kai_portal.cluster.backends.kubernetes import _load_api_client
-        from kai_portal.cluster.queue_objects import QueueObjects
+        from kai_portal.cluster.backends.kubernetes import QueueObjects, load_api_client
 
-        _objects = QueueObjects(_load_api_client())
+        _objects = QueueObjects(load_api_client())
     return _objects
 
 
@@ -71,7 +70,7 @@ def publish(queue: Queue, previous_name: str | None = None, seen_version: str | 
         return
     if seen_version:
         queue.cluster_resource_version = seen_version
-    from kai_portal.cluster.queue_objects import QueueObjectConflict, QueueObjectUnavailable
+    from kai_portal.cluster.backends.kubernetes import QueueObjectConflict, QueueObjectUnavailable
 
     if queue.cluster_uid and previous_name is not None and previous_name != queue.name:
         raise QueueWriteRefused(
@@ -117,7 +116,7 @@ def unpublish(queue: Queue) -> None:
     """Delete the deleted ``queue``'s Queue object (if it is still the one the portal read)."""
     if not enabled() or not queue.cluster_uid:
         return
-    from kai_portal.cluster.queue_objects import QueueObjectConflict, QueueObjectUnavailable
+    from kai_portal.cluster.backends.kubernetes import QueueObjectConflict, QueueObjectUnavailable
 
     try:
         queue_objects().delete(queue.name, queue.cluster_uid, queue.cluster_resource_version)

@@ -32,7 +32,8 @@ from django.db import transaction
 from django.utils import timezone
 
 import scheduler
-from kai_portal.cluster.backends import ClusterBackend, get_backend
+from kai_portal.cluster.backends import ClusterBackend, LeaseHolder
+from kai_portal.cluster.leader_election import leadership
 from kai_portal.cluster.queue_sync import sync_queue_objects
 from kai_portal.cluster.sync import sync_cluster_state
 from kai_portal.monitoring.recording import record_cycle
@@ -43,6 +44,7 @@ from kai_portal.scheduling.models import SchedulingCycle
 from kai_portal.scheduling.results import cluster_operations, persist_result
 from kai_portal.scheduling.snapshot import build_snapshot
 from kai_portal.workloads import lifecycle
+from kai_portal.workloads.configured_backend import get_backend
 from kai_portal.workloads.models import Job
 
 logger = logging.getLogger(__name__)
@@ -72,13 +74,10 @@ def run_scheduling_cycle(
 
 
 def _leadership(backend: ClusterBackend) -> AbstractContextManager[str | None]:
-    """The Lease a Kubernetes backend's cycle needs (None: go ahead); nothing for other backends."""
-    if getattr(backend, "api_client", None) is None:
+    """The Lease a lease-holding (Kubernetes) backend's cycle needs (None: go ahead); nothing for others."""
+    if not isinstance(backend, LeaseHolder):
         return nullcontext(None)
-    # Imported here: it pulls in the kubernetes client, which simulated mode never needs.
-    from kai_portal.cluster import leader_election
-
-    return leader_election.leadership(backend)
+    return leadership(backend)
 
 
 def _skipped(now: datetime, reason: str = "") -> SchedulingCycle:
@@ -97,7 +96,7 @@ def _run_locked(now: datetime, backend: ClusterBackend, held: HeldLock) -> Sched
         token = fencing.take_token(LOCK_NAME, cycle.pk)
         state = backend.observe()
         unsynced_events = []  # pods that got no rows (QueueDoesNotExist)
-        if not getattr(backend, "writes_rows", False):
+        if not backend.capabilities.rows_are_the_cluster:
             sync_queue_objects(backend, now)  # KAI's Queue objects first: pods may name a new queue
             with transaction.atomic():
                 _still_the_holder(held, token)  # an overtaken cycle must not write older observations

@@ -23,14 +23,14 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
 
 from django.conf import settings
 
-from kai_portal.cluster.backends import OperationResult, PodSpecRequest, PodTemplate, get_backend
+from kai_portal.cluster.backends import NamespaceManager, OperationResult, PodSpecRequest, PodTemplate
 from kai_portal.queues.models import Queue
 from kai_portal.teams.models import Team
 from kai_portal.workloads import pod_policy, pod_security
+from kai_portal.workloads.configured_backend import get_backend
 from kai_portal.workloads.models import Job
 
 POD_GROUP_KIND = "PodGroup"
@@ -138,7 +138,9 @@ def relabel_namespaces(team: Team) -> None:
     ``ClusterRefused`` so the caller keeps the old level (namespace and team never disagree)."""
     if not enabled() or not settings.JOB_NAMESPACE_CREATE:
         return
-    backend: Any = get_backend()
+    backend = get_backend()
+    if not isinstance(backend, NamespaceManager):  # a backend without namespaces has none to label
+        return
     for namespace in sorted(team_namespaces(team)):
         result = backend.label_namespace(namespace, namespace_labels(namespace))
         if not result.ok and result.status_code != 404:
@@ -173,11 +175,16 @@ def create(job: Job, manifest: Manifest | None = None) -> None:
     """Create the job's pods (kubernetes mode); all of them or, after a refusal, none."""
     if not enabled():
         return
-    backend: Any = get_backend()
+    backend = get_backend()
     request = _request(job, manifest)
     report = backend.submit(request)
     refusal = next(iter(report.failures), None)
-    if refusal is not None and refusal.status_code == 404 and settings.JOB_NAMESPACE_CREATE:
+    if (
+        refusal is not None
+        and refusal.status_code == 404
+        and settings.JOB_NAMESPACE_CREATE
+        and isinstance(backend, NamespaceManager)
+    ):
         made = backend.create_namespace(job.namespace, namespace_labels(job.namespace))
         if not made.ok:
             raise ClusterRefused(_namespace_not_made(job.namespace, made), status=_status(made))

@@ -49,13 +49,13 @@ from typing import Any
 import yaml
 from django.core.exceptions import ValidationError
 from django.db import transaction
-from kubernetes.utils import parse_quantity
 
 from kai_portal.cluster.backends import PodTemplate
-from kai_portal.cluster.backends.kubernetes_objects import (
+from kai_portal.cluster.backends.kubernetes import (
     MATCH_OPERATORS,
     TAINT_EFFECTS,
     node_affinity_of,
+    quantity,
     tolerations_of,
 )
 from kai_portal.cluster.backends.pod_requests import Where, pod_requests
@@ -177,7 +177,7 @@ def _quantity(value: Any, path: str) -> Decimal:
     if isinstance(value, bool) or not isinstance(value, str | int | float):
         raise ManifestError(path, f"must be a quantity such as 500m or 8Gi (got {value!r})")
     try:
-        number = Decimal(parse_quantity(value))
+        number = quantity(value)
     except (ValueError, TypeError, InvalidOperation):
         raise ManifestError(path, f"must be a quantity such as 500m or 8Gi (got {value!r})") from None
     if not number.is_finite() or number < 0:

@@ -36,10 +36,10 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 from kubernetes.config import kube_config
 
-from kai_portal.cluster import backends
 from kai_portal.cluster.backends.kubernetes import KubernetesBackend
 from kai_portal.scheduling.cycle import run_scheduling_cycle
 from kai_portal.scheduling.lock import LOCK_NAME
+from kai_portal.workloads import configured_backend
 from tests.portal import factories
 
 REPO = Path(__file__).resolve().parents[2]
@@ -221,15 +221,15 @@ def portal_backend(
 ) -> Iterator[KubernetesBackend]:
     """The portal configured for the cluster as the Celery worker would be: CLUSTER_BACKEND=kubernetes,
     KUBECONFIG for the kai-portal ServiceAccount, this test's scheduler name; the backend its
-    cycles use (``backends.get_backend()``), made afresh, and no cycle lock left by another test."""
+    cycles use (``configured_backend.get_backend()``), made afresh, and no cycle lock left by another test."""
     settings.CLUSTER_BACKEND, settings.SCHEDULER_NAME = "kubernetes", scheduler_name
     monkeypatch.setenv("KUBECONFIG", str(portal_kubeconfig))
     # The client reads KUBECONFIG when it is imported, as a process started with it set would.
     monkeypatch.setattr(kube_config, "KUBE_CONFIG_DEFAULT_LOCATION", str(portal_kubeconfig))
-    monkeypatch.setattr(backends, "_kubernetes_backend", None)
+    monkeypatch.setattr(configured_backend, "_kubernetes_backend", None)
     lock = redis.Redis.from_url(settings.REDIS_URL)
     lock.delete(LOCK_NAME)
-    backend = backends.get_backend()
+    backend = configured_backend.get_backend()
     assert isinstance(backend, KubernetesBackend)
     yield backend
     backend.api_client.close()

@@ -46,10 +46,10 @@ WORKER = textwrap.dedent(
     import django
 
     django.setup()
-    from kai_portal.cluster.backends.kubernetes import KubernetesBackend
+    from kai_portal.cluster.backends.kubernetes.binder import Binder
     from kai_portal.scheduling.cycle import run_scheduling_cycle
 
-    bind, lock, started, done = KubernetesBackend._bind, threading.Lock(), [], []
+    bind, lock, started, done = Binder.bind, threading.Lock(), [], []
 
     # Binds go out on a pool (bind_concurrency): only the first N may reach the API server, the
     # rest wait here until the kill, so exactly N are bound whether binds run in series or not;
@@ -71,7 +71,7 @@ WORKER = textwrap.dedent(
             time.sleep(300)
         return result
 
-    KubernetesBackend._bind = bind_then_hang
+    Binder.bind = bind_then_hang
     run_scheduling_cycle()
     """
 )

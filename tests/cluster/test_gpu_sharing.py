@@ -8,7 +8,7 @@ portal's scheduling cycles (as the ``kai-portal`` ServiceAccount) bind the
 pods. KWOK has no device plugin, so a harness thread plays it: for each
 reservation pod bound to a test node it picks a GPU of that node no other
 reservation pod holds and reports it as the reservation pod's entrypoint does
-(``kai_portal.cluster.reservation.report``), as the pod's own ServiceAccount.
+(``backends/kubernetes/reservation.py``: ``report``), as the pod's own ServiceAccount.
 """
 
 from __future__ import annotations
@@ -31,9 +31,9 @@ from django.core.wsgi import get_wsgi_application
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
-from kai_portal.cluster.backends import gpu_sharing as sharing
 from kai_portal.cluster.backends.kubernetes import KubernetesBackend
-from kai_portal.cluster.reservation import report, visible_gpu
+from kai_portal.cluster.backends.kubernetes import gpu_sharing as sharing
+from kai_portal.cluster.backends.kubernetes.reservation import report, visible_gpu
 from kai_portal.cluster.webhook import WEBHOOK_PATH
 from kai_portal.workloads.models import Pod
 from tests.kai_examples import GPU_SHARING_EXAMPLES, kai_file

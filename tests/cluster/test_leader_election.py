@@ -22,9 +22,8 @@ from django.utils import timezone
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
-from kai_portal.cluster import leader_election
-from kai_portal.cluster.backends.kubernetes import KubernetesBackend
-from kai_portal.cluster.leader_election import LeaderElector, LeaseConfig
+from kai_portal.cluster.backends import LeaseConfig
+from kai_portal.cluster.backends.kubernetes import KubernetesBackend, LeaderElector
 from kai_portal.scheduling import cycle as cycle_module
 from kai_portal.scheduling.lock import HeldLock
 from kai_portal.scheduling.models import SchedulingCycle
@@ -50,7 +49,7 @@ class Replica(threading.Thread):
         self.api = config.new_client_from_config(config_file=str(kubeconfig))
         self.backend = KubernetesBackend(api_client=self.api, scheduler_name=scheduler_name)
         self.elector = LeaderElector(self.api, LeaseConfig(LEASE_NAMESPACE, lease, identity, **TIMINGS))
-        leader_election.use(self.backend, self.elector)
+        self.backend.elector = self.elector  # this replica's own candidate, not the settings'
         self.binds: list[tuple[str, float]] = []  # (pod, when) of every bind call that reached the server
         self.led_from: float | None = None  # when it first won the lease
         self.cycles: list[tuple[str, str]] = []  # (status, error)

@@ -17,7 +17,8 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from kai_portal.cluster.backends.kubernetes import POD_GROUP_API, KubernetesBackend
+from kai_portal.cluster.backends.kubernetes import KubernetesBackend
+from kai_portal.cluster.backends.kubernetes.cache import POD_GROUP_API
 from kai_portal.workloads.models import Job, Pod
 
 from .conftest import REPO, Cluster, Nodes, cycle, pod_body, wait_until

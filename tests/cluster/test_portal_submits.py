@@ -26,8 +26,8 @@ from rest_framework.test import APIClient
 
 from kai_portal.accounts.models import User
 from kai_portal.cluster import sync
-from kai_portal.cluster.backends import gpu_sharing as sharing
 from kai_portal.cluster.backends.kubernetes import KubernetesBackend
+from kai_portal.cluster.backends.kubernetes import gpu_sharing as sharing
 from kai_portal.teams.models import Membership
 from kai_portal.workloads import cluster_jobs
 from kai_portal.workloads.models import Job

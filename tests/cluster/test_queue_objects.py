@@ -30,8 +30,7 @@ from django.utils import timezone
 from kubernetes import config
 
 from kai_portal.audit.models import AuditEntry
-from kai_portal.cluster.backends.kubernetes import KubernetesBackend
-from kai_portal.cluster.queue_objects import QueueObjects
+from kai_portal.cluster.backends.kubernetes import KubernetesBackend, QueueObjects
 from kai_portal.queues import cluster_writes
 from kai_portal.queues.forms import QueueForm
 from kai_portal.queues.models import Queue

@@ -20,10 +20,9 @@ import pytest
 import yaml
 from django.core.management import get_commands
 
-from kai_portal.cluster.backends.gpu_sharing import RESERVATION_NAMESPACE
-from kai_portal.cluster.backends.kubernetes import POD_GROUP_API
-from kai_portal.cluster.backends.owners import CUSTOM_OWNERS
-from kai_portal.cluster.backends.pod_groups import BUILTIN_PRIORITIES
+from kai_portal.cluster.backends.kubernetes.cache import POD_GROUP_API
+from kai_portal.cluster.backends.kubernetes.gpu_sharing import RESERVATION_NAMESPACE
+from kai_portal.cluster.backends.kubernetes.pod_grouping import BUILTIN_PRIORITIES, CUSTOM_OWNERS
 from kai_portal.cluster.webhook import WEBHOOK_PATH
 from kai_portal.monitoring.middleware import ENDPOINTS
 from kai_portal.queues import kai_yaml
@@ -33,9 +32,14 @@ from tests.portal import factories
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "deploy" / "helm" / "kai-portal"
-BACKENDS = [ROOT / "kai_portal" / "cluster" / "backends" / f for f in ("kubernetes.py", "gpu_sharing.py")]
+KUBERNETES = ROOT / "kai_portal" / "cluster" / "backends" / "kubernetes"
+# The worker's and web pods' calls: every component of the Kubernetes backend but the Lease (its own
+# Role), the Queue objects (their own rules, below) and the reservation pods' entrypoint.
+BACKENDS = sorted(
+    p for p in KUBERNETES.glob("*.py") if p.name not in ("lease.py", "queue_objects.py", "reservation.py")
+)
 # Leader election's calls: a namespaced Role in the worker's namespace, not the ClusterRole.
-LEADER_ELECTION = [ROOT / "kai_portal" / "cluster" / "leader_election.py"]
+LEADER_ELECTION = [KUBERNETES / "lease.py"]
 REQUIRED = [
     "secretKey=test-secret",
     "databaseUrl=postgres://kai:pw@db:5432/kai",
@@ -107,7 +111,7 @@ def backend_calls(paths: list[Path] = BACKENDS) -> set[tuple[str, str, str]]:
     """``(API group, resource, verb)`` of every client call in ``paths`` (``self.core`` is
     CoreV1Api, ``self.batch`` BatchV1Api, ``self.apps`` AppsV1Api, ``self.scheduling``
     SchedulingV1Api, ``self.coordination`` CoordinationV1Api; ``self.custom`` CustomObjectsApi
-    reads the owner kinds of owners.py and lists KAI's PodGroups); what ``_sync`` lists it also
+    reads the owner kinds of pod_grouping.py and lists KAI's PodGroups); what ``Lister.sync`` lists it also
     watches."""
     sources = [path.read_text() for path in paths]
     methods = {
@@ -119,7 +123,7 @@ def backend_calls(paths: list[Path] = BACKENDS) -> set[tuple[str, str, str]]:
         arg.attr
         for source in sources
         for node in ast.walk(ast.parse(source))
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "_sync"
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "sync"
         for arg in node.args
         if isinstance(arg, ast.Attribute)
         and isinstance(arg.value, ast.Attribute)
@@ -143,7 +147,7 @@ def backend_calls(paths: list[Path] = BACKENDS) -> set[tuple[str, str, str]]:
     return calls
 
 
-QUEUE_OBJECTS = ROOT / "kai_portal" / "cluster" / "queue_objects.py"
+QUEUE_OBJECTS = KUBERNETES / "queue_objects.py"
 CUSTOM_VERBS = {"list": "list", "get": "get", "create": "create", "patch": "patch", "replace": "update",
                 "delete": "delete"}  # fmt: skip
 
@@ -202,7 +206,7 @@ WEB_METHODS = ("submit", "create_namespace", "label_namespace", "cancel")
 def portal_job_calls() -> set[tuple[str, str, str]]:
     """``(API group, resource, verb)`` of the client calls in the backend's submit / cancel /
     create_namespace, which the web pods make for a portal job."""
-    tree = ast.parse((ROOT / "kai_portal" / "cluster" / "backends" / "kubernetes.py").read_text())
+    tree = ast.parse((KUBERNETES / "portal_jobs.py").read_text())
     methods = {
         node.attr
         for function in ast.walk(tree)
@@ -211,7 +215,7 @@ def portal_job_calls() -> set[tuple[str, str, str]]:
         if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Attribute)
         and node.value.attr == "core"  # fmt: skip
     }
-    assert methods, "submit / cancel make no calls; has kubernetes.py moved?"
+    assert methods, "submit / cancel make no calls; has portal_jobs.py moved?"
     return {resource_call("core", method) for method in methods}
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from kai_portal.cluster import queue_objects
+from kai_portal.cluster.backends.kubernetes import queue_objects
 from kai_portal.queues import kai_yaml
 from tests.kai_examples import kai_file
 

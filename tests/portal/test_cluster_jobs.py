@@ -17,10 +17,9 @@ from kubernetes import client
 from rest_framework.test import APIClient
 
 from kai_portal.accounts.models import User
-from kai_portal.cluster import backends
 from kai_portal.cluster.backends.kubernetes import KubernetesBackend
 from kai_portal.teams.models import Membership
-from kai_portal.workloads import cluster_jobs, lifecycle
+from kai_portal.workloads import cluster_jobs, configured_backend, lifecycle
 from kai_portal.workloads.manifests import ManifestError, submit_manifest
 from kai_portal.workloads.models import Job
 from tests.portal import factories
@@ -123,7 +122,7 @@ def test_an_unreachable_cluster_is_a_503_and_nothing_is_saved_or_cancelled(
     configuration.host = "http://127.0.0.1:9"  # discard port: nothing listens
     configuration.retries = 0
     down = KubernetesBackend(api_client=client.ApiClient(configuration), scheduler_name="kai-test")
-    monkeypatch.setattr(backends, "_kubernetes_backend", down)
+    monkeypatch.setattr(configured_backend, "_kubernetes_backend", down)
     api = APIClient()
     api.force_authenticate(member)
 

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from kai_portal.cli.main import main
-from kai_portal.cluster.backends.kubernetes_objects import parse_foreign_pod, parse_pod
+from kai_portal.cluster.backends.kubernetes.objects import parse_foreign_pod, parse_pod
 from kai_portal.workloads.manifests import ManifestError, parse_manifest
 from kai_portal.workloads.models import Job
 from tests.portal import factories

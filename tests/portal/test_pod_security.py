@@ -192,7 +192,7 @@ def test_a_privileged_team_submits_the_same_pod_and_restricted_refuses_a_plain_o
 
 @pytest.mark.parametrize("level", pod_policy.LEVELS)
 def test_the_pod_the_portal_builds_for_a_form_job_meets_its_teams_level(level: str) -> None:
-    body = KubernetesBackend(api_client=k8s.ApiClient(), scheduler_name="kai")._pod_body(
+    body = KubernetesBackend(api_client=k8s.ApiClient(), scheduler_name="kai").jobs.pod_body(
         PodSpecRequest(namespace="ml", job_name="j", queue="q", image="busybox", gpus=1, pod_security=level),
         "j-0",
     )

@@ -5,14 +5,20 @@ observes nodes and pods, hands over a cycle's decisions (binds, evictions,
 events), and creates or deletes portal-submitted jobs. Everything here is
 plain Python so the loop can convert it with its own adapter; no Django, no
 Kubernetes client objects.
+
+What a backend can do beyond that is declared, never probed for: its
+``capabilities`` (a frozen value every backend has) and the small optional
+interfaces below (``NamespaceManager``, ``QueueObjectStore``, ``LeaseHolder``),
+which callers check with ``isinstance``.
 """
 
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 
 class TaskStatus(enum.StrEnum):
@@ -305,8 +311,42 @@ class PodTemplate:
     annotations: dict[str, str] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class Capabilities:
+    """What a backend declares about itself; the cycle reads this instead of probing for attributes."""
+
+    # The portal's own rows are the cluster (the simulated backend): the cycle copies no observed
+    # state into them and reads no Queue objects; the rows already say it all.
+    rows_are_the_cluster: bool = False
+
+
+@dataclass(frozen=True)
+class LeaseConfig:
+    """One leader-election Lease and its timings (cluster/leader_election.py)."""
+
+    namespace: str
+    name: str
+    identity: str
+    lease_duration: float = 15.0  # seconds another candidate waits after the last change it saw
+    renew_deadline: float = 10.0  # seconds the holder keeps leading without a successful renewal
+    retry_period: float = 2.0  # seconds between renewals while a cycle runs
+
+    def __post_init__(self) -> None:
+        if not 0 < self.retry_period < self.renew_deadline < self.lease_duration:
+            raise ValueError(
+                "leader election needs retry period < renew deadline < lease duration "
+                f"(got {self.retry_period:g} s, {self.renew_deadline:g} s, {self.lease_duration:g} s): a "
+                "holder must stop binding before another replica may take the lease"
+            )
+
+
 class ClusterBackend(Protocol):
     """The one small interface every cluster backend implements."""
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """What this backend declares about itself."""
+        ...
 
     def observe(self) -> ClusterState:
         """Return the current nodes and our pods."""
@@ -322,4 +362,71 @@ class ClusterBackend(Protocol):
 
     def cancel(self, namespace: str, job: str, uid: str = "") -> ApplyReport:
         """Delete the pods of a portal job (those labelled with its uid when given)."""
+        ...
+
+
+@runtime_checkable
+class NamespaceManager(Protocol):
+    """A backend that can make and label the namespaces portal jobs run in (Kubernetes)."""
+
+    def create_namespace(self, name: str, labels: dict[str, str] | None = None) -> OperationResult:
+        """Create the namespace with ``labels``; one that already exists is fine."""
+        ...
+
+    def label_namespace(self, name: str, labels: dict[str, str]) -> OperationResult:
+        """Set ``labels`` on the namespace (404 when it is not there yet)."""
+        ...
+
+
+class QueueObjectReader(Protocol):
+    """The cluster's KAI Queue objects as the cycle reads them."""
+
+    def observe(self) -> dict[str, dict[str, Any]] | None:
+        """Every Queue object by name, or None when they cannot be read (unknown, never empty)."""
+        ...
+
+
+@runtime_checkable
+class QueueObjectStore(Protocol):
+    """A backend whose cluster holds KAI ``Queue`` objects (cluster/queue_sync.py reads them each cycle)."""
+
+    @property
+    def queue_objects(self) -> QueueObjectReader:
+        """The backend's Queue objects, read through its own list/watch cache."""
+        ...
+
+
+class Elector(Protocol):
+    """One candidate for a leader-election lease."""
+
+    @property
+    def config(self) -> LeaseConfig: ...
+
+    def try_acquire_or_renew(self) -> bool:
+        """One round of acquiring or renewing; True when this candidate holds the lease afterwards."""
+        ...
+
+    def refusal(self) -> str | None:
+        """None while this candidate leads; else why it must not write to the cluster."""
+        ...
+
+
+@runtime_checkable
+class LeaseHolder(Protocol):
+    """A backend whose cycle writes only the holder of a lease may make (cluster/leader_election.py)."""
+
+    # The candidate this backend's cycles use: made on first use from the settings, or given (tests).
+    elector: Elector | None
+
+    @property
+    def scheduler_name(self) -> str:
+        """The scheduler name, which names the default lease."""
+        ...
+
+    def new_elector(self, config: LeaseConfig) -> Elector:
+        """A candidate for the lease ``config`` names, over this backend's API."""
+        ...
+
+    def guard_writes(self, guard: Callable[[], str | None] | None) -> None:
+        """Check ``guard`` before each write of a cycle: a non-None answer refuses the write."""
         ...

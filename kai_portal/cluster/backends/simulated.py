@@ -1,64 +1,53 @@
-"""The simulated cluster: the database rows are the cluster.
+"""The simulated cluster backend: a cluster whose state lives on the portal's side of the seam.
 
-Nodes are ``cluster.Node`` rows (from the admin, a cluster file or seed_demo)
-and pods are ``workloads.Pod`` rows. Time moves on each ``observe()``, at the
-backend's clock:
+The backend is plain Python; the simulated cluster it fronts is given at construction as a
+``SimulatedCluster`` (in the portal, ``kai_portal/workloads/simulated_cluster.py``: the portal's
+``Node`` and ``Pod`` rows, moved on by a clock). ``observe()`` moves the simulation on to
+``clock()`` and returns the nodes and the live pods, the pods read only when first looked at.
 
-* a pod bound by the previous cycle starts running;
-* a running pod succeeds once ``started_at + job.duration <= now`` (no
-  duration: it runs until cancelled or evicted) and frees its GPUs;
-* a releasing pod (evicted, cancelled) lets go of its node
-  ``SIMULATED_EVICTION_GRACE_SECONDS`` after the eviction, then goes back to
-  pending or fails, per its job's restart policy (``lifecycle.release_pod``).
-
-``apply()`` checks each bind against the nodes as they are now (a node
-cordoned or removed since the snapshot refuses the bind, as a kubelet would)
-and writes nothing: the loop persists the accepted decisions itself, in the
-same transaction as the rest of the cycle. Cordoning and removing nodes are
-``cluster/operations.py``.
+``apply()`` checks each bind against the nodes as they are now (a node cordoned or removed since
+the snapshot refuses the bind, as a kubelet would) and writes nothing: the loop persists the
+accepted decisions itself, in the same transaction as the rest of the cycle.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from datetime import datetime, timedelta
-from typing import Any
-
-from django.conf import settings
-from django.db import transaction
-from django.utils import timezone
-
-from kai_portal.workloads import lifecycle
-from kai_portal.workloads.choices import PodState
-from kai_portal.workloads.models import Pod
+from datetime import datetime
+from typing import Any, Protocol
 
 from .base import (
     ApplyReport,
     Bind,
+    Capabilities,
     ClusterState,
     Evict,
-    GpuRequest,
-    JobRef,
     ObservedNode,
     ObservedPod,
     OperationResult,
     PodEvent,
     PodSpecRequest,
-    TaskStatus,
 )
 
-_STATUS = {
-    PodState.PENDING: TaskStatus.PENDING,
-    PodState.BOUND: TaskStatus.BOUND,
-    PodState.RUNNING: TaskStatus.RUNNING,
-    PodState.RELEASING: TaskStatus.RELEASING,
-    PodState.SUCCEEDED: TaskStatus.SUCCEEDED,
-    PodState.FAILED: TaskStatus.FAILED,
-}
 
+class SimulatedCluster(Protocol):
+    """The state behind a ``SimulatedBackend`` and the steps that move it on."""
 
-def eviction_grace() -> timedelta:
-    return timedelta(seconds=float(getattr(settings, "SIMULATED_EVICTION_GRACE_SECONDS", 5)))
+    def advance(self, now: datetime) -> None:
+        """Move the cluster on to ``now``: start bound pods, finish and release pods."""
+        ...
+
+    def nodes(self) -> dict[str, ObservedNode]:
+        """Every node, as the scheduler sees it."""
+        ...
+
+    def pods(self) -> dict[tuple[str, str], ObservedPod]:
+        """Every live pod by (namespace, name)."""
+        ...
+
+    def schedulable(self, names: set[str]) -> dict[str, bool]:
+        """Of the nodes named, those that exist, and whether each takes pods now."""
+        ...
 
 
 class _PodsOnDemand(dict[tuple[str, str], ObservedPod]):
@@ -100,13 +89,14 @@ class _PodsOnDemand(dict[tuple[str, str], ObservedPod]):
 
 
 class SimulatedBackend:
-    """A ``ClusterBackend`` whose cluster is the portal's own rows, moved on by a clock."""
+    """A ``ClusterBackend`` over a simulated cluster, moved on by a clock."""
 
     # The loop skips syncing observed state into rows: the rows are the state.
-    writes_rows = True
+    capabilities = Capabilities(rows_are_the_cluster=True)
 
-    def __init__(self, clock: Callable[[], datetime] | None = None) -> None:
-        self.clock = clock or timezone.now
+    def __init__(self, cluster: SimulatedCluster, clock: Callable[[], datetime]) -> None:
+        self.cluster = cluster
+        self.clock = clock
 
     # ----- observe -------------------------------------------------------
 
@@ -114,116 +104,16 @@ class SimulatedBackend:
         """Move the simulation on to ``clock()`` and return the nodes and live pods.
 
         The pods are read when first looked at: the cycle never does (the rows are the cluster,
-        ``writes_rows``), and building every live pod took minutes at a 100,000-pod backlog."""
-        now = self.clock()
-        with transaction.atomic():
-            self.advance(now)
-        return self._state()
-
-    def advance(self, now: datetime) -> None:
-        """Start bound pods, finish pods whose duration is over, release evicted pods after the grace."""
-        moving = [PodState.BOUND, PodState.RUNNING, PodState.RELEASING]
-        lifecycle.lock_jobs(Pod.objects.filter(state__in=moving).values_list("job_id", flat=True))
-        bound = Pod.objects.filter(state=PodState.BOUND, node__isnull=False)
-        touched = set(bound.values_list("job_id", flat=True))
-        lifecycle.start_pods(bound.values_list("pk", flat=True), now)
-
-        done, unhandled = [], {}
-        for pod in Pod.objects.filter(state=PodState.RUNNING, job__duration__isnull=False).select_related(
-            "job"
-        ):
-            started = pod.started_at or now
-            try:
-                over = started + pod.job.duration <= now  # type: ignore[operator]
-            except OverflowError:
-                # A row written past the submission bounds: fail that job, not the cycle.
-                unhandled[pod.job_id] = pod.job
-                continue
-            if over:
-                done.append(pod.pk)
-                touched.add(pod.job_id)
-        lifecycle.succeed_pods(done, now)
-        for job in unhandled.values():
-            problem = f"its duration ({job.duration}) is out of range"
-            lifecycle.fail_job(job, lifecycle.unhandled_message(problem), now)
-
-        grace = eviction_grace()
-        for pod in Pod.objects.filter(state=PodState.RELEASING).select_related("job"):
-            since = pod.releasing_since or pod.reason_at
-            if since is None:  # released by a path that did not stamp it: start the clock now
-                Pod.objects.filter(pk=pod.pk).update(releasing_since=now)
-                continue
-            if since + grace <= now:
-                lifecycle.release_pod(pod, now)
-                touched.add(pod.job_id)
-        lifecycle.refresh_job_states(touched, now)
-
-    def _state(self) -> ClusterState:
-        from kai_portal.cluster.models import Node
-
-        nodes = {}
-        for node in Node.objects.select_related("pool").prefetch_related("gpus"):
-            devices = list(node.gpus.all())
-            nodes[node.name] = ObservedNode(
-                name=node.name,
-                pool=node.pool.name,
-                labels=dict(node.labels or {}),
-                unschedulable=not node.schedulable,
-                ready=node.ready,
-                pressure_conditions=(),
-                gpu_count=len(devices),
-                gpu_product=devices[0].model if devices else None,
-                gpu_memory_mib=min((d.memory_mib for d in devices), default=None),
-                cpu_millis=node.cpu_millicores,
-                memory_mib=node.memory_mib,
-                max_pods=110,
-            )
-        return ClusterState(nodes=nodes, pods=_PodsOnDemand(self._pods))
-
-    def _pods(self) -> dict[tuple[str, str], ObservedPod]:
-        pods = {}
-        live = Pod.objects.exclude(state__in=[PodState.SUCCEEDED, PodState.FAILED]).select_related(
-            "job", "job__queue", "node"
-        )
-        for pod in live.prefetch_related("gpu_devices"):
-            job = pod.job
-            namespace = job.namespace or job.queue.name
-            pods[(namespace, pod.name)] = ObservedPod(
-                namespace=namespace,
-                name=pod.name,
-                uid=str(pod.pk),
-                node=pod.node.name if pod.node else None,
-                phase="Running" if pod.state == PodState.RUNNING else "Pending",
-                status=_STATUS[PodState(pod.state)],
-                queue=job.queue.name,
-                job=JobRef(namespace, "PodGroup", job.name),
-                priority_class=job.priority_class,
-                preemptibility=job.preemptibility or None,
-                gpu=GpuRequest(
-                    whole=job.gpu_count,
-                    fraction=float(job.gpu_fraction) if job.gpu_fraction is not None else None,
-                    memory_mib=job.gpu_memory_mib,
-                    num_devices=job.gpu_fraction_devices,
-                ),
-                cpu_millis=job.cpu_millicores,
-                memory_mib=job.memory_mib,
-                created_at=pod.created_at,
-                deletion_timestamp=pod.releasing_since,
-                gpu_devices=tuple(sorted(d.index for d in pod.gpu_devices.all())),
-                labels={},
-                annotations={},
-            )
-        return pods
+        ``rows_are_the_cluster``), and building every live pod took minutes at a 100,000-pod backlog."""
+        self.cluster.advance(self.clock())
+        return ClusterState(nodes=self.cluster.nodes(), pods=_PodsOnDemand(self.cluster.pods))
 
     # ----- apply ---------------------------------------------------------
 
     def apply(self, binds: list[Bind], evictions: list[Evict], events: list[PodEvent]) -> ApplyReport:
         """Accept each bind whose node still exists and takes pods; accept every eviction."""
-        from kai_portal.cluster.models import Node
-
         report = ApplyReport()
-        names = {b.node for b in binds}
-        usable = dict(Node.objects.filter(name__in=names).values_list("name", "schedulable"))
+        usable = self.cluster.schedulable({b.node for b in binds})
         for bind in binds:
             if bind.node not in usable:
                 report.add(_refused("bind", bind, f"node {bind.node} no longer exists"))
@@ -243,7 +133,7 @@ class SimulatedBackend:
         return ApplyReport([OperationResult("submit", request.namespace, request.job_name, ok=True)])
 
     def cancel(self, namespace: str, job: str, uid: str = "") -> ApplyReport:
-        """Nothing to delete: ``lifecycle.cancel_job`` already marked the pods releasing."""
+        """Nothing to delete: the portal already marked the pods releasing."""
         return ApplyReport([OperationResult("cancel", namespace, job, ok=True)])
 
 

@@ -17,10 +17,10 @@ from django.test import Client
 from rest_framework.test import APIClient
 
 from kai_portal.cluster.backends import ApplyReport
-from kai_portal.cluster.backends.simulated import SimulatedBackend
 from kai_portal.scheduling.lock import LOCK_NAME
 from kai_portal.scheduling.models import Decision, SchedulingCycle
 from kai_portal.workloads.models import Pod
+from kai_portal.workloads.simulated_cluster import RowBackend
 from tests.portal import factories
 
 pytestmark = pytest.mark.django_db
@@ -147,7 +147,7 @@ def test_evictions_are_counted_by_action(loop, scrape, settings):
     assert samples[("kai_portal_cycles_total", (("outcome", "succeeded"),))] == 6
 
 
-class RefusesBinds(SimulatedBackend):
+class RefusesBinds(RowBackend):
     """Refuses every bind of pods named ``flaky-*``, as an API server answering 409 would."""
 
     def apply(self, binds, evictions, events):

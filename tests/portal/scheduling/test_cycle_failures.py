@@ -8,9 +8,9 @@ from datetime import timedelta
 import pytest
 
 from kai_portal.cluster.backends import ApplyReport, OperationResult
-from kai_portal.cluster.backends.simulated import SimulatedBackend
 from kai_portal.scheduling.models import Decision, JobMessage, QueueStatus, SchedulingCycle, UsageSample
 from kai_portal.workloads.models import Job, Pod
+from kai_portal.workloads.simulated_cluster import RowBackend
 from tests.portal import factories
 
 pytestmark = pytest.mark.django_db
@@ -50,7 +50,7 @@ def test_a_cycle_that_raises_while_persisting_leaves_nothing_half_written(loop, 
     assert sorted(s for s, _, _ in _pod_rows()) == ["bound", "pending"]
 
 
-class ExplodingBackend(SimulatedBackend):
+class ExplodingBackend(RowBackend):
     def apply(self, binds, evictions, events):
         raise Boom("cluster API exploded")
 
@@ -67,7 +67,7 @@ def test_a_backend_that_raises_in_apply_leaves_the_database_unchanged(loop, leaf
     assert SchedulingCycle.objects.get().status == "failed"
 
 
-class RefusesOnce(SimulatedBackend):
+class RefusesOnce(RowBackend):
     """Refuses the first bind of one pod, as an API server answering 409 would."""
 
     refused: set[str] = set()

@@ -22,16 +22,16 @@ from django.test import Client
 from django.urls import reverse
 
 import scheduler
-from kai_portal.cluster.backends.simulated import SimulatedBackend
 from kai_portal.monitoring.recording import CYCLES
 from kai_portal.scheduling import fencing, lock
 from kai_portal.scheduling.models import Decision, SchedulingCycle, UsageSample
 from kai_portal.workloads.models import Pod
+from kai_portal.workloads.simulated_cluster import RowBackend
 from tests.portal import factories
 from tests.portal.monitoring.conftest import parse
 
 
-class RecordingBackend(SimulatedBackend):
+class RecordingBackend(RowBackend):
     """The simulated cluster, remembering every apply call it was given."""
 
     def __init__(self, *args: object, **kwargs: object) -> None:

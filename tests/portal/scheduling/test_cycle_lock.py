@@ -10,11 +10,11 @@ import redis
 from django.conf import settings
 from django.db import connection
 
-from kai_portal.cluster.backends.simulated import SimulatedBackend
 from kai_portal.scheduling import lock
 from kai_portal.scheduling.cycle import run_scheduling_cycle
 from kai_portal.scheduling.models import SchedulingCycle
 from kai_portal.workloads.models import Job
+from kai_portal.workloads.simulated_cluster import RowBackend
 from tests.portal import factories
 
 
@@ -37,7 +37,7 @@ def test_a_cycle_skips_when_another_process_holds_the_lock(loop, leaf):
     assert loop.run(5).status == "succeeded"
 
 
-class SlowBackend(SimulatedBackend):
+class SlowBackend(RowBackend):
     running = 0
     most = 0
     guard = threading.Lock()

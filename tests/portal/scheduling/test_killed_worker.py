@@ -32,10 +32,10 @@ WORKER = textwrap.dedent(
     import django
 
     django.setup()
-    from kai_portal.cluster.backends.simulated import SimulatedBackend
+    from kai_portal.workloads.simulated_cluster import RowBackend
     from kai_portal.scheduling.cycle import run_scheduling_cycle
 
-    class Stuck(SimulatedBackend):
+    class Stuck(RowBackend):
         def observe(self):
             Path({marker!r}).write_text("in the cycle")
             time.sleep(300)

@@ -7,13 +7,13 @@ import socket
 import pytest
 from kubernetes import client
 
-from kai_portal.cluster.backends.gpu_sharing import (
+from kai_portal.cluster.backends.kubernetes.gpu_sharing import (
     GpuSharing,
     fraction_container,
     group_labels,
     reservation_pod_name,
 )
-from kai_portal.cluster.reservation import visible_gpu
+from kai_portal.cluster.backends.kubernetes.reservation import visible_gpu
 
 
 def test_reservation_pod_names_are_fixed_per_node_and_group_and_valid() -> None:

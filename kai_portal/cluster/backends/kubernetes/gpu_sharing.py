@@ -11,7 +11,7 @@ A pod that asks for part of a GPU (``gpu-fraction`` / ``gpu-memory``) gets no
   reservation pod) and the next cycle retries with the same group, so a slow
   device plugin never holds the cycle up; after the allocation timeout the
   reservation is deleted and the reason names the device plugin;
-- the reservation pod's entrypoint (``kai_portal.cluster.reservation``) writes
+- the reservation pod's entrypoint (``python -m kai_portal.cluster.reservation``, reservation.py) writes
   the GPU it got into its annotation ``run.ai/reserve_for_gpu_index``;
 - before a sharing pod is bound, it is labelled with its group
   (``runai-gpu-group``, or ``runai-gpu-group/<group>`` per device for a
@@ -43,8 +43,8 @@ import urllib3
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from .base import Bind, ObservedNode, ObservedPod, OperationResult
-from .responses import release
+from ..base import Bind, ObservedNode, ObservedPod, OperationResult
+from .client import release
 
 RESERVATION_NAMESPACE = "kai-resource-reservation"
 RESERVATION_APP_LABEL = "app"

@@ -6,7 +6,8 @@ kube-apiserver in tests/cluster/. A server that answers 500 to one bind or
 answers a watch with 410 Gone only once its watch cache and etcd's compaction
 have both moved past the version, which a test cannot bring about quickly
 (a young API server serves a watch from version 1 without complaint), so
-these stay here.
+these stay here: the composed backend's faults in this file, the 410 in
+test_client.py and a refused owner read in test_pod_grouping.py.
 """
 
 from __future__ import annotations
@@ -60,38 +61,3 @@ def test_a_failed_event_write_is_reported_and_does_not_undo_the_bind(
     assert [(r.operation, r.ok, r.status_code) for r in report.results] == [
         ("bind", True, None), ("event", False, 503)]
     assert backend.observe().pods["team-a", "p1"].node == "gpu-1"
-
-
-def test_an_expired_resource_version_falls_back_to_a_fresh_list(
-    emulator: KubeApiEmulator, core: client.CoreV1Api, backend: KubernetesBackend
-) -> None:
-    make_pod(core, "first")
-    backend.observe()
-    make_pod(core, "second")
-    emulator.compacted_below = emulator.version + 1  # history before now is gone: 410
-
-    state = backend.observe()
-
-    assert set(state.pods) == {("team-a", "first"), ("team-a", "second")}
-    log = emulator.request_log
-    pod_gets = [dict(r.params) for r in log if r.method == "GET" and r.url.path == "/api/v1/pods"]
-    assert [p.get("watch") for p in pod_gets] == [None, "true", None]  # list, watch (410), list
-
-
-def test_a_refused_owner_read_or_podgroup_list_never_fails_observe(
-    emulator: KubeApiEmulator, core: client.CoreV1Api, backend: KubernetesBackend
-) -> None:
-    """KAI's pod-grouper stops at the last owner it may read (podgrouper.go handleGetOwnerError);
-    the portal does the same, and a failing PodGroup list only leaves the owners' settings."""
-    owner = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs", "uid": "u-rs", "controller": True}
-    make_pod(core, "p", labels={"kai.scheduler/queue": "team-a"}, metadata={"ownerReferences": [owner]})
-    emulator.faults[("GET", "/apis/apps/v1/namespaces/team-a/replicasets/rs")] = 403
-    emulator.faults[("GET", "/apis/scheduling.run.ai/v2alpha2/podgroups")] = 500
-
-    pod = backend.observe().pods["team-a", "p"]
-
-    assert not emulator.faults, "both faults were served"
-    reads = [r.url.path for r in emulator.request_log if r.method == "GET"]
-    assert reads.count("/apis/apps/v1/namespaces/team-a/replicasets/rs") == 1, "a refusal is not asked again"
-    assert (pod.job.key, pod.queue) == ("team-a/ReplicaSet/rs", "team-a")
-    assert (pod.priority_class, pod.priority) == ("train", 50)

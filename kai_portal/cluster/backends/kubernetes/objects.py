@@ -15,8 +15,8 @@ from typing import Any
 
 from kubernetes.utils import parse_quantity
 
-from .base import ForeignPod, GpuRequest, JobRef, NodeTaint, ObservedNode, ObservedPod, TaskStatus
-from .pod_requests import Where, pod_requests
+from ..base import ForeignPod, GpuRequest, JobRef, NodeTaint, ObservedNode, ObservedPod, TaskStatus
+from ..pod_requests import Where, pod_requests
 
 GPU_RESOURCE = "nvidia.com/gpu"
 GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
@@ -286,6 +286,12 @@ def requests_of(spec: Json) -> dict[str, Decimal]:
 
 def _read(value: Any, where: Where) -> Decimal:
     return _quantity(value)
+
+
+def quantity(value: str | int | float) -> Decimal:
+    """A resource quantity as Kubernetes reads it ("500m", "8Gi", 2); ValueError (or TypeError,
+    decimal.InvalidOperation) when it is not one."""
+    return Decimal(parse_quantity(value))
 
 
 def _quantity(value: Any) -> Decimal:

@@ -1,9 +1,9 @@
-"""Status like KAI (issue 16): what the portal's cycles leave on pods and in Events on a real API server.
+"""Status like KAI (issue 16): what the portal's cycles leave on pods and in Events on a real API server
+(backends/kubernetes/status.py).
 
 KAI's recorder aggregates Events the way client-go does: one Event object per pod per distinct
-(type, reason, message), a repeat bumps ``count`` and ``lastTimestamp``. Evicted pods carry the
-``DisruptionTarget`` condition (reason ``PreemptionByScheduler`` and the eviction message, as
-KAI's evictor writes it).
+(type, reason, message), a repeat bumps ``count`` and ``lastTimestamp``. A pending pod explained
+as Unschedulable gets ``PodScheduled=False``. (Evicted pods' ``DisruptionTarget``: test_evictor.py.)
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from collections import Counter
 import pytest
 from kubernetes import client
 
-from kai_portal.cluster import backends
-from kai_portal.cluster.backends import Evict
+from kai_portal.cluster.backends import EventType, PodEvent
 from kai_portal.cluster.backends.kubernetes import KubernetesBackend
+from kai_portal.workloads import configured_backend
 
 from .conftest import Cluster, Nodes, cycle, pod_body
 
@@ -62,8 +62,9 @@ def test_a_restarted_worker_bumps_the_events_the_last_one_wrote(
     for _ in range(2):
         cycle()
 
-    monkeypatch.setattr(backends, "_kubernetes_backend", None)  # a new worker: a new backend, no cache
-    restarted = backends.get_backend()
+    # A new worker: a new backend, no cache.
+    monkeypatch.setattr(configured_backend, "_kubernetes_backend", None)
+    restarted = configured_backend.get_backend()
     assert restarted is not portal
     for _ in range(3):
         cycle()
@@ -96,33 +97,14 @@ def test_pods_grouped_by_a_podgroup_get_one_podgroup_event_per_message(
         "Normal", "Unschedulable", "scheduling.run.ai/v2alpha2")  # fmt: skip
 
 
-def test_an_evicted_pod_carries_kais_disruption_target_condition(
-    cluster: Cluster, namespace: str, nodes: Nodes, scheduler_name: str, backend: KubernetesBackend
-) -> None:
-    """KAI's evictor marks the victim DisruptionTarget=True, reason PreemptionByScheduler, with the
-    eviction message (the Eviction API alone would say EvictionByEvictionAPI, "Eviction API: evicting")."""
-    node = nodes.make("silent")  # no kubelet: the evicted pod stays Terminating, so its status can be read
-    cluster.core.create_namespaced_pod(namespace, pod_body("victim", scheduler_name, nodeName=node))
-    backend.observe()
-    message = f"Pod {namespace}/victim was preempted by higher priority workload team-b/pg-big"
-
-    assert backend.apply([], [Evict(namespace, "victim", message, action="preempt")], []).ok
-
-    victim = cluster.core.read_namespaced_pod("victim", namespace)
-    assert victim.metadata.deletion_timestamp is not None
-    [condition] = [c for c in victim.status.conditions if c.type == "DisruptionTarget"]
-    assert (condition.status, condition.reason) == ("True", "PreemptionByScheduler")
-    assert condition.message == message
-
-
 def test_repeats_are_rate_limited_per_pod_and_reason_and_the_scheduled_event_still_comes(
     cluster: Cluster, portal: KubernetesBackend, namespace: str, scheduler_name: str, nodes: Nodes
 ) -> None:
     """client-go's spam filter (a burst, then one per five minutes; here a burst of 3) caps the
     writes a long-pending pod costs; its bucket is per reason, so binding it still says so."""
-    from kai_portal.cluster.backends.event_spam import EventSpamFilter
+    from kai_portal.cluster.backends.kubernetes.status import EventSpamFilter
 
-    portal.event_filter = EventSpamFilter(burst=3, refill_seconds=3600)
+    portal.status.event_filter = EventSpamFilter(burst=3, refill_seconds=3600)
     core = cluster.core
     nodes.kwok("gpu-1")
     labels = {"kai.scheduler/queue": "team-a"}
@@ -137,3 +119,57 @@ def test_repeats_are_rate_limited_per_pod_and_reason_and_the_scheduled_event_sti
     cycle()
     reasons = {(e.involved_object.name, e.reason) for e in _events(cluster, namespace)}
     assert ("fits", "Scheduled") in reasons
+
+
+def test_repeated_events_bump_the_count_instead_of_piling_up(
+    cluster: Cluster, namespace: str, scheduler_name: str, backend: KubernetesBackend
+) -> None:
+    text = "no nodes with enough resources were found: 3 node(s) didn't have enough resources: GPUs."
+    member = pod_body("p1", scheduler_name, annotations={"pod-group-name": "pg-1"})
+    cluster.core.create_namespaced_pod(namespace, member)
+    backend.observe()
+    waiting = PodEvent(namespace, "p1", EventType.WARNING, "Unschedulable", text)
+    group = PodEvent(namespace, "pg-1", EventType.NORMAL, "Unschedulable", "Unable to schedule podgroup",
+                     kind="PodGroup")  # fmt: skip
+    # A group no pod of ours belongs to has no PodGroup object for an event to be about.
+    nobody = PodEvent(namespace, "pg-none", EventType.NORMAL, "Unschedulable", "x", kind="PodGroup")
+
+    assert backend.apply([], [], [waiting, group, nobody]).ok
+    assert backend.apply([], [], [waiting]).ok
+
+    events = {e.involved_object.kind: e for e in _events(cluster, namespace)}
+    assert {(k, e.involved_object.api_version, e.type, e.count) for k, e in events.items()} == {
+        ("Pod", "v1", "Warning", 2), ("PodGroup", "scheduling.run.ai/v2alpha2", "Normal", 1)}  # fmt: skip
+    assert len(_events(cluster, namespace)) == 2
+    assert events["Pod"].last_timestamp >= events["Pod"].first_timestamp
+
+
+def test_an_unschedulable_pending_pod_gets_pod_scheduled_false_once_per_message(
+    cluster: Cluster, namespace: str, nodes: Nodes, scheduler_name: str, backend: KubernetesBackend
+) -> None:
+    core = cluster.core
+    core.create_namespaced_pod(namespace, pod_body("waiting", scheduler_name, gpus=16))
+    core.create_namespaced_pod(namespace, pod_body("placed", scheduler_name, nodeName=nodes.make("gpu-1")))
+    backend.observe()
+    first = "no nodes with enough resources were found: 1 node(s) didn't have enough resources: GPUs."
+
+    def explain(pod: str, message: str) -> PodEvent:
+        return PodEvent(namespace, pod, EventType.WARNING, "Unschedulable", message)
+
+    report = backend.apply([], [], [explain("waiting", first), explain("placed", first)])
+
+    assert [(r.operation, r.name) for r in report.results if r.operation == "condition"] == [
+        ("condition", "waiting")]  # a bound pod's condition is not ours to change
+    assert report.ok
+    pod = core.read_namespaced_pod("waiting", namespace)
+    [condition] = [c for c in pod.status.conditions if c.type == "PodScheduled"]
+    assert (condition.status, condition.reason, condition.message) == ("False", "Unschedulable", first)
+
+    backend.apply([], [], [explain("waiting", first)])
+    assert core.read_namespaced_pod("waiting", namespace).metadata.resource_version == (
+        pod.metadata.resource_version)  # the same words: no write
+
+    second = "Unable to schedule podgroup: queue team-a is over its GPU limit"
+    backend.apply([], [], [explain("waiting", second)])
+    conditions = core.read_namespaced_pod("waiting", namespace).status.conditions
+    assert [(c.type, c.message) for c in conditions if c.type == "PodScheduled"] == [("PodScheduled", second)]

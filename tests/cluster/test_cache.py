@@ -1,4 +1,5 @@
-"""observe() against the real API server: parsing nodes and pods, following watches, 410 Gone."""
+"""The cluster cache (observe()) against the real API server: parsing nodes and pods, following
+watches, 410 Gone (backends/kubernetes/cache.py)."""
 
 from __future__ import annotations
 

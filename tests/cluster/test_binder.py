@@ -1,4 +1,5 @@
-"""apply(), submit() and cancel() against the real API server: what the cluster holds afterwards."""
+"""The binder against the real API server: binds, their events and results, and the marks of our own
+binds until the watch shows them (backends/kubernetes/binder.py, through apply())."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from typing import Any
 
 from kubernetes import client
 
-from kai_portal.cluster.backends import Bind, EventType, Evict, PodEvent, PodSpecRequest, TaskStatus
+from kai_portal.cluster.backends import Bind, EventType, PodEvent, TaskStatus
 from kai_portal.cluster.backends.kubernetes import KubernetesBackend
 
 from .conftest import Cluster, Nodes, pod_body, wait_until
@@ -73,136 +74,6 @@ def test_a_failed_bind_is_reported_and_the_others_still_happen(
     assert {k: v for k, v in fine.metadata.annotations.items() if k.startswith("kai.scheduler/")} == {
         "kai.scheduler/gpu-devices": "1", "kai.scheduler/gpu-fraction": "0.5"}  # fmt: skip
     assert cluster.core.read_namespaced_pod("already", namespace).spec.node_name == elsewhere
-
-
-def test_evict_goes_through_the_eviction_api_and_writes_an_evict_event(
-    cluster: Cluster, namespace: str, nodes: Nodes, scheduler_name: str, backend: KubernetesBackend
-) -> None:
-    # No kubelet serves this node, so the evicted pod stays Terminating (Releasing).
-    node = nodes.make("silent")
-    cluster.core.create_namespaced_pod(namespace, pod_body("victim", scheduler_name, nodeName=node))
-    backend.observe()
-    message = f"Pod {namespace}/victim was preempted by higher priority workload team-b/pg-big"
-
-    report = backend.apply([], [
-        Evict(namespace, "victim", message, action="preempt", evictor_namespace="team-b",
-              evictor_job="pg-big"),
-        Evict(namespace, "missing", "whatever"),
-    ], [])  # fmt: skip
-
-    assert [(r.operation, r.name, r.ok) for r in report.results][:2] == [
-        ("evict", "victim", True), ("event", report.results[1].name, True)]  # fmt: skip
-    assert report.of("evict")[1].status_code == 404
-    victim = cluster.core.read_namespaced_pod("victim", namespace)
-    assert victim.metadata.deletion_timestamp is not None
-    # The eviction API marks the pod the way the KAI docs describe (DisruptionTarget).
-    assert any(c.type == "DisruptionTarget" and c.status == "True" for c in victim.status.conditions or [])
-    [event] = [e for e in _events(cluster, namespace) if e.reason == "Evict"]
-    assert (event.type, event.message, event.involved_object.name) == ("Normal", message, "victim")
-    assert event.metadata.annotations == {
-        "num-evicted-pods": "1", "evictor-action-type": "preempt",
-        "evictor-pod-group-name": "pg-big", "evictor-pod-group-namespace": "team-b"}  # fmt: skip
-    assert backend.observe().pods[namespace, "victim"].status is TaskStatus.RELEASING
-
-
-def test_repeated_events_bump_the_count_instead_of_piling_up(
-    cluster: Cluster, namespace: str, scheduler_name: str, backend: KubernetesBackend
-) -> None:
-    text = "no nodes with enough resources were found: 3 node(s) didn't have enough resources: GPUs."
-    member = pod_body("p1", scheduler_name, annotations={"pod-group-name": "pg-1"})
-    cluster.core.create_namespaced_pod(namespace, member)
-    backend.observe()
-    waiting = PodEvent(namespace, "p1", EventType.WARNING, "Unschedulable", text)
-    group = PodEvent(namespace, "pg-1", EventType.NORMAL, "Unschedulable", "Unable to schedule podgroup",
-                     kind="PodGroup")  # fmt: skip
-    # A group no pod of ours belongs to has no PodGroup object for an event to be about.
-    nobody = PodEvent(namespace, "pg-none", EventType.NORMAL, "Unschedulable", "x", kind="PodGroup")
-
-    assert backend.apply([], [], [waiting, group, nobody]).ok
-    assert backend.apply([], [], [waiting]).ok
-
-    events = {e.involved_object.kind: e for e in _events(cluster, namespace)}
-    assert {(k, e.involved_object.api_version, e.type, e.count) for k, e in events.items()} == {
-        ("Pod", "v1", "Warning", 2), ("PodGroup", "scheduling.run.ai/v2alpha2", "Normal", 1)}  # fmt: skip
-    assert len(_events(cluster, namespace)) == 2
-    assert events["Pod"].last_timestamp >= events["Pod"].first_timestamp
-
-
-def test_submit_creates_one_pod_per_task_and_cancel_deletes_them(
-    cluster: Cluster, namespace: str, scheduler_name: str, backend: KubernetesBackend
-) -> None:
-    request = PodSpecRequest(namespace=namespace, job_name="train-7", queue="research", image="pytorch:2",
-                             num_tasks=2, command=["python", "train.py"], gpu_fraction=0.25,
-                             cpu_millis=2000, memory_mib=4096, priority_class="train")  # fmt: skip
-    cluster.core.create_namespaced_pod(namespace, pod_body("unrelated", scheduler_name))
-
-    assert backend.submit(request).ok
-
-    created = {p.metadata.name: p for p in cluster.core.list_namespaced_pod(
-        namespace, label_selector="kai.scheduler/portal-job=train-7").items}  # fmt: skip
-    assert set(created) == {"train-7-0", "train-7-1"}
-    pod = created["train-7-0"]
-    assert pod.metadata.labels == {
-        "kai.scheduler/queue": "research",
-        "kai.scheduler/portal-job": "train-7",
-        "priorityClassName": "train",
-    }
-    assert pod.metadata.annotations == {"pod-group-name": "train-7", "gpu-fraction": "0.25"}
-    assert (pod.spec.scheduler_name, pod.spec.restart_policy) == (scheduler_name, "Never")
-    [container] = pod.spec.containers
-    assert (container.image, container.command) == ("pytorch:2", ["python", "train.py"])
-    assert container.resources.requests == {"cpu": "2", "memory": "4Gi"}  # the server normalises quantities
-    pods = backend.observe().pods
-    assert {pods[namespace, n].job.name for n in ("train-7-0", "train-7-1")} == {"train-7"}
-    assert pods[namespace, "train-7-0"].gpu.fraction == 0.25
-
-    report = backend.cancel(namespace, "train-7")
-
-    assert [(r.operation, r.name, r.ok) for r in report.results] == [
-        ("cancel", "train-7-0", True), ("cancel", "train-7-1", True)]  # fmt: skip
-    assert set(backend.observe().pods) == {(namespace, "unrelated")}
-
-
-def test_whole_gpu_submission_sets_the_container_limit(
-    cluster: Cluster, namespace: str, backend: KubernetesBackend
-) -> None:
-    backend.submit(PodSpecRequest(namespace=namespace, job_name="big", queue="q", image="x", gpus=4))
-
-    resources: Any = cluster.core.read_namespaced_pod("big-0", namespace).spec.containers[0].resources
-    # Kubernetes defaults an extended resource's request to its limit.
-    assert (resources.limits, resources.requests) == ({"nvidia.com/gpu": "4"}, {"nvidia.com/gpu": "4"})
-    assert backend.observe().pods[namespace, "big-0"].gpu.whole == 4
-
-
-def test_an_unschedulable_pending_pod_gets_pod_scheduled_false_once_per_message(
-    cluster: Cluster, namespace: str, nodes: Nodes, scheduler_name: str, backend: KubernetesBackend
-) -> None:
-    core = cluster.core
-    core.create_namespaced_pod(namespace, pod_body("waiting", scheduler_name, gpus=16))
-    core.create_namespaced_pod(namespace, pod_body("placed", scheduler_name, nodeName=nodes.make("gpu-1")))
-    backend.observe()
-    first = "no nodes with enough resources were found: 1 node(s) didn't have enough resources: GPUs."
-
-    def explain(pod: str, message: str) -> PodEvent:
-        return PodEvent(namespace, pod, EventType.WARNING, "Unschedulable", message)
-
-    report = backend.apply([], [], [explain("waiting", first), explain("placed", first)])
-
-    assert [(r.operation, r.name) for r in report.results if r.operation == "condition"] == [
-        ("condition", "waiting")]  # a bound pod's condition is not ours to change
-    assert report.ok
-    pod = core.read_namespaced_pod("waiting", namespace)
-    [condition] = [c for c in pod.status.conditions if c.type == "PodScheduled"]
-    assert (condition.status, condition.reason, condition.message) == ("False", "Unschedulable", first)
-
-    backend.apply([], [], [explain("waiting", first)])
-    assert core.read_namespaced_pod("waiting", namespace).metadata.resource_version == (
-        pod.metadata.resource_version)  # the same words: no write
-
-    second = "Unable to schedule podgroup: queue team-a is over its GPU limit"
-    backend.apply([], [], [explain("waiting", second)])
-    conditions = core.read_namespaced_pod("waiting", namespace).status.conditions
-    assert [(c.type, c.message) for c in conditions if c.type == "PodScheduled"] == [("PodScheduled", second)]
 
 
 def test_binds_go_out_concurrently_each_with_its_own_result_and_event(
@@ -275,7 +146,7 @@ def test_a_watch_lagging_behind_our_binds_never_shows_a_bound_pod_pending_again(
     )
     assert backend.apply([Bind(namespace, "p1", node, gpu_devices=[2])], [], []).ok
 
-    real_watch = backend._watch
+    real_watch = backend.lister.watch
 
     def lagging(resource_version: str, list_call: Any, apply_event: Any, *args: Any, **kw: Any) -> str:
         if list_call != backend.core.list_pod_for_all_namespaces:
@@ -283,14 +154,14 @@ def test_a_watch_lagging_behind_our_binds_never_shows_a_bound_pod_pending_again(
         apply_event("MODIFIED", before_bind)  # an event older than the bind, and nothing newer
         return resource_version
 
-    monkeypatch.setattr(backend, "_watch", lagging)
+    monkeypatch.setattr(backend.lister, "watch", lagging)
     stale = backend.observe().pods[namespace, "p1"]
     assert (stale.node, stale.status, stale.gpu_devices) == (node, TaskStatus.BOUND, (2,))
 
-    monkeypatch.setattr(backend, "_watch", real_watch)
+    monkeypatch.setattr(backend.lister, "watch", real_watch)
     caught_up = backend.observe().pods[namespace, "p1"]
     assert (caught_up.node, caught_up.status, caught_up.gpu_devices) == (node, TaskStatus.BOUND, (2,))
-    assert backend._bound_here == {}  # the watch showed the node: the mark is gone
+    assert backend.binder.bound_here == {}  # the watch showed the node: the mark is gone
 
     # A mark is for that pod (uid): deleted and created again under its name before the watch
     # showed the bind, the new pod is pending, not "bound".
@@ -307,7 +178,7 @@ def test_a_watch_lagging_behind_our_binds_never_shows_a_bound_pod_pending_again(
 
     again = wait_until(seen_again, "the new p2 observed")
     assert (again.node, again.status) == (None, TaskStatus.PENDING)
-    assert backend._bound_here == {}
+    assert backend.binder.bound_here == {}
 
 
 def _gone(cluster: Cluster, namespace: str, name: str) -> bool:

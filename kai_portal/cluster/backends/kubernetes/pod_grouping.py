@@ -43,15 +43,43 @@ here, on owner objects the backend reads (``OwnerReader``). What is kept from KA
   pod's; unset means "by priority" (KAI: priority >= 100 is non-preemptible).
 Left out: KAI's per-kind defaults ConfigMap, MPIJob's WaitForWorkersReady launcher
 rule, sub-groups, topology annotations, and the "skip top owner" kinds (Argo, run.ai).
+
+PodGroups and PriorityClasses (``finish_pod``):
+
+KAI's PodGroup objects and the cluster's PriorityClasses, applied to observed pods.
+
+A pod whose ``pod-group-name`` annotation names an existing PodGroup
+(scheduling.run.ai/v2alpha2) belongs to that group and takes its spec: minMember,
+queue, priorityClassName, preemptibility (KAI's scheduler reads the group, not the
+pod: cache/cluster_info/cluster_info.go). Otherwise the grouping of owners.py holds.
+
+Priority (cluster_info.go getPodGroupPriority / getDefaultPriority): the named
+PriorityClass's value; a name the cluster lacks gets the globalDefault class's value,
+else 50. KAI's chart installs train (50), build-preemptible (75), build (100) and
+inference (125); the portal uses those values for those names when the cluster has no
+such class, so a cluster without KAI behaves as one with KAI's chart.
+Preemptibility (common/podgroup/preemptible.go): explicit value, else priority >= 100
+is non-preemptible; the engine applies that rule from ``priority`` when unset here.
+
+Owners are read by ``OwnerCache``: one GET per owner (by uid), cached; the owners of a full list
+are read level by level, side by side.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+import json
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from .base import JobRef
+from kubernetes import client
+
+from ..base import JobRef, ObservedPod
+from .client import CALL_ERRORS
+from .objects import POD_GROUP_ANNOTATION
 
 Json = Mapping[str, Any]
 # (namespace, ownerReference) -> the owner object as JSON, or None when it cannot be read.
@@ -306,3 +334,225 @@ def as_int(value: Any, default: int | None = None) -> int | None:
         return int(str(value)) if value is not None else default
     except ValueError:
         return default
+
+
+BUILTIN_PRIORITIES = {"train": 50, "build-preemptible": 75, "build": 100, "inference": 125}
+DEFAULT_PRIORITY = 50  # KAI's DefaultPodGroupPriority when no PriorityClass is globalDefault
+
+
+@dataclass(frozen=True)
+class PodGroupSpec:
+    """What the portal reads of a PodGroup's spec (None: not set)."""
+
+    min_member: int | None = None
+    queue: str | None = None
+    priority_class: str | None = None
+    preemptibility: str | None = None
+
+
+def parse_pod_group(raw: Json) -> tuple[tuple[str, str], PodGroupSpec]:
+    meta = raw.get("metadata") or {}
+    spec = raw.get("spec") or {}
+    min_member = as_int(spec.get("minMember"))
+    preemptibility = spec.get("preemptibility")
+    return (meta.get("namespace", ""), meta.get("name", "")), PodGroupSpec(
+        min_member=min_member if min_member is not None and min_member >= 0 else None,
+        queue=spec.get("queue") or None,
+        priority_class=spec.get("priorityClassName") or None,
+        preemptibility=preemptibility if preemptibility in ("preemptible", "non-preemptible") else None,
+    )
+
+
+@dataclass(frozen=True)
+class PriorityClasses:
+    """The cluster's PriorityClasses (name -> value) and its globalDefault class, if any."""
+
+    values: Mapping[str, int] = field(default_factory=dict)
+    global_default: str | None = None
+    listed: bool = False  # False: not read (no right, or an error); pods' spec.priority stands in
+
+    @classmethod
+    def from_items(cls, items: Iterable[Json]) -> PriorityClasses:
+        values: dict[str, int] = {}
+        default = None
+        for item in items:
+            name = (item.get("metadata") or {}).get("name", "")
+            value = as_int(item.get("value"))
+            if name and value is not None:
+                values[name] = value
+                if item.get("globalDefault"):
+                    default = name
+        return cls(values, default, listed=True)
+
+    def changed(self, event_type: str, raw: Json) -> PriorityClasses:
+        others = [
+            {"metadata": {"name": name}, "value": value, "globalDefault": name == self.global_default}
+            for name, value in self.values.items()
+            if name != (raw.get("metadata") or {}).get("name")
+        ]
+        return PriorityClasses.from_items(others if event_type == "DELETED" else [*others, raw])
+
+    def exists(self, name: str) -> bool:
+        return name in self.values or name in BUILTIN_PRIORITIES
+
+    def value(self, name: str | None) -> int:
+        """The class's value; a name the cluster lacks (or none) gets the default priority."""
+        if name is not None and name in self.values:
+            return self.values[name]
+        if name is not None and name in BUILTIN_PRIORITIES:
+            return BUILTIN_PRIORITIES[name]
+        return self.values[self.global_default] if self.global_default else DEFAULT_PRIORITY
+
+
+def finish_pod(
+    pod: ObservedPod,
+    grouping: Grouping,
+    pod_groups: Mapping[tuple[str, str], PodGroupSpec],
+    classes: PriorityClasses,
+) -> ObservedPod:
+    """The pod as the engine should see it: its group, queue, minimum, priority, preemptibility."""
+    pod_group = pod.annotations.get(POD_GROUP_ANNOTATION)
+    spec = pod_groups.get((pod.namespace, pod_group)) if pod_group else None
+    if spec is not None:
+        return replace(
+            pod,
+            queue=spec.queue or grouping.queue,
+            min_member=spec.min_member,
+            priority_class=spec.priority_class,
+            priority=classes.value(spec.priority_class),
+            preemptibility=spec.preemptibility,
+        )
+    changes: dict[str, Any] = {}
+    if not pod_group:  # an annotation naming a PodGroup not (yet) created still groups the pods
+        changes["job"] = grouping.job
+    name, priority = _priority(pod, grouping, classes)
+    return replace(
+        pod,
+        queue=grouping.queue,
+        min_member=grouping.min_member,
+        priority_class=name,
+        priority=priority,
+        preemptibility=grouping.preemptibility,
+        **changes,
+    )
+
+
+def _priority(pod: ObservedPod, grouping: Grouping, classes: PriorityClasses) -> tuple[str, int]:
+    """KAI's podgrouper: the first candidate naming an existing class, else the kind's default."""
+    for name in grouping.priority_candidates:
+        if classes.exists(name):
+            return name, classes.value(name)
+        if not classes.listed and pod.priority is not None and name == pod.priority_class:
+            return name, pod.priority  # classes unreadable: admission's spec.priority for this name
+    default = grouping.default_priority_class
+    return default, classes.value(default)
+
+
+OWNER_RETRY_SECONDS = 30
+OWNER_CACHE_LIMIT = 10_000
+
+
+class OwnerCache:
+    """Owner objects read from the API server, once per uid (KAI's pod-grouper reads them too)."""
+
+    def __init__(self, core: client.CoreV1Api, read_threads: int = 8) -> None:
+        self.core = core
+        self.batch = client.BatchV1Api(core.api_client)
+        self.apps = client.AppsV1Api(core.api_client)
+        self.custom = client.CustomObjectsApi(core.api_client)
+        # Owner GETs of a full list run this many at a time (benchmarks/owner-reads.md).
+        self.read_threads = read_threads
+        # Owner uid -> the owner object as read (apiVersion, kind, metadata, spec, status)
+        self._owners: dict[str, Json] = {}
+        self._lock = threading.Lock()
+        # Owner uid -> when a read of it failed; not asked again for OWNER_RETRY_SECONDS.
+        self._unreadable: dict[str, float] = {}
+
+    def prefetch(self, items: list[dict[str, Any]]) -> None:
+        """Read the owners of many pods at once, level by level up their chains.
+
+        One GET per distinct owner is unavoidable on a first list (KAI's pod-grouper
+        reads them too); running them side by side keeps a large cluster's first
+        cycle short. The walk in group_pod then finds them all cached.
+        """
+        level = [
+            ((i.get("metadata") or {}).get("namespace", ""), owner_ref(i.get("metadata") or {}))
+            for i in items
+        ]
+        for _ in range(MAX_OWNER_DEPTH):
+            todo = {
+                str(ref.get("uid")): (namespace, ref)
+                for namespace, ref in level
+                if ref is not None
+                and ref.get("uid")
+                and str(ref.get("uid")) not in self._owners
+                and readable(str(ref.get("apiVersion", "")), str(ref["kind"]))
+            }
+            if not todo:
+                return
+            with ThreadPoolExecutor(max_workers=max(1, self.read_threads)) as pool:
+                found = list(pool.map(lambda args: self.read(*args), todo.values()))
+            level = [
+                (namespace, owner_ref(owner.get("metadata") or {}))
+                for (namespace, _), owner in zip(todo.values(), found, strict=True)
+                if owner is not None
+            ]
+
+    def read(self, namespace: str, ref: Json) -> Json | None:
+        """An owner object, read once per uid; None when it cannot be read (retried next time).
+
+        Core, apps and batch kinds go through their typed clients; the CRD kinds KAI groups
+        (CUSTOM_OWNERS) through CustomObjectsApi on the reference's group/version.
+        """
+        uid = str(ref.get("uid") or "")
+        if uid and uid in self._owners:
+            return self._owners[uid]
+        failed_at = self._unreadable.get(uid)
+        if failed_at is not None and time.monotonic() - failed_at < OWNER_RETRY_SECONDS:
+            return None
+        api_version, kind, name = str(ref.get("apiVersion", "")), str(ref["kind"]), str(ref["name"])
+        group, _, version = api_version.rpartition("/")
+        typed: dict[tuple[str, str], Callable[..., Any]] = {
+            ("", "Pod"): self.core.read_namespaced_pod,
+            ("apps", "ReplicaSet"): self.apps.read_namespaced_replica_set,
+            ("apps", "Deployment"): self.apps.read_namespaced_deployment,
+            ("apps", "StatefulSet"): self.apps.read_namespaced_stateful_set,
+            ("batch", "Job"): self.batch.read_namespaced_job,
+            ("batch", "CronJob"): self.batch.read_namespaced_cron_job,
+        }
+        try:
+            # Raw JSON (a urllib3 response) like the lists: cheaper than the client's models.
+            if (group, kind) in typed:
+                response: Any = typed[group, kind](name, namespace, _preload_content=False)
+            elif (group, kind) in CUSTOM_OWNERS:
+                plural = CUSTOM_OWNERS[group, kind]
+                response = self.custom.get_namespaced_custom_object(
+                    group, version, namespace, plural, name, _preload_content=False
+                )
+            else:
+                return None
+            raw = json.loads(response.data)
+        except CALL_ERRORS:
+            # Refused, gone or unreachable: grouping stops at the last owner read. Pods of
+            # one owner must not each ask again, but a passing fault is retried soon.
+            with self._lock:
+                if len(self._unreadable) >= OWNER_CACHE_LIMIT:
+                    self._unreadable.clear()
+                self._unreadable[uid] = time.monotonic()
+            return None
+        meta = raw.get("metadata") or {}
+        owner: Json = {
+            "apiVersion": api_version,
+            "kind": kind,
+            "metadata": {k: meta.get(k) for k in ("name", "uid", "labels", "annotations", "ownerReferences")},
+            # Only the kinds whose grouping reads their spec keep it (a pod template is large).
+            "spec": raw.get("spec") if (group, kind) in CUSTOM_OWNERS else {},
+            "status": {},
+        }
+        # Cached under the object's own uid: a new object of the old name is not the old owner.
+        if meta.get("uid"):
+            with self._lock:  # prefetch threads write here side by side
+                if len(self._owners) >= OWNER_CACHE_LIMIT:
+                    self._owners.pop(next(iter(self._owners)))
+                self._owners[str(meta["uid"])] = owner
+        return owner

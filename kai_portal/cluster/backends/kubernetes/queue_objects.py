@@ -2,7 +2,7 @@
 
 Reading follows the Kubernetes backend's nodes: the first ``observe`` lists every Queue object
 and keeps the list's resourceVersion, later ones apply a short watch from it (a 410 re-lists);
-the list/watch plumbing is the backend's own (``KubernetesBackend._sync``), not a second copy.
+the list/watch plumbing is the backend's own (``client.Lister``), not a second copy.
 
 Writing carries the resourceVersion the portal last read as a precondition (a JSON merge patch
 with ``metadata.resourceVersion``; a delete with ``preconditions``), so a change made in the
@@ -15,17 +15,12 @@ from __future__ import annotations
 import json
 import logging
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from .backends.kubernetes import CALL_ERRORS
-from .backends.kubernetes import _error_text as _api_error_text
-from .backends.responses import release
-
-if TYPE_CHECKING:
-    from .backends.kubernetes import KubernetesBackend
+from .client import CALL_ERRORS, Lister, error_text, release
 
 logger = logging.getLogger(__name__)
 
@@ -46,15 +41,17 @@ class QueueObjectUnavailable(Exception):
 class QueueObjects:
     """The cluster's Queue objects: a list+watch cache for the scheduling cycle, and the writes."""
 
-    def __init__(self, api_client: client.ApiClient) -> None:
+    def __init__(self, api_client: client.ApiClient, lister: Lister | None = None) -> None:
         self.custom = client.CustomObjectsApi(api_client)
+        # The backend's lister when the cycle reads through it (its watch timeout), else our own.
+        self.lister = lister or Lister()
         self._objects: dict[str, dict[str, Any]] = {}
         self._resource_version: str | None = None
         self._last_problem: str | None = None
 
     # ----- read -----------------------------------------------------------
 
-    def observe(self, backend: KubernetesBackend) -> dict[str, dict[str, Any]] | None:
+    def observe(self) -> dict[str, dict[str, Any]] | None:
         """Every Queue object by name, or None when they cannot be read this cycle.
 
         None (a missing CRD, a refused or failed call) means "unknown", never "no queues": the
@@ -63,14 +60,14 @@ class QueueObjects:
         list_call = partial(self.custom.list_cluster_custom_object, GROUP, VERSION, PLURAL)
 
         def relist() -> str | None:
-            items, resource_version = backend._list_all(list_call)
+            items, resource_version = self.lister.list_all(list_call)
             self._objects = {item["metadata"]["name"]: item for item in items}
             return resource_version
 
         try:
-            self._resource_version = backend._sync(self._resource_version, relist, list_call, self._apply)
+            self._resource_version = self.lister.sync(self._resource_version, relist, list_call, self._apply)
         except CALL_ERRORS as error:
-            problem = _error_text(error)
+            problem = error_text(error)
             if problem != self._last_problem:  # once per distinct problem, not every cycle
                 logger.warning("Queue objects (%s/%s) cannot be read: %s", GROUP, VERSION, problem)
             self._last_problem = problem
@@ -155,10 +152,6 @@ def _changed(name: str, since: str, *, gone: bool) -> str:
 
 def _unavailable(name: str, error: Exception) -> str:
     return (
-        f"the Queue object '{name}' could not be written to the cluster ({_error_text(error)}); "
+        f"the Queue object '{name}' could not be written to the cluster ({error_text(error)}); "
         "nothing was saved. Try again, or ask an administrator to check the portal's access to the cluster."
     )
-
-
-def _error_text(error: Exception) -> str:
-    return _api_error_text(error)

@@ -3,16 +3,30 @@
 Each case names the KAI pod-grouper plugin it follows (pkg/podgrouper/podgrouper/plugins).
 The owners are plain dicts served by a reader, as the backend's cached GETs serve them.
 The cluster tier (tests/cluster/test_pod_grouping.py) covers Deployment, PyTorchJob,
-PodGroup objects and PriorityClasses on a real API server.
+PodGroup objects and PriorityClasses on a real API server; a refused owner read (which a real
+server gives only with RBAC set up for it) goes through kmock's emulator here.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from kubernetes import client
+
 from kai_portal.cluster.backends.base import GpuRequest, JobRef, ObservedPod, TaskStatus
-from kai_portal.cluster.backends.owners import Grouping, Json, group_pod
-from kai_portal.cluster.backends.pod_groups import PodGroupSpec, PriorityClasses, finish_pod, parse_pod_group
+from kai_portal.cluster.backends.kubernetes import KubernetesBackend
+from kai_portal.cluster.backends.kubernetes.pod_grouping import (
+    Grouping,
+    Json,
+    PodGroupSpec,
+    PriorityClasses,
+    finish_pod,
+    group_pod,
+    parse_pod_group,
+)
+
+from .conftest import make_pod
+from .emulator import KubeApiEmulator
 
 QUEUE_KEYS = ("kai.scheduler/queue", "runai/queue")
 NS = "ml"
@@ -213,3 +227,22 @@ def _observed(**changes: Any) -> ObservedPod:
         memory_mib=0, created_at=None, deletion_timestamp=None, gpu_devices=(), labels={}, annotations={},
     )  # fmt: skip
     return ObservedPod(**{**pod.__dict__, **changes})
+
+
+def test_a_refused_owner_read_or_podgroup_list_never_fails_observe(
+    emulator: KubeApiEmulator, core: client.CoreV1Api, backend: KubernetesBackend
+) -> None:
+    """KAI's pod-grouper stops at the last owner it may read (podgrouper.go handleGetOwnerError);
+    the portal does the same, and a failing PodGroup list only leaves the owners' settings."""
+    owner = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs", "uid": "u-rs", "controller": True}
+    make_pod(core, "p", labels={"kai.scheduler/queue": "team-a"}, metadata={"ownerReferences": [owner]})
+    emulator.faults[("GET", "/apis/apps/v1/namespaces/team-a/replicasets/rs")] = 403
+    emulator.faults[("GET", "/apis/scheduling.run.ai/v2alpha2/podgroups")] = 500
+
+    pod = backend.observe().pods["team-a", "p"]
+
+    assert not emulator.faults, "both faults were served"
+    reads = [r.url.path for r in emulator.request_log if r.method == "GET"]
+    assert reads.count("/apis/apps/v1/namespaces/team-a/replicasets/rs") == 1, "a refusal is not asked again"
+    assert (pod.job.key, pod.queue) == ("team-a/ReplicaSet/rs", "team-a")
+    assert (pod.priority_class, pod.priority) == ("train", 50)

@@ -1,0 +1,163 @@
+"""The Kubernetes cluster backend, on the official `kubernetes` client: the components composed.
+
+In KAI's shape (pkg/scheduler/cache, pkg/binder, pkg/podgrouper, status_updater, evictor):
+
+- observe: ``cache.ClusterCache`` (list once, then watch; pods grouped by ``pod_grouping``);
+- bind: ``binder.Binder`` (POST pods/<pod>/binding, GPU devices as Binding annotations; shared
+  GPUs through ``gpu_sharing``);
+- evict: ``evictor.Evictor`` (the Eviction API, then KAI's DisruptionTarget condition);
+- pod conditions and events: ``status.StatusUpdater`` (PodScheduled=False, aggregated and
+  rate-limited Events);
+- the portal's jobs and their namespaces: ``portal_jobs.PortalJobs``;
+- KAI Queue objects: ``queue_objects.QueueObjects``; the leader-election Lease: ``lease``.
+
+Writes, each caught on its own so one bad pod never stops the others, all go through one
+``client.Caller``, which refuses a cycle's writes once this replica has lost the lease.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from kubernetes import client
+
+from ..base import (
+    ApplyReport,
+    Bind,
+    Capabilities,
+    ClusterState,
+    Elector,
+    Evict,
+    LeaseConfig,
+    OperationResult,
+    PodEvent,
+    PodSpecRequest,
+)
+from .binder import BIND_CONCURRENCY, Binder
+from .cache import ClusterCache
+from .client import Caller, Lister, load_api_client
+from .evictor import Evictor, evict_event, evictor_annotations
+from .gpu_sharing import GpuSharing
+from .lease import LeaderElector
+from .pod_grouping import OwnerCache
+from .portal_jobs import PortalJobs
+from .queue_objects import QueueObjects
+from .status import StatusUpdater
+
+
+class KubernetesBackend:
+    """A `ClusterBackend` over the Kubernetes API; also a NamespaceManager, QueueObjectStore and
+    LeaseHolder (base.py)."""
+
+    capabilities = Capabilities(rows_are_the_cluster=False)
+
+    def __init__(
+        self,
+        api_client: client.ApiClient | None = None,
+        scheduler_name: str = "kai-scheduler",
+        queue_label_keys: Sequence[str] = ("kai.scheduler/queue", "runai/queue"),
+        pool_label: str = "kai.scheduler/node-pool",
+        namespace: str = "default",
+        watch_timeout_seconds: int = 1,
+        gpu_sharing: GpuSharing | None = None,
+        owner_read_threads: int = 8,
+        bind_concurrency: int = BIND_CONCURRENCY,
+    ) -> None:
+        self.api_client = api_client or load_api_client()
+        # Binds in flight at once (apply): at most the client's connection pool, which holds
+        # cpu_count * 5 connections unless the configuration says otherwise.
+        pool_size = getattr(self.api_client.configuration, "connection_pool_maxsize", None) or 1
+        self.bind_concurrency = max(1, min(bind_concurrency, pool_size))
+        self.core = client.CoreV1Api(self.api_client)
+        self._scheduler_name = scheduler_name
+        self.queue_label_keys = tuple(queue_label_keys)
+        self.namespace = namespace
+        self.lister = Lister(watch_timeout_seconds)
+        self.caller = Caller()
+        self.owners = OwnerCache(self.core, owner_read_threads)
+        self.cache = ClusterCache(
+            self.core, self.lister, self.owners, scheduler_name, self.queue_label_keys, pool_label
+        )
+        # Shared GPUs: reservation pods and the pods' ConfigMaps (gpu_sharing.py).
+        sharing = gpu_sharing or GpuSharing(self.core, scheduler_name=scheduler_name)
+        self.binder = Binder(self.core, self.caller, self.cache, sharing, self.bind_concurrency)
+        self.evictor = Evictor(self.core, self.caller, self.cache)
+        self.status = StatusUpdater(self.core, self.caller, self.cache, scheduler_name, self.bind_concurrency)
+        self.jobs = PortalJobs(self.core, self.caller, self.lister, scheduler_name, self.queue_label_keys)
+        self._queue_objects = QueueObjects(self.api_client, self.lister)
+        # Leader election (cluster/leader_election.py): this backend's candidate, made on first use.
+        self.elector: Elector | None = None
+
+    @property
+    def scheduler_name(self) -> str:
+        return self._scheduler_name
+
+    @property
+    def gpu_sharing(self) -> GpuSharing:
+        return self.binder.gpu_sharing
+
+    @gpu_sharing.setter
+    def gpu_sharing(self, sharing: GpuSharing) -> None:
+        """Shared GPUs as configured (configured_backend.py), over this backend's ``core``."""
+        self.binder.gpu_sharing = sharing
+
+    @property
+    def queue_objects(self) -> QueueObjects:
+        return self._queue_objects
+
+    # ----- observe -------------------------------------------------------
+
+    def observe(self) -> ClusterState:
+        """Return nodes, our pods and what other pods hold; lists once, then follows watches."""
+        self.cache.refresh()
+        self.binder.with_own_binds(self.cache.pods)
+        return self.cache.state()
+
+    # ----- apply ---------------------------------------------------------
+
+    def apply(self, binds: list[Bind], evictions: list[Evict], events: list[PodEvent]) -> ApplyReport:
+        """Bind, evict and record events; every failure is reported, none raised.
+
+        Binds go first, all of them, so a pod is bound without waiting for any event; then the
+        evictions (each with its Evict event); then the binds' Scheduled / FailedBinding events, the
+        cycle's own events and the pending pods' PodScheduled conditions, side by side on the same
+        bounded pool (kube-scheduler's events are asynchronous too: they never hold a bind up)."""
+        report = ApplyReport()
+        for result in self.gpu_sharing.start_cycle(self.cache.pods.values()):
+            report.add(result)
+        bound = self.binder.bind_all(binds)
+        for result in bound:
+            report.add(result)
+        for eviction in evictions:
+            report.add(self.evictor.evict(eviction))
+            if report.results[-1].ok:
+                evicted = evict_event(eviction)
+                report.add(self.status.post_event(evicted, annotations=evictor_annotations(eviction)))
+        notes = [self.binder.bind_event(b, r) for b, r in zip(binds, bound, strict=True)]
+        for result in self.status.note_all(notes + self.status.events_to_post(events)):
+            report.add(result)
+        return report
+
+    # ----- submit / cancel / namespaces (NamespaceManager) -----------------
+
+    def submit(self, request: PodSpecRequest) -> ApplyReport:
+        """Create the job's pods; stops at the first refusal (portal_jobs.py)."""
+        return self.jobs.submit(request)
+
+    def cancel(self, namespace: str, job: str, uid: str = "") -> ApplyReport:
+        """Delete every pod the portal created for the job (portal_jobs.py)."""
+        return self.jobs.cancel(namespace, job, uid)
+
+    def create_namespace(self, name: str, labels: dict[str, str] | None = None) -> OperationResult:
+        return self.jobs.create_namespace(name, labels)
+
+    def label_namespace(self, name: str, labels: dict[str, str]) -> OperationResult:
+        return self.jobs.label_namespace(name, labels)
+
+    # ----- leader election (LeaseHolder) -----------------------------------
+
+    def new_elector(self, config: LeaseConfig) -> LeaderElector:
+        return LeaderElector(self.api_client, config)
+
+    def guard_writes(self, guard: Callable[[], str | None] | None) -> None:
+        self.caller.write_guard = guard

@@ -1,0 +1,143 @@
+"""Binds, as KAI's binder makes them (pkg/binder): POST pods/<pod>/binding.
+
+The chosen GPU devices travel as annotations on the Binding itself; the API server copies a
+Binding's annotations onto the pod in the same write, so devices and node can never disagree:
+``kai.scheduler/gpu-devices`` ("0,3") and, for shared GPUs, ``kai.scheduler/gpu-fraction`` (the
+fraction granted per device). A shared GPU is reserved and made visible (gpu_sharing.py) before
+the pod is bound, never after. The pod's uid goes on the Binding, so the server refuses to bind a
+re-created pod of the same name.
+
+Binds go out concurrently on a bounded pool (kube-scheduler binds asynchronously in goroutines,
+unbounded); each stays its own caught call with its own result, so a refused bind is reported
+alone. A pod this process bound is shown bound until the watch does (``with_own_binds``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from kubernetes import client
+
+from ..base import Bind, EventType, ObservedPod, OperationResult, PodEvent, TaskStatus
+from .cache import ClusterCache
+from .client import CALL_ERRORS, Caller, concurrently, failure
+from .gpu_sharing import GpuSharing, GpuSharingUnavailable
+from .objects import GPU_DEVICES_ANNOTATION
+
+GPU_FRACTION_GRANTED_ANNOTATION = "kai.scheduler/gpu-fraction"
+# Binds in flight at once: enough to hide the API server's round trip, few enough that a large
+# cycle does not flood it (kube-scheduler binds asynchronously in goroutines, unbounded).
+BIND_CONCURRENCY = 16
+
+
+class Binder:
+    """Binds pending pods to nodes (and their shared GPUs to reserved devices)."""
+
+    def __init__(
+        self,
+        core: client.CoreV1Api,
+        caller: Caller,
+        cache: ClusterCache,
+        gpu_sharing: GpuSharing,
+        concurrency: int = BIND_CONCURRENCY,
+    ) -> None:
+        self.core = core
+        self.caller = caller
+        self.cache = cache
+        self.gpu_sharing = gpu_sharing
+        self.concurrency = concurrency
+        # Pods this process bound (key -> uid, node, devices) that the watch has not yet shown
+        # bound: see with_own_binds.
+        self.bound_here: dict[tuple[str, str], tuple[str, str, tuple[int, ...]]] = {}
+
+    def bind_all(self, binds: list[Bind]) -> list[OperationResult]:
+        """Each bind's result, in the binds' order.
+
+        A bind to a shared GPU reserves its device group first (``gpu_sharing``, which keeps
+        per-cycle state): those stay in series on this thread."""
+
+        def shared(bind: Bind) -> bool:
+            cached = self.cache.pods.get((bind.namespace, bind.pod))
+            return cached is not None and cached.gpu.shared
+
+        out: list[OperationResult | None] = [None] * len(binds)
+        parallel = [i for i, b in enumerate(binds) if not shared(b)]
+        done = concurrently(self.concurrency, self.bind, [binds[i] for i in parallel])
+        for i, result in zip(parallel, done, strict=True):
+            out[i] = result
+        for i, bind in enumerate(binds):
+            if out[i] is None:
+                out[i] = self.bind(bind)
+        return [o for o in out if o is not None]
+
+    def bind(self, bind: Bind) -> OperationResult:
+        annotations: dict[str, str] = {}
+        if bind.gpu_devices:
+            annotations[GPU_DEVICES_ANNOTATION] = ",".join(str(d) for d in bind.gpu_devices)
+        if bind.gpu_fraction is not None:
+            annotations[GPU_FRACTION_GRANTED_ANNOTATION] = f"{bind.gpu_fraction:g}"
+        cached = self.cache.pods.get((bind.namespace, bind.pod))
+        if cached is None and bind.gpu_fraction is not None:
+            # A pod created since this cycle's observation (a portal submission): its shared GPU
+            # can only be reserved once its annotations are seen; the next cycle binds it.
+            error = "the pod was created after this cycle observed the cluster; it is bound next cycle"
+            return OperationResult("bind", bind.namespace, bind.pod, ok=False, error=error)
+        if cached is not None and cached.gpu.shared:
+            # A shared GPU is reserved and made visible before the pod is bound, never after.
+            try:
+                annotations.update(self.gpu_sharing.prepare(bind, cached, self.cache.nodes.get(bind.node)))
+            except GpuSharingUnavailable as error:
+                return OperationResult("bind", bind.namespace, bind.pod, ok=False, error=str(error))
+            except CALL_ERRORS as error:
+                return failure("bind", bind.namespace, bind.pod, error)
+        body = client.V1Binding(
+            api_version="v1",
+            kind="Binding",
+            # The uid makes the server refuse to bind a re-created pod of the same name.
+            metadata=client.V1ObjectMeta(
+                name=bind.pod,
+                namespace=bind.namespace,
+                uid=cached.uid if cached and cached.uid else None,
+                annotations=annotations or None,
+            ),
+            target=client.V1ObjectReference(api_version="v1", kind="Node", name=bind.node),
+        )
+        # _preload_content=False: the server answers with a Status, which the
+        # client would fail to deserialize as a V1Binding (a known client quirk).
+        result = self.caller.call(
+            "bind",
+            bind.namespace,
+            bind.pod,
+            lambda: self.core.create_namespaced_pod_binding(
+                bind.pod, bind.namespace, body, _preload_content=False
+            ),
+        )
+        if result.ok and cached is not None and cached.uid:
+            self.bound_here[cached.key] = (cached.uid, bind.node, tuple(bind.gpu_devices or ()))
+        return result
+
+    def bind_event(self, bind: Bind, result: OperationResult) -> PodEvent:
+        """KAI's Scheduled / FailedBinding pod event for a bind outcome (§8)."""
+        if result.ok:
+            node = self.cache.nodes.get(bind.node)
+            pool = bind.pool or (node.pool if node else None) or "default"
+            pod = f"{bind.namespace}/{bind.pod}"
+            message = f"Successfully assigned pod {pod} to node {bind.node} at node-pool {pool}"
+            return PodEvent(bind.namespace, bind.pod, EventType.NORMAL, "Scheduled", message)
+        message = f"Failed to bind pod {bind.namespace}/{bind.pod} to node {bind.node}. {result.error}"
+        return PodEvent(bind.namespace, bind.pod, EventType.WARNING, "FailedBinding", message)
+
+    def with_own_binds(self, pods: dict[tuple[str, str], ObservedPod]) -> None:
+        """Show the pods this process bound as bound (in ``pods``) until the watch does.
+
+        A watch read for one short window can lag the last cycle's binds (the API server under a
+        burst of thousands); the pods would look pending and be bound again, each refused with 409
+        "already assigned". A pod's node never changes once set, so an event without one for the
+        same pod (uid) is older than our bind; the mark goes when the watch shows the node, or the
+        pod (that uid) is gone."""
+        for key, (uid, node, devices) in list(self.bound_here.items()):
+            pod = pods.get(key)
+            if pod is None or pod.uid != uid or pod.node:
+                del self.bound_here[key]
+            else:
+                pods[key] = replace(pod, node=node, status=TaskStatus.BOUND, gpu_devices=devices)

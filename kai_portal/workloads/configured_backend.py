@@ -1,0 +1,42 @@
+"""The cluster backend named by ``settings.CLUSTER_BACKEND``, wired to what it needs.
+
+The simulated backend's cluster is the portal's rows (simulated_cluster.py), so a fresh backend
+per cycle is fine and ``clock`` sets its time. The Kubernetes backend keeps a watch cache (and its
+lease elector) between cycles, so one instance lives per process.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+
+from django.conf import settings
+
+from kai_portal.cluster.backends import ClusterBackend
+
+_kubernetes_backend: ClusterBackend | None = None
+
+
+def get_backend(clock: Callable[[], datetime] | None = None) -> ClusterBackend:
+    """The configured backend: Kubernetes (one per process), else the simulated cluster at ``clock``."""
+    global _kubernetes_backend
+
+    if settings.CLUSTER_BACKEND == "kubernetes":
+        if _kubernetes_backend is None:
+            # Imported here: the kubernetes client is never loaded in simulated mode for this.
+            from kai_portal.cluster.backends.kubernetes import GpuSharing, KubernetesBackend
+
+            backend = KubernetesBackend(scheduler_name=settings.SCHEDULER_NAME)
+            backend.gpu_sharing = GpuSharing(
+                backend.core,
+                scheduler_name=settings.SCHEDULER_NAME,
+                namespace=settings.GPU_SHARING_NAMESPACE,
+                image=settings.GPU_SHARING_RESERVATION_IMAGE,
+                runtime_class=settings.GPU_SHARING_RUNTIME_CLASS or None,
+                allocation_timeout_seconds=settings.GPU_SHARING_ALLOCATION_TIMEOUT_SECONDS,
+            )
+            _kubernetes_backend = backend
+        return _kubernetes_backend
+    from kai_portal.workloads.simulated_cluster import RowBackend
+
+    return RowBackend(clock=clock)

@@ -1,0 +1,58 @@
+"""The API client plumbing (backends/kubernetes/client.py): one caught write behind the leader's guard,
+the API's own words in a failure, and a compacted watch falling back to a fresh list (kmock)."""
+
+from __future__ import annotations
+
+import json
+
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from kai_portal.cluster.backends.kubernetes import KubernetesBackend
+from kai_portal.cluster.backends.kubernetes.client import Caller, error_text
+
+from .conftest import make_pod
+from .emulator import KubeApiEmulator
+
+
+def test_a_replica_that_lost_the_lease_makes_no_cycle_write_but_still_submits() -> None:
+    made: list[str] = []
+    caller = Caller()
+    caller.write_guard = lambda: "Not the leader: the lease kai-portal/x is held by b"
+
+    refused = caller.call("bind", "team-a", "p1", lambda: made.append("bind"))
+    submitted = caller.call("submit", "team-a", "j-0", lambda: made.append("submit"))
+
+    assert made == ["submit"], "the bind was never sent"
+    assert (refused.ok, refused.error) == (False, "Not the leader: the lease kai-portal/x is held by b")
+    assert submitted.ok
+
+
+def test_a_refused_call_is_reported_with_the_api_servers_own_message_and_status() -> None:
+    def refuse() -> None:
+        error = ApiException(status=409, reason="Conflict")
+        message = 'pods "p1" is already assigned to node "gpu-1"'
+        error.body = json.dumps({"kind": "Status", "message": message})
+        raise error
+
+    result = Caller().call("bind", "team-a", "p1", refuse)
+
+    assert (result.ok, result.status_code) == (False, 409)
+    assert result.error == '409 Conflict: pods "p1" is already assigned to node "gpu-1"'
+    assert error_text(OSError("connection refused")) == "OSError: connection refused"
+
+
+def test_an_expired_resource_version_falls_back_to_a_fresh_list(
+    emulator: KubeApiEmulator, core: client.CoreV1Api, backend: KubernetesBackend
+) -> None:
+    make_pod(core, "first")
+    backend.observe()
+    make_pod(core, "second")
+    emulator.compacted_below = emulator.version + 1  # history before now is gone: 410
+
+    state = backend.observe()
+
+    assert set(state.pods) == {("team-a", "first"), ("team-a", "second")}
+    log = emulator.request_log
+    pod_gets = [dict(r.params) for r in log if r.method == "GET" and r.url.path == "/api/v1/pods"]
+    assert [p.get("watch") for p in pod_gets] == [None, "true", None]  # list, watch (410), list
