@@ -336,7 +336,8 @@ class Config:
     # Consolidation looks at no more than this many victim jobs (KAI default 16).
     max_consolidation_preemptees: int = 16
     # Work budget of each eviction action's victim search, in units of reading one job or node
-    # (placing or ordering one task costs 50; see ``actions/solvers/budget.py: spend``); when spent, the action ends.
+    # (placing or ordering one task costs 50; see ``actions/solvers/budget.py: spend``); when
+    # spent, the action ends.
     # Work, not time, so that a slow machine decides as a fast one does. 0 = no work budget: the
     # action stops at the wall-clock limit only, as KAI's does (docs/kai-agreement.md).
     action_work_budget: int = 3_000_000
