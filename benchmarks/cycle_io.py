@@ -39,7 +39,7 @@ os.environ.setdefault("TEST_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/k
 
 if TYPE_CHECKING:
     import scheduler
-    from kai_portal.scheduling.models import SchedulingCycle
+    from kai_portal.history.models import SchedulingCycle
     from kai_portal.scheduling.snapshot import CycleInput
 
 T = TypeVar("T")
@@ -147,7 +147,7 @@ def measure(runs: int) -> dict[str, list[float]]:
 
     import scheduler
     from kai_portal.cluster.backends import ApplyReport
-    from kai_portal.scheduling.models import SchedulingCycle
+    from kai_portal.history.models import SchedulingCycle
     from kai_portal.scheduling.results import persist_result
     from kai_portal.scheduling.snapshot import build_snapshot
 

@@ -72,8 +72,8 @@ def seed() -> None:
 
     from kai_portal.audit.models import AuditEntry
     from kai_portal.cluster.models import GpuDevice, Node, NodePool
+    from kai_portal.history.models import Decision, JobMessage, QueueStatus, SchedulingCycle, UsageSample
     from kai_portal.queues.models import Queue
-    from kai_portal.scheduling.models import Decision, JobMessage, QueueStatus, SchedulingCycle, UsageSample
     from kai_portal.teams.models import Membership, Team
     from kai_portal.workloads.models import Job, Pod
 
@@ -186,7 +186,7 @@ def time_pages(runs: int, phase: str, pending: int) -> list[Row]:
     from django.contrib.auth import get_user_model
     from django.test import Client
 
-    from kai_portal.scheduling.models import Decision
+    from kai_portal.history.models import Decision
     from kai_portal.workloads.models import Job
 
     logging.getLogger("django.request").setLevel(logging.CRITICAL)
@@ -227,7 +227,7 @@ def time_pages(runs: int, phase: str, pending: int) -> list[Row]:
 
 def keep_pending(count: int) -> None:
     """Leave ``count`` pending jobs (the oldest, which include the blocked ones); the rest finish."""
-    from kai_portal.scheduling.models import Decision
+    from kai_portal.history.models import Decision
     from kai_portal.workloads.models import Job, Pod
 
     pending = list(Job.objects.filter(state="pending").order_by("pk").values_list("pk", flat=True))
@@ -242,7 +242,7 @@ def cold() -> None:
     """No forecast stored, nothing cached: what a page sees before the worker's first refresh."""
     from django.core.cache import cache
 
-    from kai_portal.scheduling.models import JobForecast
+    from kai_portal.history.models import JobForecast
 
     JobForecast.objects.all().delete()
     cache.clear()
@@ -262,8 +262,8 @@ def loop_stats(since: Any, proc: subprocess.Popen[bytes]) -> dict[str, Any]:
     from django.conf import settings
     from django.utils import timezone
 
+    from kai_portal.history.models import JobForecast, SchedulingCycle
     from kai_portal.scheduling import forecast_store
-    from kai_portal.scheduling.models import JobForecast, SchedulingCycle
 
     cycles = list(SchedulingCycle.objects.filter(started_at__gte=since).values_list("status", "duration_ms"))
     proc.terminate()

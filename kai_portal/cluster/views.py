@@ -16,7 +16,7 @@ from django.utils import timezone
 
 from kai_portal.cluster.models import GpuDevice, Node, NodePool
 from kai_portal.core.htmx import page_or_fragment
-from kai_portal.scheduling.models import Decision, SchedulingCycle, UsageSample
+from kai_portal.history.models import Decision, SchedulingCycle, UsageSample
 from kai_portal.workloads.choices import JobState, PodState
 from kai_portal.workloads.models import Job, Pod
 

@@ -142,7 +142,7 @@ def max_body_bytes() -> int:
 
     DRF's parsers read ``request.stream`` directly, which skips Django's own check, so
     every parser here applies it itself."""
-    limit = getattr(settings, "DATA_UPLOAD_MAX_MEMORY_SIZE", None)
+    limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
     return int(limit) if limit is not None else 2_621_440
 
 

@@ -44,7 +44,7 @@ def empty_status() -> ResourceStatus:
 
 def latest_status(queues: Iterable[Queue | int]) -> dict[int, dict[str, ResourceStatus]]:
     """``{queue_id: {"gpu": {...}, "cpu": {...}, "memory": {...}}}`` in one or two queries."""
-    from kai_portal.scheduling.models import QueueStatus
+    from kai_portal.history.models import QueueStatus
 
     ids = [q if isinstance(q, int) else q.pk for q in queues]
     result: dict[int, dict[str, ResourceStatus]] = {i: {r: empty_status() for r in RESOURCES} for i in ids}
@@ -73,7 +73,7 @@ def _fill(result: dict[int, dict[str, ResourceStatus]], row: dict, at: datetime 
 
 def _from_usage_samples(result: dict[int, dict[str, ResourceStatus]], ids: set[int]) -> None:
     """Queues the loop has not given a status row yet: their latest usage sample per resource."""
-    from kai_portal.scheduling.models import UsageSample
+    from kai_portal.history.models import UsageSample
 
     newest = (
         UsageSample.objects.filter(queue_id=OuterRef("queue_id"), resource=OuterRef("resource"))

@@ -24,12 +24,12 @@ from kai_portal.cluster.models import GpuDevice, Node
 from kai_portal.core.access import get_visible_or_404, get_writable_or_403
 from kai_portal.core.htmx import HtmxHttpRequest, page_or_fragment
 from kai_portal.core.units import RESOURCES, UNLIMITED
+from kai_portal.history.models import UsageSample
 from kai_portal.queues import cluster_writes
 from kai_portal.queues.deletion import QueueInUse, delete_locked
 from kai_portal.queues.forms import QueueForm
 from kai_portal.queues.models import Queue
 from kai_portal.queues.status import ResourceStatus, latest_status
-from kai_portal.scheduling.models import UsageSample
 from kai_portal.scheduling.whatif import PREVIEW_FIELDS, preview_queue_change
 from kai_portal.workloads.choices import JobState
 
@@ -283,7 +283,7 @@ def queue_detail(request: HtmxHttpRequest, name: str) -> HttpResponse:
 
 def half_life() -> timedelta | None:
     """The half-life time-based fair share decays usage with (kai-semantics §2.5); None = no decay."""
-    hours = getattr(settings, "FAIRSHARE_USAGE_HALF_LIFE_HOURS", None)
+    hours = settings.FAIRSHARE_USAGE_HALF_LIFE_HOURS
     return timedelta(hours=float(hours)) if hours else None
 
 

@@ -34,7 +34,7 @@ from django.db.models import Count, F
 
 import scheduler
 from kai_portal.core import bulk
-from kai_portal.scheduling.models import JobMessage
+from kai_portal.history.models import JobMessage
 from kai_portal.workloads.choices import JobState, PodState
 from kai_portal.workloads.models import Job, Pod
 from scheduler import reasons

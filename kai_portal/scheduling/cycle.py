@@ -35,11 +35,11 @@ import scheduler
 from kai_portal.cluster.backends import ClusterBackend, get_backend
 from kai_portal.cluster.queue_sync import sync_queue_objects
 from kai_portal.cluster.sync import sync_cluster_state
+from kai_portal.history.models import SchedulingCycle
 from kai_portal.monitoring.recording import record_cycle
 from kai_portal.scheduling import fencing, forecast_store
 from kai_portal.scheduling.engine_names import with_own_names
 from kai_portal.scheduling.lock import LOCK_NAME, HeldLock, cycle_lock
-from kai_portal.scheduling.models import SchedulingCycle
 from kai_portal.scheduling.results import cluster_operations, persist_result
 from kai_portal.scheduling.snapshot import build_snapshot
 from kai_portal.workloads import lifecycle
@@ -171,7 +171,7 @@ def _aborted(cycle: SchedulingCycle, started: float, now: datetime, why: str) ->
 def _test_pause() -> None:
     """Sleep between plan and persist when the test settings ask for it (never in production
     settings): the fencing test restarts Redis and starts another cycle in that window."""
-    pause = getattr(settings, "CYCLE_TEST_PAUSE_SECONDS", 0)
+    pause = settings.CYCLE_TEST_PAUSE_SECONDS
     if pause:
         time.sleep(pause)
 

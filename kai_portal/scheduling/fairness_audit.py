@@ -33,9 +33,9 @@ from django.db.models import Avg, Count, F, Max, Min, Q
 from django.utils import timezone
 
 from kai_portal.cluster.models import Node
+from kai_portal.history.models import JobForecast, UsageSample
 from kai_portal.queues.models import Queue
 from kai_portal.scheduling.forecast import UNKNOWN_NEVER_FITS
-from kai_portal.scheduling.models import JobForecast, UsageSample
 from kai_portal.workloads.choices import JobState, PodState, Preemptibility
 from kai_portal.workloads.models import Job, Pod
 
@@ -76,7 +76,7 @@ class Finding:
 
 
 def thresholds() -> dict[str, float]:
-    return {**DEFAULTS, **getattr(settings, "FAIRNESS_AUDIT", {})}
+    return {**DEFAULTS, **settings.FAIRNESS_AUDIT}
 
 
 def _num(x: Decimal | float | None) -> float:

@@ -26,6 +26,7 @@ from typing import Any
 from django.conf import settings
 from django.db import transaction
 
+from kai_portal.history.models import JobForecast, SchedulingCycle
 from kai_portal.scheduling.backlog import NOT_CONSIDERED
 from kai_portal.scheduling.forecast import (
     UNKNOWN_NEVER_FITS,
@@ -36,7 +37,6 @@ from kai_portal.scheduling.forecast import (
     estimate,
     positions,
 )
-from kai_portal.scheduling.models import JobForecast, SchedulingCycle
 from kai_portal.scheduling.snapshot import build_snapshot
 from kai_portal.workloads.models import Job
 

@@ -33,6 +33,8 @@ from kai_portal.core.api import (
     check_not_stale,
     etag_for,
 )
+from kai_portal.history.filtersets import UsageSampleFilterSet
+from kai_portal.history.models import UsageSample
 from kai_portal.queues import cluster_writes, kai_yaml
 from kai_portal.queues.api.serializers import (
     QueueImportResultSerializer,
@@ -44,8 +46,6 @@ from kai_portal.queues.deletion import QueueInUse, delete_locked
 from kai_portal.queues.filtersets import QueueFilterSet
 from kai_portal.queues.models import Queue
 from kai_portal.queues.status import latest_status
-from kai_portal.scheduling.filtersets import UsageSampleFilterSet
-from kai_portal.scheduling.models import UsageSample
 from kai_portal.scheduling.whatif import preview_queue_change
 
 IF_MATCH = OpenApiParameter(

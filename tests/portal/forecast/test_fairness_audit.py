@@ -10,8 +10,8 @@ from django.test import Client
 from rest_framework.test import APIClient
 
 import scheduler
+from kai_portal.history.models import UsageSample
 from kai_portal.scheduling import fairness_audit, forecast_store, snapshot
-from kai_portal.scheduling.models import UsageSample
 from tests.portal import factories
 from tests.portal.forecast.conftest import T0
 

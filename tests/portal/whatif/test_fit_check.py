@@ -7,8 +7,8 @@ from datetime import timedelta
 import pytest
 from django.core.exceptions import ValidationError
 
+from kai_portal.history.models import Decision
 from kai_portal.scheduling.fitcheck import Verdict, check_fit
-from kai_portal.scheduling.models import Decision
 from kai_portal.workloads import submission
 from kai_portal.workloads.models import Job, Pod
 from tests.portal import factories

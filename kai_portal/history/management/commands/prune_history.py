@@ -6,7 +6,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from kai_portal.scheduling.retention import prune_history
+from kai_portal.history.retention import prune_history
 
 
 class Command(BaseCommand):

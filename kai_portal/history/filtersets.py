@@ -5,7 +5,7 @@ from __future__ import annotations
 import django_filters
 
 from kai_portal.core.filters import UtcIsoDateTimeFilter
-from kai_portal.scheduling.models import Decision, JobMessage, SchedulingCycle, UsageSample
+from kai_portal.history.models import Decision, JobMessage, SchedulingCycle, UsageSample
 
 
 class CycleFilterSet(django_filters.FilterSet):

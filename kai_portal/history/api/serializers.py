@@ -4,7 +4,7 @@ from typing import TYPE_CHECKING
 
 from rest_framework import serializers
 
-from kai_portal.scheduling.models import Decision, JobMessage, SchedulingCycle
+from kai_portal.history.models import Decision, JobMessage, SchedulingCycle
 
 if TYPE_CHECKING:
     from kai_portal.cluster.models import Node

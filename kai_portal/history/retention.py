@@ -17,7 +17,7 @@ from django.db import models, transaction
 from django.utils import timezone
 
 from kai_portal.cluster.models import PoolUsageSample
-from kai_portal.scheduling.models import Decision, JobMessage, SchedulingCycle, UsageSample
+from kai_portal.history.models import Decision, JobMessage, SchedulingCycle, UsageSample
 
 BATCH = 5000
 

@@ -11,15 +11,15 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from kai_portal.scheduling import fairness_audit
-from kai_portal.scheduling.api.serializers import (
+from kai_portal.history.api.serializers import (
     CycleSerializer,
     DecisionSerializer,
     FairnessAuditSerializer,
     JobMessageSerializer,
 )
-from kai_portal.scheduling.filtersets import CycleFilterSet, DecisionFilterSet, JobMessageFilterSet
-from kai_portal.scheduling.models import Decision, JobMessage, SchedulingCycle
+from kai_portal.history.filtersets import CycleFilterSet, DecisionFilterSet, JobMessageFilterSet
+from kai_portal.history.models import Decision, JobMessage, SchedulingCycle
+from kai_portal.scheduling import fairness_audit
 from kai_portal.workloads.models import Job
 
 

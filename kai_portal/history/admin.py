@@ -6,7 +6,7 @@ from django.contrib import admin
 from django.http import HttpRequest
 
 from kai_portal.cluster.models import PoolUsageSample
-from kai_portal.scheduling.models import (
+from kai_portal.history.models import (
     CycleFence,
     Decision,
     JobForecast,

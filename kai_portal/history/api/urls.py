@@ -3,7 +3,7 @@ from __future__ import annotations
 from django.urls import path
 from rest_framework.routers import DefaultRouter
 
-from kai_portal.scheduling.api import views
+from kai_portal.history.api import views
 
 app_name = "scheduling-api"
 
