@@ -263,7 +263,7 @@ def loop_stats(since: Any, proc: subprocess.Popen[bytes]) -> dict[str, Any]:
     from django.utils import timezone
 
     from kai_portal.history.models import JobForecast, SchedulingCycle
-    from kai_portal.scheduling import forecast_store
+    from kai_portal.previews import forecast_store
 
     cycles = list(SchedulingCycle.objects.filter(started_at__gte=since).values_list("status", "duration_ms"))
     proc.terminate()
@@ -308,7 +308,7 @@ def write_report(rows: list[Row], loops: dict[int, dict[str, Any]], runs: int, p
         f"{settings.CYCLE_SECONDS} s, each followed by the forecast refresh), started "
         f"{LOOP_WARMUP_S:.0f} s before timing.",
         "",
-        "Pages read the stored forecast only (`kai_portal/scheduling/forecast_store.py`); the goal is",
+        "Pages read the stored forecast only (`kai_portal/previews/forecast_store.py`); the goal is",
         "< 1 s per page at 1,000 pending jobs.",
         "",
         f"Machine: {os.cpu_count()} cores (shared with the loop and the database), Python "

@@ -17,7 +17,7 @@ API_MODULES = [
     "kai_portal.queues.api.urls",
     "kai_portal.workloads.api.urls",
     "kai_portal.cluster.api.urls",
-    "kai_portal.history.api.urls",
+    "kai_portal.reports.api_urls",
     "kai_portal.audit.api.urls",
 ]
 

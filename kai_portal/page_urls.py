@@ -11,6 +11,6 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path("jobs/", include("kai_portal.workloads.urls")),
     path("teams/", include("kai_portal.teams.urls")),
     path("audit/", include("kai_portal.audit.urls")),
-    path("fairness/", include("kai_portal.scheduling.urls")),
-    path("showback/", include("kai_portal.scheduling.showback_urls")),
+    path("fairness/", include("kai_portal.reports.fairness_urls")),
+    path("showback/", include("kai_portal.reports.showback_urls")),
 ]

@@ -113,6 +113,7 @@ INSTALLED_APPS = [
     "kai_portal.workloads",
     "kai_portal.scheduling",
     "kai_portal.history",
+    "kai_portal.previews",
     "kai_portal.audit",
     "kai_portal.monitoring",
     "kai_portal.demo",

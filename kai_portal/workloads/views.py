@@ -22,9 +22,9 @@ from kai_portal.core.access import get_visible_or_404
 from kai_portal.core.htmx import page_or_fragment
 from kai_portal.core.write_throttle import throttle_writes
 from kai_portal.history.models import Decision, JobMessage
+from kai_portal.previews import forecast_store
+from kai_portal.previews.fitcheck import check_fit
 from kai_portal.queues.models import Queue
-from kai_portal.scheduling import forecast_store
-from kai_portal.scheduling.fitcheck import check_fit
 from kai_portal.teams.models import Team
 from kai_portal.workloads import cluster_jobs, lifecycle, pod_security, submission
 from kai_portal.workloads.choices import JobState, PodState

@@ -7,7 +7,7 @@ from typing import Any
 
 from django.utils import timezone
 
-from kai_portal.scheduling.fitcheck import Verdict, check_fit
+from kai_portal.previews.fitcheck import Verdict, check_fit
 from kai_portal.workloads.models import Job
 
 # KAI's gpu-memory is MiB of one device. No GPU sold has less than 1 GiB, so a request below this

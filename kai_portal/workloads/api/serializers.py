@@ -7,9 +7,9 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from kai_portal.cluster.models import NodePool
-from kai_portal.history.api.serializers import ForecastSerializer
+from kai_portal.previews import forecast_store
+from kai_portal.previews.serializers import ForecastSerializer
 from kai_portal.queues.models import Queue
-from kai_portal.scheduling import forecast_store
 from kai_portal.workloads.models import Job, Pod
 from kai_portal.workloads.warnings import request_warnings
 

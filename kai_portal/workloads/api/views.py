@@ -22,9 +22,9 @@ from rest_framework.response import Response
 from rest_framework.serializers import BaseSerializer
 
 from kai_portal.core.api import TEXT_PARSERS, Conflict, JsonTextParser, body_text
-from kai_portal.history.api.serializers import ForecastDetailSerializer, ForecastSerializer
-from kai_portal.scheduling import forecast_store
-from kai_portal.scheduling.fitcheck import check_fit
+from kai_portal.previews import forecast_store
+from kai_portal.previews.fitcheck import check_fit
+from kai_portal.previews.serializers import ForecastDetailSerializer, ForecastSerializer
 from kai_portal.workloads import cluster_jobs, lifecycle, submission
 from kai_portal.workloads.api.serializers import (
     FitVerdictSerializer,

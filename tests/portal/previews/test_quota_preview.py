@@ -8,8 +8,8 @@ from decimal import Decimal
 import pytest
 
 from kai_portal.history.models import Decision, QueueStatus, SchedulingCycle
+from kai_portal.previews.whatif import preview_queue_change
 from kai_portal.queues.models import Queue
-from kai_portal.scheduling.whatif import preview_queue_change
 from kai_portal.workloads.models import Job, Pod
 from tests.portal import factories
 

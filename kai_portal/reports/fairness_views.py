@@ -8,7 +8,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils import timezone
 
-from kai_portal.scheduling import fairness_audit
+from kai_portal.reports import fairness_audit
 
 
 @login_required

@@ -11,9 +11,11 @@ from rest_framework.test import APIClient
 
 import scheduler
 from kai_portal.history.models import UsageSample
-from kai_portal.scheduling import fairness_audit, forecast_store, snapshot
+from kai_portal.previews import forecast_store
+from kai_portal.reports import fairness_audit
+from kai_portal.scheduling import snapshot
 from tests.portal import factories
-from tests.portal.forecast.conftest import T0
+from tests.portal.reports.conftest import T0
 
 pytestmark = pytest.mark.django_db
 

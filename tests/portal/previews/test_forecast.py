@@ -6,7 +6,7 @@ from datetime import timedelta
 
 import pytest
 
-from kai_portal.scheduling.forecast import (
+from kai_portal.previews.forecast import (
     UNKNOWN_HORIZON,
     UNKNOWN_NEVER_FITS,
     UNKNOWN_NO_DURATION,

@@ -27,8 +27,7 @@ from django.conf import settings
 from django.db import transaction
 
 from kai_portal.history.models import JobForecast, SchedulingCycle
-from kai_portal.scheduling.backlog import NOT_CONSIDERED
-from kai_portal.scheduling.forecast import (
+from kai_portal.previews.forecast import (
     UNKNOWN_NEVER_FITS,
     UNKNOWN_NOT_BEFORE,
     UNKNOWN_NOT_YET,
@@ -37,6 +36,7 @@ from kai_portal.scheduling.forecast import (
     estimate,
     positions,
 )
+from kai_portal.scheduling.backlog import NOT_CONSIDERED
 from kai_portal.scheduling.snapshot import build_snapshot
 from kai_portal.workloads.models import Job
 
@@ -130,6 +130,11 @@ def after_cycle(cycle: SchedulingCycle, now: datetime) -> None:
         logger.exception("forecast refresh after cycle %s failed", cycle.pk)
         return
     logger.debug("forecast after cycle %s: %s", cycle.pk, report)
+
+
+def on_cycle_finished(sender: object, *, cycle: SchedulingCycle, now: datetime, **kwargs: object) -> None:
+    """``scheduling.signals.cycle_finished``'s receiver (connected in apps.py)."""
+    after_cycle(cycle, now)
 
 
 # ---- reading (pages and the API) ----------------------------------------------

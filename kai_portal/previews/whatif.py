@@ -41,9 +41,9 @@ from typing import Any
 
 from django.core.exceptions import ValidationError
 
-import scheduler
 from kai_portal.core.units import RESOURCES, UNLIMITED, format_amount
 from kai_portal.queues.models import Queue
+from kai_portal.scheduling import engine
 from kai_portal.scheduling.snapshot import CycleInput, build_snapshot, with_queue_row
 from kai_portal.workloads.models import Job
 
@@ -175,8 +175,8 @@ def preview_queue_change(queue: Queue, changes: Mapping[str, Any], now: datetime
 
     before_input = build_snapshot(now)
     after_input = with_queue_row(before_input, row)
-    before = scheduler.run_cycle(_copy(before_input).snapshot, before_input.config)
-    after = scheduler.run_cycle(_copy(after_input).snapshot, after_input.config)
+    before = engine.run_cycle(_copy(before_input).snapshot, before_input.config)
+    after = engine.run_cycle(_copy(after_input).snapshot, after_input.config)
 
     allocated = _allocated(after_input)
     preview.queues = _queue_impacts(before_input, after_input, before, after, allocated, row.name)
@@ -206,7 +206,7 @@ def _text(value: Any) -> str:
     return str(value)
 
 
-def _charge(task: scheduler.Task, nodes: dict[str, scheduler.Node]) -> dict[str, float]:
+def _charge(task: engine.Task, nodes: dict[str, engine.Node]) -> dict[str, float]:
     gpu = task.gpu
     if gpu == 0 and task.gpu_memory_mib > 0 and task.node in nodes:
         gpu = task.gpu_memory_mib / max(nodes[task.node].gpu_memory_mib, 1.0)
@@ -220,7 +220,7 @@ def _allocated(inp: CycleInput) -> dict[str, dict[str, float]]:
     out: dict[str, dict[str, float]] = {q.name: dict.fromkeys(RESOURCES, 0.0) for q in inp.snapshot.queues}
     for job in inp.snapshot.jobs:
         for task in job.tasks:
-            if task.state != scheduler.TaskState.RUNNING:
+            if task.state != engine.TaskState.RUNNING:
                 continue
             charge = _charge(task, nodes)
             name: str | None = job.queue
@@ -258,8 +258,8 @@ def _related(inp: CycleInput, name: str) -> dict[str, str]:
 def _queue_impacts(
     before_input: CycleInput,
     after_input: CycleInput,
-    before: scheduler.CycleResult,
-    after: scheduler.CycleResult,
+    before: engine.CycleResult,
+    after: engine.CycleResult,
     allocated: dict[str, dict[str, float]],
     name: str,
 ) -> list[QueueImpact]:
@@ -292,7 +292,7 @@ def _job_rows(inp: CycleInput) -> dict[str, Job]:
     return {name: rows[ref.job_id] for name, ref in inp.index.jobs.items() if ref.job_id in rows}
 
 
-def _impact(engine_job: scheduler.Job, row: Job | None, tasks: int, **fields: Any) -> JobImpact:
+def _impact(engine_job: engine.Job, row: Job | None, tasks: int, **fields: Any) -> JobImpact:
     gpu = sum(t.gpu for t in engine_job.tasks[:tasks]) if tasks else 0.0
     return JobImpact(
         name=row.name if row else engine_job.name,
@@ -304,21 +304,21 @@ def _impact(engine_job: scheduler.Job, row: Job | None, tasks: int, **fields: An
     )
 
 
-def _placed(result: scheduler.CycleResult, job: scheduler.Job) -> tuple[int, str]:
+def _placed(result: engine.CycleResult, job: engine.Job) -> tuple[int, str]:
     """How many pending tasks of the job the cycle placed, and how (allocated or pipelined)."""
     placed = [
         result.tasks[t.name].status
         for t in job.tasks
-        if t.state == scheduler.TaskState.PENDING
+        if t.state == engine.TaskState.PENDING
         and t.name in result.tasks
-        and result.tasks[t.name].status in (scheduler.TaskState.ALLOCATED, scheduler.TaskState.PIPELINED)
+        and result.tasks[t.name].status in (engine.TaskState.ALLOCATED, engine.TaskState.PIPELINED)
     ]
-    how = "pipelined" if scheduler.TaskState.PIPELINED in placed else "allocated"
+    how = "pipelined" if engine.TaskState.PIPELINED in placed else "allocated"
     return len(placed), how
 
 
 def _starts(
-    inp: CycleInput, after: scheduler.CycleResult, before: scheduler.CycleResult, rows: dict[str, Job]
+    inp: CycleInput, after: engine.CycleResult, before: engine.CycleResult, rows: dict[str, Job]
 ) -> list[JobImpact]:
     out = []
     for job in inp.snapshot.jobs:
@@ -329,8 +329,8 @@ def _starts(
     return out
 
 
-def _evicted_jobs(result: scheduler.CycleResult) -> dict[str, list[scheduler.Eviction]]:
-    out: dict[str, list[scheduler.Eviction]] = {}
+def _evicted_jobs(result: engine.CycleResult) -> dict[str, list[engine.Eviction]]:
+    out: dict[str, list[engine.Eviction]] = {}
     for e in result.evictions:
         if e.moved_to is None:  # re-placed elsewhere (consolidation) is not a loss
             out.setdefault(e.job, []).append(e)
@@ -338,7 +338,7 @@ def _evicted_jobs(result: scheduler.CycleResult) -> dict[str, list[scheduler.Evi
 
 
 def _evicted(
-    inp: CycleInput, after: scheduler.CycleResult, before: scheduler.CycleResult, rows: dict[str, Job]
+    inp: CycleInput, after: engine.CycleResult, before: engine.CycleResult, rows: dict[str, Job]
 ) -> list[JobImpact]:
     by_name = {j.name: j for j in inp.snapshot.jobs}
     also = _evicted_jobs(before)
@@ -364,7 +364,7 @@ def _evicted(
 
 def _reclaimable(
     inp: CycleInput,
-    after: scheduler.CycleResult,
+    after: engine.CycleResult,
     allocated: dict[str, dict[str, float]],
     rows: dict[str, Job],
 ) -> list[JobImpact]:
@@ -378,7 +378,7 @@ def _reclaimable(
         jobs = [
             j
             for j in inp.snapshot.jobs
-            if j.queue == q.name and any(t.state == scheduler.TaskState.RUNNING for t in j.tasks)
+            if j.queue == q.name and any(t.state == engine.TaskState.RUNNING for t in j.tasks)
         ]
         if outcome is None or not jobs:
             continue
@@ -400,7 +400,7 @@ def _reclaimable(
         for job in victims:
             if not above():
                 break
-            running = [t for t in job.tasks if t.state == scheduler.TaskState.RUNNING]
+            running = [t for t in job.tasks if t.state == engine.TaskState.RUNNING]
             for t in running:
                 for r, amount in _charge(t, nodes).items():
                     held[r] = round(held[r] - amount, 6)
@@ -411,7 +411,7 @@ def _reclaimable(
     return out
 
 
-def _allocatable_share(res: scheduler.QueueResource, fair_share: float) -> float:
+def _allocatable_share(res: engine.QueueResource, fair_share: float) -> float:
     """kai-semantics §2.6: max(deserved, fair share), capped at the limit; -1 = unlimited."""
     if res.quota == UNLIMITED:
         return res.limit

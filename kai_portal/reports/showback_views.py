@@ -1,5 +1,5 @@
 """Showback page and CSV: GPU-hours per team and queue over a chosen window (the queues the user
-may see), and idle allocated GPUs now. Numbers: ``scheduling/showback.py``."""
+may see), and idle allocated GPUs now. Numbers: ``reports/showback.py``."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from django.shortcuts import render
 from django.utils import timezone
 
 from kai_portal.queues.models import Queue
-from kai_portal.scheduling.showback import idle_allocated, showback
+from kai_portal.reports.showback import idle_allocated, showback
 
 PRESETS = {"24h": timedelta(hours=24), "7d": timedelta(days=7), "30d": timedelta(days=30)}
 MAX_WINDOW = timedelta(days=400)

@@ -38,15 +38,12 @@ from django.conf import settings
 from django.db.models import Min
 from django.utils import timezone
 
-import scheduler
-from kai_portal.scheduling.never_fits import never_fits_reason
+from kai_portal.previews.never_fits import never_fits_reason
+from kai_portal.scheduling import engine
+from kai_portal.scheduling.engine import JobQueue, job_request, open_session, simulate
 from kai_portal.scheduling.snapshot import CycleInput, build_snapshot
 from kai_portal.workloads.choices import JobState, PodState
 from kai_portal.workloads.models import Job, Pod
-from scheduler import gang
-from scheduler.cycle import open_session
-from scheduler.ordering import JobQueue, job_request
-from scheduler.simulate import simulate
 
 HORIZON = timedelta(days=7)
 # Cycles the simulator may run when the outcome depends on time alone (no fast-forward).
@@ -111,7 +108,7 @@ def pool_orders(inp: CycleInput) -> dict[str, list[str]]:
         queue = JobQueue(session, session.capacity)
         for job in session.jobs.values():
             qs = session.queues.get(job.queue)
-            if gang.pending_tasks(session, job) and qs is not None and qs.is_leaf:
+            if engine.pending_tasks(session, job) and qs is not None and qs.is_leaf:
                 queue.push(job)
         order: list[str] = []
         while (popped := queue.pop()) is not None:
@@ -125,7 +122,7 @@ def pool_orders(inp: CycleInput) -> dict[str, list[str]]:
 # ---- simulation --------------------------------------------------------------
 
 
-def _prepared(inp: CycleInput, terminal: set[int]) -> scheduler.Snapshot:
+def _prepared(inp: CycleInput, terminal: set[int]) -> engine.Snapshot:
     """The snapshot the simulator starts from: releasing pods are gone (their job ended) or
     pending again (their job was evicted and restarts)."""
     jobs = []
@@ -133,14 +130,14 @@ def _prepared(inp: CycleInput, terminal: set[int]) -> scheduler.Snapshot:
         ref = inp.index.jobs[job.name]
         tasks = []
         for t in job.tasks:
-            if t.state == scheduler.TaskState.RELEASING:
+            if t.state == engine.TaskState.RELEASING:
                 if ref.job_id in terminal:
                     continue
-                t = dataclasses.replace(t, state=scheduler.TaskState.PENDING, node=None, gpu_devices=())
+                t = dataclasses.replace(t, state=engine.TaskState.PENDING, node=None, gpu_devices=())
             tasks.append(t)
         if tasks:
             jobs.append(dataclasses.replace(job, tasks=tasks))
-    return scheduler.Snapshot(nodes=inp.snapshot.nodes, queues=inp.snapshot.queues, jobs=jobs)
+    return engine.Snapshot(nodes=inp.snapshot.nodes, queues=inp.snapshot.queues, jobs=jobs)
 
 
 @dataclass
@@ -221,7 +218,7 @@ def estimate(
         declared = data.rows.get(ref.job_id, {}).get("duration")
         if declared is None:
             continue  # unknown duration: never ends in the simulation
-        running = any(t.state == scheduler.TaskState.RUNNING for t in job.tasks)
+        running = any(t.state == engine.TaskState.RUNNING for t in job.tasks)
         since = data.started.get(ref.job_id) if running else None
         elapsed = (now - since).total_seconds() if since else 0.0
         durations[job.name] = max(0.0, declared.total_seconds() - elapsed)

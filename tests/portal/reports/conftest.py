@@ -1,4 +1,4 @@
-"""Fixtures for forecast, fairness audit and retention tests: the scheduling loop's simulated clock."""
+"""Fixtures for the fairness audit and showback tests: the scheduling loop's simulated clock."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Fixtures for the what-if tests: the cycle lock freed, a simulated clock, personas."""
+"""The what-if tests' personas (a fixture; conftest.py re-exports it)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ import pytest
 
 from kai_portal.teams.models import Membership
 from tests.portal import factories
-from tests.portal.scheduling.conftest import free_cycle_lock, loop  # noqa: F401  (fixtures)
 
 
 @pytest.fixture

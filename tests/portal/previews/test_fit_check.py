@@ -8,7 +8,7 @@ import pytest
 from django.core.exceptions import ValidationError
 
 from kai_portal.history.models import Decision
-from kai_portal.scheduling.fitcheck import Verdict, check_fit
+from kai_portal.previews.fitcheck import Verdict, check_fit
 from kai_portal.workloads import submission
 from kai_portal.workloads.models import Job, Pod
 from tests.portal import factories

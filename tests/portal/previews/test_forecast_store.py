@@ -13,7 +13,7 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from kai_portal.history.models import JobForecast
-from kai_portal.scheduling import forecast, forecast_store
+from kai_portal.previews import forecast, forecast_store
 from kai_portal.scheduling.snapshot import build_snapshot
 from kai_portal.teams.models import Membership
 from tests.portal import factories

@@ -28,8 +28,8 @@ from typing import Any
 
 from django.core.exceptions import ValidationError
 
-import scheduler
 from kai_portal.queues.models import Queue
+from kai_portal.scheduling import engine
 from kai_portal.scheduling.snapshot import CycleInput, alone_on_cluster, build_snapshot, with_extra_job
 from kai_portal.workloads.capacity import oversized_task_errors
 from kai_portal.workloads.models import Job
@@ -97,10 +97,10 @@ def check_fit(user: Any, fields: Mapping[str, Any] | Job, now: datetime) -> FitV
 
     inp, name = with_extra_job(build_snapshot(now), job, now)
     engine_job = inp.snapshot.jobs[-1]
-    result = scheduler.run_cycle(copy.deepcopy(inp.snapshot), inp.config)
+    result = engine.run_cycle(copy.deepcopy(inp.snapshot), inp.config)
     outcomes = [result.tasks.get(t.name) for t in engine_job.tasks]
-    allocated = [o for o in outcomes if o and o.status == scheduler.TaskState.ALLOCATED]
-    pipelined = [o for o in outcomes if o and o.status == scheduler.TaskState.PIPELINED]
+    allocated = [o for o in outcomes if o and o.status == engine.TaskState.ALLOCATED]
+    pipelined = [o for o in outcomes if o and o.status == engine.TaskState.PIPELINED]
     out = FitVerdict(verdict=Verdict.WAITS, summary="", tasks=len(engine_job.tasks))
     out.placed = len(allocated) + len(pipelined)
     out.nodes = sorted({o.node for o in allocated + pipelined if o.node})
@@ -137,7 +137,7 @@ def check_fit(user: Any, fields: Mapping[str, Any] | Job, now: datetime) -> FitV
     return out
 
 
-def _reasons(out: FitVerdict, result: scheduler.CycleResult, job: scheduler.Job) -> None:
+def _reasons(out: FitVerdict, result: engine.CycleResult, job: engine.Job) -> None:
     pod_reasons = [o.reason for t in job.tasks if (o := result.tasks.get(t.name)) and o.reason]
     out.pod_reason = pod_reasons[0] if pod_reasons else ""
     out.reason = result.job_messages.get(job.name) or out.pod_reason
@@ -155,8 +155,8 @@ def _reasons(out: FitVerdict, result: scheduler.CycleResult, job: scheduler.Job)
             break
 
 
-def _victims(inp: CycleInput, evictions: list[scheduler.Eviction]) -> list[Victim]:
-    by_job: dict[str, list[scheduler.Eviction]] = {}
+def _victims(inp: CycleInput, evictions: list[engine.Eviction]) -> list[Victim]:
+    by_job: dict[str, list[engine.Eviction]] = {}
     for e in evictions:
         by_job.setdefault(e.job, []).append(e)
     ids = {inp.index.jobs[n].job_id for n in by_job if n in inp.index.jobs}
@@ -214,7 +214,7 @@ def _wait_summary(out: FitVerdict, job: Job) -> str:
     )
 
 
-def _node_size_note(inp: CycleInput, job: scheduler.Job) -> str:
+def _node_size_note(inp: CycleInput, job: engine.Job) -> str:
     """The engine reports the first failed check only; say so when the node size fails too."""
     nodes = [n for n in inp.snapshot.nodes if n.pool == job.pool and not n.unschedulable]
     most = max((n.gpus for n in nodes), default=0)

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from kai_portal.scheduling import showback_views
+from kai_portal.reports import showback_views
 
 app_name = "showback"
 

@@ -7,7 +7,7 @@ for every node, and a job that can never start is not counted as a queue's unmet
 
 from __future__ import annotations
 
-import scheduler
+from kai_portal.scheduling import engine
 from kai_portal.scheduling.snapshot import CycleInput, alone_on_cluster
 
 # Marker texts of KAI's job messages (scheduler/ reasons) → what the user is told.
@@ -15,7 +15,7 @@ OVER_LIMIT = "quota has reached the allowable limit"
 NON_PREEMPTIBLE = "Non-preemptible workload is over quota"
 
 
-def never_fits_reason(inp: CycleInput, job: scheduler.Job) -> str | None:
+def never_fits_reason(inp: CycleInput, job: engine.Job) -> str | None:
     """None when ``job`` is placed on an empty cluster; otherwise why it is not, in a phrase
     ("it ...") that follows "unknown:" on the job page."""
     result = alone_on_cluster(inp, job)
