@@ -60,7 +60,7 @@ def seed() -> None:
     from django.contrib.auth import get_user_model
     from django.db import connection
 
-    from kai_portal.cluster.models import GpuDevice, Node, NodePool
+    from kai_portal.nodes.models import GpuDevice, Node, NodePool
     from kai_portal.queues.models import Queue
     from kai_portal.workloads.models import Job, Pod
 

@@ -71,8 +71,8 @@ def seed() -> None:
     from django.utils import timezone
 
     from kai_portal.audit.models import AuditEntry
-    from kai_portal.cluster.models import GpuDevice, Node, NodePool
     from kai_portal.history.models import Decision, JobMessage, QueueStatus, SchedulingCycle, UsageSample
+    from kai_portal.nodes.models import GpuDevice, Node, NodePool
     from kai_portal.queues.models import Queue
     from kai_portal.teams.models import Membership, Team
     from kai_portal.workloads.models import Job, Pod

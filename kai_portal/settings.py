@@ -109,6 +109,7 @@ INSTALLED_APPS = [
     "kai_portal.accounts",
     "kai_portal.teams",
     "kai_portal.queues",
+    "kai_portal.nodes",
     "kai_portal.cluster",
     "kai_portal.workloads",
     "kai_portal.scheduling",

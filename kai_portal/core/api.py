@@ -20,8 +20,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
-from kai_portal.audit.context import acting_as
 from kai_portal.core import outages, write_throttle
+from kai_portal.core.actor import acting_as
 
 
 class StandardPagination(PageNumberPagination):

@@ -5,7 +5,6 @@ from typing import Any
 from django.contrib import admin
 from django.http import HttpRequest
 
-from kai_portal.cluster.models import PoolUsageSample
 from kai_portal.history.models import (
     CycleFence,
     Decision,
@@ -15,6 +14,7 @@ from kai_portal.history.models import (
     SchedulingCycle,
     UsageSample,
 )
+from kai_portal.nodes.models import PoolUsageSample
 
 
 class HistoryAdmin(admin.ModelAdmin):

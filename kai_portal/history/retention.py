@@ -16,8 +16,8 @@ from django.conf import settings
 from django.db import models, transaction
 from django.utils import timezone
 
-from kai_portal.cluster.models import PoolUsageSample
 from kai_portal.history.models import Decision, JobMessage, SchedulingCycle, UsageSample
+from kai_portal.nodes.models import PoolUsageSample
 
 BATCH = 5000
 

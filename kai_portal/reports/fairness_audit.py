@@ -32,8 +32,8 @@ from django.conf import settings
 from django.db.models import Avg, Count, F, Max, Min, Q
 from django.utils import timezone
 
-from kai_portal.cluster.models import Node
 from kai_portal.history.models import JobForecast, UsageSample
+from kai_portal.nodes.models import Node
 from kai_portal.previews.forecast import UNKNOWN_NEVER_FITS
 from kai_portal.queues.models import Queue
 from kai_portal.workloads.choices import JobState, PodState, Preemptibility

@@ -28,4 +28,4 @@ def fairness_audit_page(request: HttpRequest) -> HttpResponse:
         },
         "section": "fairness",
     }
-    return render(request, "scheduling/fairness_audit.html", context)
+    return render(request, "reports/fairness_audit.html", context)

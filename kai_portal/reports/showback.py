@@ -25,8 +25,8 @@ from django.conf import settings
 from django.db.models import Count, Max, Min, Sum
 from django.db.models.functions import TruncDay, TruncHour
 
-from kai_portal.cluster.models import GpuDevice
 from kai_portal.history.models import UsageSample
+from kai_portal.nodes.models import GpuDevice
 from kai_portal.workloads.choices import PodState
 from kai_portal.workloads.models import Pod
 

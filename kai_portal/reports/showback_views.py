@@ -57,7 +57,7 @@ def showback_page(request: HttpRequest) -> HttpResponse:
         "series": report.series,
     }
     context["query"] = request.GET.urlencode()
-    return render(request, "scheduling/showback.html", context)
+    return render(request, "reports/showback.html", context)
 
 
 @login_required

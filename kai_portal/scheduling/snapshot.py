@@ -25,8 +25,8 @@ from django.db.models import F, TextField
 from django.db.models.functions import Cast
 
 import scheduler
-from kai_portal.cluster.models import GpuDevice, Node
 from kai_portal.core import bulk
+from kai_portal.nodes.models import GpuDevice, Node
 from kai_portal.queues.models import Queue
 from kai_portal.scheduling import backlog, usage
 from kai_portal.scheduling.engine import (

@@ -7,7 +7,7 @@ from rest_framework import serializers
 from kai_portal.history.models import Decision, JobMessage, SchedulingCycle
 
 if TYPE_CHECKING:
-    from kai_portal.cluster.models import Node
+    from kai_portal.nodes.models import Node
     from kai_portal.queues.models import Queue
     from kai_portal.workloads.models import Job
 

@@ -9,9 +9,9 @@ from django.core.management import call_command
 from django.test import Client
 from rest_framework.test import APIClient
 
-from kai_portal.cluster.models import PoolUsageSample
 from kai_portal.history.models import Decision, JobMessage, SchedulingCycle, UsageSample
 from kai_portal.history.retention import prune_history
+from kai_portal.nodes.models import PoolUsageSample
 from kai_portal.workloads.models import Pod
 from tests.portal import factories
 

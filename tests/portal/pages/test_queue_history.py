@@ -12,7 +12,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from kai_portal.history.models import UsageSample
-from kai_portal.queues.views import CHART_POINTS, WINDOWS, usage_history
+from kai_portal.web.queues.views import CHART_POINTS, WINDOWS, usage_history
 
 
 def _sample(queue: Any, at: Any, allocated: int) -> UsageSample:

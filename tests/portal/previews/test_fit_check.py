@@ -110,7 +110,7 @@ def test_more_gpu_memory_than_any_gpu_never_fits_and_says_so(loop, people, queue
 def test_a_pool_without_gpus_never_fits(loop, people, queues):
     a, _ = queues
     factories.node("cpu-1", pool="cpu", gpus=0)
-    from kai_portal.cluster.models import NodePool
+    from kai_portal.nodes.models import NodePool
 
     cpu_only = factories.queue("team-a-cpu", team=a.team, node_pool=NodePool.objects.get(name="cpu"))
     verdict = check_fit(people["users"]["member"], _draft(cpu_only), loop.now)

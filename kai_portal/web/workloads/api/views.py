@@ -25,14 +25,14 @@ from kai_portal.core.api import TEXT_PARSERS, Conflict, JsonTextParser, body_tex
 from kai_portal.previews import forecast_store
 from kai_portal.previews.fitcheck import check_fit
 from kai_portal.previews.serializers import ForecastDetailSerializer, ForecastSerializer
-from kai_portal.workloads import cluster_jobs, lifecycle, submission
-from kai_portal.workloads.api.serializers import (
+from kai_portal.web.workloads.api.serializers import (
     FitVerdictSerializer,
     JobSerializer,
     ManifestErrorSerializer,
     PodSerializer,
     forecast_data,
 )
+from kai_portal.workloads import cluster_jobs, lifecycle, submission
 from kai_portal.workloads.choices import JobState, PodState
 from kai_portal.workloads.filtersets import JobFilterSet, PodFilterSet
 from kai_portal.workloads.manifests import EXAMPLE_MANIFEST, ManifestError, ManifestTooLarge, submit_manifest

@@ -5,11 +5,11 @@ from typing import Any
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from kai_portal.cluster.models import NodePool
 from kai_portal.core.units import RESOURCES
 from kai_portal.history.models import SchedulingCycle, UsageSample
+from kai_portal.history.queue_status import empty_status
+from kai_portal.nodes.models import NodePool
 from kai_portal.queues.models import Queue
-from kai_portal.queues.status import empty_status
 from kai_portal.teams.models import Team
 
 QUOTA_FIELDS = [f"{r}_{kind}" for r in RESOURCES for kind in ("quota", "limit", "over_quota_weight")]

@@ -35,18 +35,18 @@ from kai_portal.core.api import (
 )
 from kai_portal.history.filtersets import UsageSampleFilterSet
 from kai_portal.history.models import UsageSample
+from kai_portal.history.queue_status import latest_status
 from kai_portal.previews.whatif import preview_queue_change
 from kai_portal.queues import cluster_writes, kai_yaml
-from kai_portal.queues.api.serializers import (
+from kai_portal.queues.deletion import QueueInUse, delete_locked
+from kai_portal.queues.filtersets import QueueFilterSet
+from kai_portal.queues.models import Queue
+from kai_portal.web.queues.api.serializers import (
     QueueImportResultSerializer,
     QueuePreviewSerializer,
     QueueSerializer,
     UsageSampleSerializer,
 )
-from kai_portal.queues.deletion import QueueInUse, delete_locked
-from kai_portal.queues.filtersets import QueueFilterSet
-from kai_portal.queues.models import Queue
-from kai_portal.queues.status import latest_status
 
 IF_MATCH = OpenApiParameter(
     "If-Match",

@@ -11,7 +11,7 @@ from django.views.decorators.http import require_POST
 from kai_portal.core.access import get_visible_or_404, get_writable_or_403
 from kai_portal.teams.forms import MemberAddForm, MemberRoleForm, PodSecurityForm
 from kai_portal.teams.models import Membership, Team
-from kai_portal.teams.pod_security import change_level
+from kai_portal.web.teams.pod_security import change_level
 from kai_portal.workloads.cluster_jobs import ClusterRefused
 
 

@@ -20,17 +20,17 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_http_methods, require_POST
 
-from kai_portal.cluster.models import GpuDevice, Node
 from kai_portal.core.access import get_visible_or_404, get_writable_or_403
 from kai_portal.core.htmx import HtmxHttpRequest, page_or_fragment
 from kai_portal.core.units import RESOURCES, UNLIMITED
 from kai_portal.history.models import UsageSample
+from kai_portal.history.queue_status import ResourceStatus, latest_status
+from kai_portal.nodes.models import GpuDevice, Node
 from kai_portal.previews.whatif import PREVIEW_FIELDS, preview_queue_change
 from kai_portal.queues import cluster_writes
 from kai_portal.queues.deletion import QueueInUse, delete_locked
 from kai_portal.queues.forms import QueueForm
 from kai_portal.queues.models import Queue
-from kai_portal.queues.status import ResourceStatus, latest_status
 from kai_portal.workloads.choices import JobState
 
 

@@ -14,9 +14,9 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils import timezone
 
-from kai_portal.cluster.models import GpuDevice, Node, NodePool
 from kai_portal.core.htmx import page_or_fragment
 from kai_portal.history.models import Decision, SchedulingCycle, UsageSample
+from kai_portal.nodes.models import GpuDevice, Node, NodePool
 from kai_portal.workloads.choices import JobState, PodState
 from kai_portal.workloads.models import Job, Pod
 

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from rest_framework.routers import DefaultRouter
 
-from kai_portal.teams.api import views
+from kai_portal.web.teams.api import views
 
 app_name = "teams-api"
 

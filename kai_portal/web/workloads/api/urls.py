@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from rest_framework.routers import DefaultRouter
 
-from kai_portal.workloads.api import views
+from kai_portal.web.workloads.api import views
 
 app_name = "workloads-api"
 

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from kai_portal.teams import views
+from kai_portal.web.teams import views
 
 app_name = "teams"
 

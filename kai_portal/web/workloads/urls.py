@@ -2,7 +2,8 @@ from __future__ import annotations
 
 from django.urls import path
 
-from kai_portal.workloads import table_views, views
+from kai_portal.web.workloads import views
+from kai_portal.workloads import table_views
 
 app_name = "workloads"
 

@@ -6,16 +6,16 @@ from typing import TYPE_CHECKING, Any
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from kai_portal.cluster.models import NodePool
+from kai_portal.nodes.models import NodePool
 from kai_portal.previews import forecast_store
 from kai_portal.previews.serializers import ForecastSerializer
+from kai_portal.previews.warnings import request_warnings
 from kai_portal.queues.models import Queue
 from kai_portal.workloads.models import Job, Pod
-from kai_portal.workloads.warnings import request_warnings
 
 if TYPE_CHECKING:
     from kai_portal.accounts.models import User
-    from kai_portal.cluster.models import Node
+    from kai_portal.nodes.models import Node
     from kai_portal.teams.models import Team
 
 

@@ -2,7 +2,8 @@ from __future__ import annotations
 
 from django.urls import path
 
-from kai_portal.cluster import node_pages, views
+from kai_portal.cluster import node_pages
+from kai_portal.web.cluster import views
 
 app_name = "cluster"
 

@@ -2,7 +2,8 @@ from __future__ import annotations
 
 from django.urls import path
 
-from kai_portal.queues import views, yaml_pages
+from kai_portal.queues import yaml_pages
+from kai_portal.web.queues import views
 
 app_name = "queues"
 

@@ -18,10 +18,10 @@ from rest_framework import exceptions, viewsets
 from rest_framework.serializers import BaseSerializer
 
 from kai_portal.core.api import api_actor
-from kai_portal.teams.api.serializers import MembershipSerializer, TeamSerializer
 from kai_portal.teams.filtersets import MembershipFilterSet, TeamFilterSet
 from kai_portal.teams.models import Membership, Team
-from kai_portal.teams.pod_security import change_level
+from kai_portal.web.teams.api.serializers import MembershipSerializer, TeamSerializer
+from kai_portal.web.teams.pod_security import change_level
 from kai_portal.workloads.cluster_jobs import ClusterRefused
 
 

@@ -24,6 +24,7 @@ from kai_portal.core.write_throttle import throttle_writes
 from kai_portal.history.models import Decision, JobMessage
 from kai_portal.previews import forecast_store
 from kai_portal.previews.fitcheck import check_fit
+from kai_portal.previews.warnings import request_warnings, submit_warnings
 from kai_portal.queues.models import Queue
 from kai_portal.teams.models import Team
 from kai_portal.workloads import cluster_jobs, lifecycle, pod_security, submission
@@ -33,7 +34,6 @@ from kai_portal.workloads.filtersets import JobFilterSet
 from kai_portal.workloads.forms import JobSubmitForm, ManifestSubmitForm
 from kai_portal.workloads.manifests import EXAMPLE_MANIFEST, ManifestError, submit_manifest
 from kai_portal.workloads.models import Job, Pod
-from kai_portal.workloads.warnings import request_warnings, submit_warnings
 
 PAGE_SIZE = 50
 TIMELINE_DECISIONS = 400
