@@ -50,8 +50,9 @@ from kai_portal.cluster.backends import (
     TaskStatus,
 )
 from kai_portal.cluster.backends.kubernetes import PORTAL_JOB_UID_LABEL
-from kai_portal.cluster.models import GpuDevice, Node, NodePool
+from kai_portal.nodes.models import GpuDevice, Node, NodePool
 from kai_portal.core.bulk import chunks
+from kai_portal.nodes.models import GpuDevice, Node, NodePool
 from kai_portal.queues.models import Queue
 from kai_portal.workloads import lifecycle
 from kai_portal.workloads.choices import PRIORITY_VALUES, JobState, PodState, PriorityClass

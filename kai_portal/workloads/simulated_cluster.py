@@ -28,7 +28,7 @@ from django.utils import timezone
 
 from kai_portal.cluster.backends import GpuRequest, JobRef, ObservedNode, ObservedPod, TaskStatus
 from kai_portal.cluster.backends.simulated import SimulatedBackend
-from kai_portal.cluster.models import Node
+from kai_portal.nodes.models import Node
 from kai_portal.workloads import lifecycle
 from kai_portal.workloads.choices import PodState
 from kai_portal.workloads.models import Pod

@@ -26,7 +26,6 @@ from kai_portal.cluster.backends import LeaseConfig
 from kai_portal.cluster.backends.kubernetes import KubernetesBackend, LeaderElector
 from kai_portal.scheduling import cycle as cycle_module
 from kai_portal.scheduling.lock import HeldLock
-from kai_portal.scheduling.models import SchedulingCycle
 
 from .conftest import Cluster, Nodes, pod_body, wait_until
 

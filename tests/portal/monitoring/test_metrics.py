@@ -18,7 +18,6 @@ from rest_framework.test import APIClient
 
 from kai_portal.cluster.backends import ApplyReport
 from kai_portal.scheduling.lock import LOCK_NAME
-from kai_portal.scheduling.models import Decision, SchedulingCycle
 from kai_portal.workloads.models import Pod
 from kai_portal.workloads.simulated_cluster import RowBackend
 from tests.portal import factories

@@ -8,7 +8,7 @@ from datetime import timedelta
 import pytest
 
 from kai_portal.cluster.backends import ApplyReport, OperationResult
-from kai_portal.scheduling.models import Decision, JobMessage, QueueStatus, SchedulingCycle, UsageSample
+from kai_portal.history.models import Decision, JobMessage, QueueStatus, SchedulingCycle, UsageSample
 from kai_portal.workloads.models import Job, Pod
 from kai_portal.workloads.simulated_cluster import RowBackend
 from tests.portal import factories

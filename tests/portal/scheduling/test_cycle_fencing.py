@@ -24,7 +24,6 @@ from django.urls import reverse
 import scheduler
 from kai_portal.monitoring.recording import CYCLES
 from kai_portal.scheduling import fencing, lock
-from kai_portal.scheduling.models import Decision, SchedulingCycle, UsageSample
 from kai_portal.workloads.models import Pod
 from kai_portal.workloads.simulated_cluster import RowBackend
 from tests.portal import factories

@@ -12,7 +12,6 @@ from django.db import connection
 
 from kai_portal.scheduling import lock
 from kai_portal.scheduling.cycle import run_scheduling_cycle
-from kai_portal.scheduling.models import SchedulingCycle
 from kai_portal.workloads.models import Job
 from kai_portal.workloads.simulated_cluster import RowBackend
 from tests.portal import factories
