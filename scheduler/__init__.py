@@ -22,38 +22,66 @@ Where things are (a cycle reads top to bottom):
 
 from __future__ import annotations
 
-from scheduler.cycle import advance, run_cycle, run_rounds
+from scheduler.cycle import advance, open_session, run_cycle, run_rounds
+from scheduler.gang import pending_tasks
+from scheduler.gc_pause import gc_paused
 from scheduler.model import (
+    MATCH_OPERATORS,
+    TAINT_EFFECTS,
     Config,
     ExternalUsage,
     Job,
+    MatchExpression,
     Node,
+    PreferredTerm,
     Queue,
     QueueResource,
     Snapshot,
+    Taint,
     Task,
     TaskState,
+    Toleration,
     TopologyConstraint,
 )
+from scheduler.ordering import JobQueue, job_request
+from scheduler.pools import queue_pools
+from scheduler.reasons import DEFAULT_POD_TEXT
 from scheduler.result import CycleResult, Event, Eviction, QueueOutcome, TaskOutcome
 
+# The simulator's entry point under a name of its own: ``simulate`` is also the subpackage.
+from scheduler.simulate import simulate as simulate_over_time
+
 __all__ = [
+    "DEFAULT_POD_TEXT",
+    "MATCH_OPERATORS",
+    "TAINT_EFFECTS",
     "Config",
     "CycleResult",
     "Event",
     "Eviction",
     "ExternalUsage",
     "Job",
+    "JobQueue",
+    "MatchExpression",
     "Node",
+    "PreferredTerm",
     "Queue",
     "QueueOutcome",
     "QueueResource",
     "Snapshot",
+    "Taint",
     "Task",
     "TaskOutcome",
     "TaskState",
+    "Toleration",
     "TopologyConstraint",
     "advance",
+    "gc_paused",
+    "job_request",
+    "open_session",
+    "pending_tasks",
+    "queue_pools",
     "run_cycle",
     "run_rounds",
+    "simulate_over_time",
 ]

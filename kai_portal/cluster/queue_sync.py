@@ -32,9 +32,8 @@ from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.db.models import Count, ProtectedError, Q
 
-from kai_portal.core.actor import acting_as
 from kai_portal.cluster.backends import ClusterBackend, QueueObjectStore
-from kai_portal.nodes.models import NodePool
+from kai_portal.core.actor import acting_as
 from kai_portal.core.units import UNLIMITED
 from kai_portal.nodes.models import NodePool
 from kai_portal.queues import kai_yaml

@@ -50,7 +50,6 @@ from kai_portal.cluster.backends import (
     TaskStatus,
 )
 from kai_portal.cluster.backends.kubernetes import PORTAL_JOB_UID_LABEL
-from kai_portal.nodes.models import GpuDevice, Node, NodePool
 from kai_portal.core.bulk import chunks
 from kai_portal.nodes.models import GpuDevice, Node, NodePool
 from kai_portal.queues.models import Queue

@@ -24,6 +24,7 @@ from kubernetes.client.exceptions import ApiException
 
 from kai_portal.cluster.backends import LeaseConfig
 from kai_portal.cluster.backends.kubernetes import KubernetesBackend, LeaderElector
+from kai_portal.history.models import SchedulingCycle
 from kai_portal.scheduling import cycle as cycle_module
 from kai_portal.scheduling.lock import HeldLock
 

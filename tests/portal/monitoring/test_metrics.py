@@ -17,6 +17,7 @@ from django.test import Client
 from rest_framework.test import APIClient
 
 from kai_portal.cluster.backends import ApplyReport
+from kai_portal.history.models import Decision, SchedulingCycle
 from kai_portal.scheduling.lock import LOCK_NAME
 from kai_portal.workloads.models import Pod
 from kai_portal.workloads.simulated_cluster import RowBackend

@@ -22,6 +22,7 @@ from django.test import Client
 from django.urls import reverse
 
 import scheduler
+from kai_portal.history.models import Decision, SchedulingCycle, UsageSample
 from kai_portal.monitoring.recording import CYCLES
 from kai_portal.scheduling import fencing, lock
 from kai_portal.workloads.models import Pod
