@@ -5,8 +5,9 @@ scheduling cycle, before the pods are synced (so a pod naming a queue created th
 it), ``sync_queue_objects`` reads them (list + watch, the backend's ``queue_objects``) and:
 
 * **creates or updates** the row of every object whose uid or resourceVersion differs from the
-  row's, through the Queue YAML import (``kai_yaml.import_queues``: KAI's raw defaults, MB to
-  MiB, the node-pool label, the portal's tree rules), one object at a time in a savepoint and
+  row's, through the Queue YAML import's rules, given the object as read, with no YAML text
+  between (``kai_yaml.apply_documents``: KAI's raw defaults, MB to MiB, the node-pool label,
+  the portal's tree rules), one object at a time in a savepoint and
   parents first, so one object the portal cannot take is reported on its row
   (``cluster_message``) and in the log, never stops the others or the cycle. A pool named by a
   label is created when it does not exist yet (nodes may join it later, as in KAI);
@@ -27,7 +28,6 @@ import logging
 from datetime import datetime
 from typing import Any
 
-import yaml
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.db.models import Count, ProtectedError, Q
@@ -94,7 +94,7 @@ def _apply_object(obj: dict[str, Any], row: Queue | None) -> None:
             pool = labels.get(kai_yaml.NODE_POOL_LABEL)
             if isinstance(pool, str) and pool:
                 NodePool.objects.get_or_create(name=pool)
-            kai_yaml.import_queues(yaml.safe_dump(document))
+            kai_yaml.apply_documents([kai_yaml.document_from_object(document)])
     except (kai_yaml.QueueYamlError, ValidationError, IntegrityError) as error:
         # Not stored: the next cycle tries again (the parent may arrive, the rule may pass).
         why = f"{error.key}: {error.message}" if isinstance(error, kai_yaml.QueueYamlError) else str(error)

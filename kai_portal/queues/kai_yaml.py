@@ -290,7 +290,16 @@ def _duration(index: int, key: str, value: Any, name: str) -> timedelta | None:
 # --- import --------------------------------------------------------------------
 def import_queues(text: str) -> ImportResult:
     """Create or update the queues described in ``text``; all or nothing."""
-    docs = parse_documents(text)
+    return apply_documents(parse_documents(text))
+
+
+def document_from_object(obj: dict[str, Any]) -> QueueDocument:
+    """One Queue object as read from the cluster (already a dict: no YAML text to parse)."""
+    return _parse_document(1, obj)
+
+
+def apply_documents(docs: list[QueueDocument]) -> ImportResult:
+    """Create or update the queues of ``docs``; all or nothing."""
     result = ImportResult(warnings=[w for d in docs for w in d.warnings])
     with transaction.atomic():
         existing = {q.name: q for q in Queue.objects.filter(name__in=[d.name for d in docs])}
