@@ -338,7 +338,7 @@ def loop_stats(since: Any, timed_from: Any, running_at_end: bool) -> dict[str, A
 
     from django.db import connection
 
-    from kai_portal.scheduling.models import JobForecast, SchedulingCycle
+    from kai_portal.history.models import JobForecast, SchedulingCycle
     from kai_portal.workloads.models import Job
 
     connection.close()  # a fresh connection: the seeding one may have timed out

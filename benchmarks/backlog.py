@@ -53,7 +53,7 @@ def seed(flood_jobs: int) -> None:
     from django.db import connection
 
     from kai_portal.accounts.models import User
-    from kai_portal.cluster.models import GpuDevice, Node, NodePool
+    from kai_portal.nodes.models import GpuDevice, Node, NodePool
     from kai_portal.queues.models import Queue
     from kai_portal.teams.models import Membership, Team
     from kai_portal.workloads.models import Job

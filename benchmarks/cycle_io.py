@@ -39,7 +39,7 @@ os.environ.setdefault("TEST_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/k
 
 if TYPE_CHECKING:
     import scheduler
-    from kai_portal.scheduling.models import SchedulingCycle
+    from kai_portal.history.models import SchedulingCycle
     from kai_portal.scheduling.snapshot import CycleInput
 
 T = TypeVar("T")
@@ -60,7 +60,7 @@ def seed() -> None:
     from django.contrib.auth import get_user_model
     from django.db import connection
 
-    from kai_portal.cluster.models import GpuDevice, Node, NodePool
+    from kai_portal.nodes.models import GpuDevice, Node, NodePool
     from kai_portal.queues.models import Queue
     from kai_portal.workloads.models import Job, Pod
 
@@ -147,7 +147,7 @@ def measure(runs: int) -> dict[str, list[float]]:
 
     import scheduler
     from kai_portal.cluster.backends import ApplyReport
-    from kai_portal.scheduling.models import SchedulingCycle
+    from kai_portal.history.models import SchedulingCycle
     from kai_portal.scheduling.results import persist_result
     from kai_portal.scheduling.snapshot import build_snapshot
 

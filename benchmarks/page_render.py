@@ -71,9 +71,9 @@ def seed() -> None:
     from django.utils import timezone
 
     from kai_portal.audit.models import AuditEntry
-    from kai_portal.cluster.models import GpuDevice, Node, NodePool
+    from kai_portal.history.models import Decision, JobMessage, QueueStatus, SchedulingCycle, UsageSample
+    from kai_portal.nodes.models import GpuDevice, Node, NodePool
     from kai_portal.queues.models import Queue
-    from kai_portal.scheduling.models import Decision, JobMessage, QueueStatus, SchedulingCycle, UsageSample
     from kai_portal.teams.models import Membership, Team
     from kai_portal.workloads.models import Job, Pod
 
@@ -186,7 +186,7 @@ def time_pages(runs: int, phase: str, pending: int) -> list[Row]:
     from django.contrib.auth import get_user_model
     from django.test import Client
 
-    from kai_portal.scheduling.models import Decision
+    from kai_portal.history.models import Decision
     from kai_portal.workloads.models import Job
 
     logging.getLogger("django.request").setLevel(logging.CRITICAL)
@@ -227,7 +227,7 @@ def time_pages(runs: int, phase: str, pending: int) -> list[Row]:
 
 def keep_pending(count: int) -> None:
     """Leave ``count`` pending jobs (the oldest, which include the blocked ones); the rest finish."""
-    from kai_portal.scheduling.models import Decision
+    from kai_portal.history.models import Decision
     from kai_portal.workloads.models import Job, Pod
 
     pending = list(Job.objects.filter(state="pending").order_by("pk").values_list("pk", flat=True))
@@ -242,7 +242,7 @@ def cold() -> None:
     """No forecast stored, nothing cached: what a page sees before the worker's first refresh."""
     from django.core.cache import cache
 
-    from kai_portal.scheduling.models import JobForecast
+    from kai_portal.history.models import JobForecast
 
     JobForecast.objects.all().delete()
     cache.clear()
@@ -262,8 +262,8 @@ def loop_stats(since: Any, proc: subprocess.Popen[bytes]) -> dict[str, Any]:
     from django.conf import settings
     from django.utils import timezone
 
-    from kai_portal.scheduling import forecast_store
-    from kai_portal.scheduling.models import JobForecast, SchedulingCycle
+    from kai_portal.history.models import JobForecast, SchedulingCycle
+    from kai_portal.previews import forecast_store
 
     cycles = list(SchedulingCycle.objects.filter(started_at__gte=since).values_list("status", "duration_ms"))
     proc.terminate()
@@ -308,7 +308,7 @@ def write_report(rows: list[Row], loops: dict[int, dict[str, Any]], runs: int, p
         f"{settings.CYCLE_SECONDS} s, each followed by the forecast refresh), started "
         f"{LOOP_WARMUP_S:.0f} s before timing.",
         "",
-        "Pages read the stored forecast only (`kai_portal/scheduling/forecast_store.py`); the goal is",
+        "Pages read the stored forecast only (`kai_portal/previews/forecast_store.py`); the goal is",
         "< 1 s per page at 1,000 pending jobs.",
         "",
         f"Machine: {os.cpu_count()} cores (shared with the loop and the database), Python "

@@ -13,11 +13,11 @@ from rest_framework.views import APIView
 
 API_MODULES = [
     "kai_portal.accounts.api.urls",
-    "kai_portal.teams.api.urls",
-    "kai_portal.queues.api.urls",
-    "kai_portal.workloads.api.urls",
+    "kai_portal.web.teams.api.urls",
+    "kai_portal.web.queues.api.urls",
+    "kai_portal.web.workloads.api.urls",
     "kai_portal.cluster.api.urls",
-    "kai_portal.scheduling.api.urls",
+    "kai_portal.reports.api_urls",
     "kai_portal.audit.api.urls",
 ]
 

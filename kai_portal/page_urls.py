@@ -6,11 +6,11 @@ from django.urls import URLPattern, URLResolver, include, path
 
 urlpatterns: list[URLPattern | URLResolver] = [
     path("accounts/", include("kai_portal.accounts.urls")),
-    path("cluster/", include("kai_portal.cluster.urls")),
-    path("queues/", include("kai_portal.queues.urls")),
-    path("jobs/", include("kai_portal.workloads.urls")),
-    path("teams/", include("kai_portal.teams.urls")),
+    path("cluster/", include("kai_portal.web.cluster.urls")),
+    path("queues/", include("kai_portal.web.queues.urls")),
+    path("jobs/", include("kai_portal.web.workloads.urls")),
+    path("teams/", include("kai_portal.web.teams.urls")),
     path("audit/", include("kai_portal.audit.urls")),
-    path("fairness/", include("kai_portal.scheduling.urls")),
-    path("showback/", include("kai_portal.scheduling.showback_urls")),
+    path("fairness/", include("kai_portal.reports.fairness_urls")),
+    path("showback/", include("kai_portal.reports.showback_urls")),
 ]

@@ -109,9 +109,12 @@ INSTALLED_APPS = [
     "kai_portal.accounts",
     "kai_portal.teams",
     "kai_portal.queues",
+    "kai_portal.nodes",
     "kai_portal.cluster",
     "kai_portal.workloads",
     "kai_portal.scheduling",
+    "kai_portal.history",
+    "kai_portal.previews",
     "kai_portal.audit",
     "kai_portal.monitoring",
     "kai_portal.demo",
@@ -316,7 +319,7 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": float(CYCLE_SECONDS),
         "options": {"queue": "scheduling", "expires": float(CYCLE_SECONDS)},
     },
-    # Scheduling history past REASON_RETENTION_DAYS / USAGE_RETENTION_DAYS (scheduling/retention.py).
+    # Scheduling history past REASON_RETENTION_DAYS / USAGE_RETENTION_DAYS (history/retention.py).
     "prune-history": {
         "task": "kai_portal.scheduling.tasks.prune_history",
         "schedule": 24 * 3600.0,
@@ -326,6 +329,10 @@ CELERY_BEAT_SCHEDULE = {
 
 # --- REST API ---------------------------------------------------------------
 # Token auth first: its WWW-Authenticate header makes unauthenticated requests 401, not 403.
+# The largest request body Django and the API parsers accept (Django's own default, 2.5 MB,
+# declared here because kai_portal/core/api.py applies it to every API parser too).
+DATA_UPLOAD_MAX_MEMORY_SIZE = 2_621_440
+
 REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_AUTHENTICATION_CLASSES": [
@@ -380,7 +387,7 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {
         "JobStateEnum": "kai_portal.workloads.choices.JobState",
         "PodStateEnum": "kai_portal.workloads.choices.PodState",
-        "CycleStatusEnum": "kai_portal.scheduling.models.SchedulingCycle.Status",
+        "CycleStatusEnum": "kai_portal.history.models.SchedulingCycle.Status",
     },
 }
 
@@ -486,4 +493,10 @@ SIMULATED_EVICTION_GRACE_SECONDS = env_int("SIMULATED_EVICTION_GRACE_SECONDS", 5
 # The cycle lock expires this long after its holder's last renewal (renewed every third of it
 # while a cycle runs), so a killed worker stalls scheduling for at most this long.
 CYCLE_LOCK_TIMEOUT_SECONDS = env_int("CYCLE_LOCK_TIMEOUT_SECONDS", 10, minimum=3)
+# Seconds the cycle sleeps between planning and saving: 0 (off) here; only the test settings
+# (KAI_TEST_CYCLE_PAUSE_SECONDS) set it, so the fencing test can act inside that window.
+CYCLE_TEST_PAUSE_SECONDS = 0
+# Overrides for the fairness audit's thresholds (kai_portal/reports/fairness_audit.py DEFAULTS);
+# a key left out keeps its default.
+FAIRNESS_AUDIT: dict[str, float] = {}
 CELERY_TASK_ROUTES = {"kai_portal.scheduling.tasks.run_cycle": {"queue": "scheduling"}}

@@ -4,7 +4,7 @@ from collections.abc import Callable
 
 from django.http import HttpRequest, HttpResponse
 
-from kai_portal.audit.context import acting_as
+from kai_portal.core.actor import acting_as
 
 
 class AuditActorMiddleware:

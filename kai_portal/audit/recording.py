@@ -2,7 +2,7 @@
 
 The one place audit happens. It hooks model signals (so the admin, forms, the
 API, commands and cascading deletes are all covered) and reads the actor from
-``kai_portal.audit.context``. ``QuerySet.update()`` bypasses signals; audited
+``kai_portal.core.actor``. ``QuerySet.update()`` bypasses signals; audited
 models are changed through single-object saves only.
 """
 
@@ -17,8 +17,8 @@ from django.core.serializers.json import DjangoJSONEncoder
 from django.db import models
 from django.db.models.signals import post_delete, post_save, pre_save
 
-from kai_portal.audit.context import current_actor
 from kai_portal.audit.models import AuditEntry
+from kai_portal.core.actor import current_actor
 
 AUDITED_MODELS = ("teams.Team", "teams.Membership", "queues.Queue")
 

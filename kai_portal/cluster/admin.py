@@ -5,7 +5,7 @@ from django.db.models import Count, QuerySet
 from django.http import HttpRequest
 
 from kai_portal.cluster import operations
-from kai_portal.cluster.models import GpuDevice, Node, NodePool
+from kai_portal.nodes.models import GpuDevice, Node, NodePool
 
 
 class NodeInline(admin.TabularInline):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import django_filters
 
-from kai_portal.cluster.models import GpuDevice, Node
+from kai_portal.nodes.models import GpuDevice, Node
 
 
 class NodeFilterSet(django_filters.FilterSet):

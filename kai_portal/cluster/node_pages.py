@@ -20,7 +20,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils import timezone
 
-from kai_portal.cluster.models import GpuDevice, Node, NodePool, PoolUsageSample
+from kai_portal.nodes.models import GpuDevice, Node, NodePool, PoolUsageSample
 from kai_portal.workloads.choices import PodState
 from kai_portal.workloads.models import Job, Pod
 

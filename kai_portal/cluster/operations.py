@@ -18,7 +18,7 @@ from datetime import datetime
 from django.db import transaction
 from django.utils import timezone
 
-from kai_portal.cluster.models import Node
+from kai_portal.nodes.models import Node
 from kai_portal.workloads import lifecycle
 from kai_portal.workloads.choices import PodState
 from kai_portal.workloads.models import Pod

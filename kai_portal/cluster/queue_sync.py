@@ -33,9 +33,9 @@ from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.db.models import Count, ProtectedError, Q
 
-from kai_portal.audit.context import acting_as
-from kai_portal.cluster.models import NodePool
+from kai_portal.core.actor import acting_as
 from kai_portal.core.units import UNLIMITED
+from kai_portal.nodes.models import NodePool
 from kai_portal.queues import kai_yaml
 from kai_portal.queues.models import Queue
 from kai_portal.workloads.choices import JobState

@@ -50,8 +50,8 @@ from kai_portal.cluster.backends import (
     TaskStatus,
 )
 from kai_portal.cluster.backends.kubernetes_objects import PORTAL_JOB_UID_LABEL
-from kai_portal.cluster.models import GpuDevice, Node, NodePool
 from kai_portal.core.bulk import chunks
+from kai_portal.nodes.models import GpuDevice, Node, NodePool
 from kai_portal.queues.models import Queue
 from kai_portal.workloads import lifecycle
 from kai_portal.workloads.choices import PRIORITY_VALUES, JobState, PodState, PriorityClass

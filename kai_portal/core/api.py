@@ -20,8 +20,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
-from kai_portal.audit.context import acting_as
 from kai_portal.core import outages, write_throttle
+from kai_portal.core.actor import acting_as
 
 
 class StandardPagination(PageNumberPagination):
@@ -142,7 +142,7 @@ def max_body_bytes() -> int:
 
     DRF's parsers read ``request.stream`` directly, which skips Django's own check, so
     every parser here applies it itself."""
-    limit = getattr(settings, "DATA_UPLOAD_MAX_MEMORY_SIZE", None)
+    limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
     return int(limit) if limit is not None else 2_621_440
 
 

@@ -18,7 +18,7 @@ from django.conf import settings
 def client_address(request: Any) -> str:
     """``REMOTE_ADDR``, or the address the outermost trusted proxy saw (as DRF's ``get_ident``)."""
     remote = str(request.META.get("REMOTE_ADDR") or "")
-    proxies = int(getattr(settings, "NUM_PROXIES", 0))
+    proxies = int(settings.NUM_PROXIES)
     forwarded = request.META.get("HTTP_X_FORWARDED_FOR")
     if proxies <= 0 or not forwarded:
         return remote

@@ -21,7 +21,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import transaction
 
-from kai_portal.cluster.models import GpuDevice, Node, NodePool
+from kai_portal.nodes.models import GpuDevice, Node, NodePool
 from kai_portal.queues.models import Queue
 from kai_portal.teams.models import Membership, Team
 from kai_portal.workloads import cluster_jobs, submission

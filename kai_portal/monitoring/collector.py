@@ -29,11 +29,11 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from kai_portal.core.units import RESOURCES
+from kai_portal.history.models import SchedulingCycle
+from kai_portal.history.queue_status import latest_status
 from kai_portal.monitoring import recording, totals
 from kai_portal.monitoring.health import last_succeeded_cycle
 from kai_portal.queues.models import Queue
-from kai_portal.queues.status import latest_status
-from kai_portal.scheduling.models import SchedulingCycle
 from kai_portal.workloads.models import Pod
 
 BYTES_PER_MIB = 2**20

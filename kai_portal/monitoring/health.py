@@ -10,7 +10,7 @@ import redis
 from django.conf import settings
 from django.db import connections
 
-from kai_portal.scheduling.models import SchedulingCycle
+from kai_portal.history.models import SchedulingCycle
 
 logger = logging.getLogger(__name__)
 

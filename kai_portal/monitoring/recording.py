@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from django.db.models import Count
 
+from kai_portal.history.models import Decision, SchedulingCycle
 from kai_portal.monitoring import totals
-from kai_portal.scheduling.models import Decision, SchedulingCycle
 
 # Seconds; KAI's own cycle is typically well under a second, ours up to tens of seconds at scale.
 CYCLE_DURATION = totals.Histogram(

@@ -33,9 +33,9 @@ import yaml
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
-from kai_portal.cluster.models import DEFAULT_POOL_NAME, NodePool
 from kai_portal.core import safe_yaml
 from kai_portal.core.units import RESOURCES, UNLIMITED, mb_to_mib, mib_to_mb
+from kai_portal.nodes.models import DEFAULT_POOL_NAME, NodePool
 from kai_portal.queues import tree_rules
 from kai_portal.queues.durations import format_go_duration, parse_go_duration
 from kai_portal.queues.models import Queue

@@ -189,7 +189,7 @@ class Queue(ValidatedModel):
     def clean(self) -> None:
         if self.node_pool_id is None:
             # Unset: the parent's pool, else the default shard (KAI: an unlabelled queue).
-            from kai_portal.cluster.models import NodePool
+            from kai_portal.nodes.models import NodePool
 
             self.node_pool = self.parent.node_pool if self.parent is not None else NodePool.default_pool()
         tree_rules.validate_queue(self)

@@ -86,9 +86,7 @@ def _check_parent(queue: Queue, errors: Errors) -> None:
                 return
             seen.add(node.pk)
             node = node.parent
-    from kai_portal.workloads.choices import JobState
-
-    if parent.jobs.filter(state__in=JobState.active()).exists():
+    if parent.jobs.active().exists():
         errors.setdefault("parent", []).append(
             f"Queue '{parent}' has pending or running jobs; only leaf queues hold jobs, "
             "so it cannot get child queues."
@@ -106,14 +104,12 @@ def _check_pool(queue: Queue, errors: Errors) -> None:
     before = type(queue).objects.filter(pk=queue.pk).values_list("node_pool_id", flat=True).first()
     if before is None or before == queue.node_pool_id:
         return
-    from kai_portal.workloads.choices import JobState
-
     if queue.children.exists():
         errors.setdefault("node_pool", []).append(
             f"Queue '{queue.name}' has child queues, which are in its node pool; a queue with "
             "children keeps its pool (create the tree anew in the other pool)."
         )
-    elif queue.jobs.filter(state__in=JobState.active()).exists():
+    elif queue.jobs.active().exists():
         errors.setdefault("node_pool", []).append(
             f"Queue '{queue.name}' has pending or running jobs in its current node pool; "
             "change the pool once they have finished or been cancelled."

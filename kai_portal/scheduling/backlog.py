@@ -34,11 +34,10 @@ from django.db.models import Count, F
 
 import scheduler
 from kai_portal.core import bulk
-from kai_portal.scheduling.models import JobMessage
+from kai_portal.history.models import JobMessage
+from kai_portal.scheduling.engine import DEFAULT_POD_TEXT, queue_pools
 from kai_portal.workloads.choices import JobState, PodState
 from kai_portal.workloads.models import Job, Pod
-from scheduler import reasons
-from scheduler.pools import queue_pools
 
 NOT_CONSIDERED = "NotConsidered"
 
@@ -219,7 +218,7 @@ def persist_backlog(
     a fit error of its own: the job's message, else KAI's default text. Neither gets a Decision
     row (the job's message, kept as a JobMessage when it changes, says it for all of them)."""
     for job_id, (engine_name, last_listed) in hidden.items():
-        text = job_messages.get(engine_name) or reasons.DEFAULT_POD_TEXT
+        text = job_messages.get(engine_name) or DEFAULT_POD_TEXT
         Pod.objects.filter(job_id=job_id, state=PodState.PENDING, index__gt=last_listed).exclude(
             reason=text
         ).update(reason=text, reason_at=now)

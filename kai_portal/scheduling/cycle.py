@@ -35,12 +35,13 @@ import scheduler
 from kai_portal.cluster.backends import ClusterBackend, get_backend
 from kai_portal.cluster.queue_sync import sync_queue_objects
 from kai_portal.cluster.sync import sync_cluster_state
+from kai_portal.history.models import SchedulingCycle
 from kai_portal.monitoring.recording import record_cycle
-from kai_portal.scheduling import fencing, forecast_store
+from kai_portal.scheduling import fencing
 from kai_portal.scheduling.engine_names import with_own_names
 from kai_portal.scheduling.lock import LOCK_NAME, HeldLock, cycle_lock
-from kai_portal.scheduling.models import SchedulingCycle
 from kai_portal.scheduling.results import cluster_operations, persist_result
+from kai_portal.scheduling.signals import cycle_finished
 from kai_portal.scheduling.snapshot import build_snapshot
 from kai_portal.workloads import lifecycle
 from kai_portal.workloads.models import Job
@@ -66,8 +67,9 @@ def run_scheduling_cycle(
                 logger.info("scheduling cycle skipped: %s", refusal)
                 return _skipped(now, refusal)
             cycle = _run_locked(now, backend, held)
-            # Post-cycle hook, still under the lock so two refreshes never overlap.
-            forecast_store.after_cycle(cycle, now)
+            # Post-cycle hook (the forecast refresh in kai_portal/previews), still under the
+            # lock so two refreshes never overlap.
+            cycle_finished.send(sender=run_scheduling_cycle, cycle=cycle, now=now)
             return cycle
 
 
@@ -171,7 +173,7 @@ def _aborted(cycle: SchedulingCycle, started: float, now: datetime, why: str) ->
 def _test_pause() -> None:
     """Sleep between plan and persist when the test settings ask for it (never in production
     settings): the fencing test restarts Redis and starts another cycle in that window."""
-    pause = getattr(settings, "CYCLE_TEST_PAUSE_SECONDS", 0)
+    pause = settings.CYCLE_TEST_PAUSE_SECONDS
     if pause:
         time.sleep(pause)
 

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from kai_portal.scheduling.snapshot import SnapshotIndex
-from scheduler.result import CycleResult
+from scheduler import CycleResult
 
 # ``<namespace>/<name>`` as the engine's messages write them: a DNS-1123 namespace, then a name
 # (pod names may hold dots; a sentence's full stop after it is handled in ``_own``).

@@ -20,7 +20,7 @@ from django.db import connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from kai_portal.scheduling.models import CycleFence
+from kai_portal.history.models import CycleFence
 
 
 class LockLost(Exception):

@@ -40,7 +40,7 @@ _process_lock = threading.Lock()
 
 def lock_timeout_seconds() -> float:
     """How long a held lock lives after its holder's last renewal (if it dies, say)."""
-    return float(getattr(settings, "CYCLE_LOCK_TIMEOUT_SECONDS", 10))
+    return float(settings.CYCLE_LOCK_TIMEOUT_SECONDS)
 
 
 class _Heartbeat(threading.Thread):

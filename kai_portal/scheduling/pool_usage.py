@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import datetime
 from decimal import Decimal
 
-from kai_portal.cluster.models import NodePool, PoolUsageSample
+from kai_portal.nodes.models import NodePool, PoolUsageSample
 from kai_portal.scheduling.snapshot import CycleInput
 from scheduler import CycleResult
 

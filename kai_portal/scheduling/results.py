@@ -29,9 +29,9 @@ from django.utils import timezone
 
 from kai_portal.cluster.backends import ApplyReport, Bind, EventType, Evict, PodEvent
 from kai_portal.core import bulk
+from kai_portal.history.models import Decision, JobMessage, SchedulingCycle
 from kai_portal.scheduling import usage
 from kai_portal.scheduling.backlog import persist_backlog
-from kai_portal.scheduling.models import Decision, JobMessage, SchedulingCycle
 from kai_portal.scheduling.pool_usage import record_pool_usage
 from kai_portal.scheduling.snapshot import CycleInput, PodRef, SnapshotIndex
 from kai_portal.workloads import lifecycle

@@ -25,21 +25,21 @@ from django.db.models import F, TextField
 from django.db.models.functions import Cast
 
 import scheduler
-from kai_portal.cluster.models import GpuDevice, Node
 from kai_portal.core import bulk
+from kai_portal.nodes.models import GpuDevice, Node
 from kai_portal.queues.models import Queue
 from kai_portal.scheduling import backlog, usage
-from kai_portal.workloads.choices import JobState, PodState, Preemptibility
-from kai_portal.workloads.models import Job, Pod
-from scheduler.gc_pause import gc_paused
-from scheduler.model import (
+from kai_portal.scheduling.engine import (
     MATCH_OPERATORS,
     TAINT_EFFECTS,
     MatchExpression,
     PreferredTerm,
     Taint,
     Toleration,
+    gc_paused,
 )
+from kai_portal.workloads.choices import JobState, PodState, Preemptibility
+from kai_portal.workloads.models import Job, Pod
 
 DEFAULT_POOL = "default"
 DEFAULT_GPU_MEMORY_MIB = 81920

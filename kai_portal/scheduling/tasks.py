@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from celery import shared_task
 
-from kai_portal.scheduling import retention
+from kai_portal.history import retention
 from kai_portal.scheduling.cycle import run_scheduling_cycle
 
 

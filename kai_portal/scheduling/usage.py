@@ -21,7 +21,7 @@ from decimal import Decimal
 from django.db.models import Avg
 from django.db.models.functions import TruncMinute
 
-from kai_portal.scheduling.models import QueueStatus, SchedulingCycle, UsageSample
+from kai_portal.history.models import QueueStatus, SchedulingCycle, UsageSample
 from scheduler import QueueOutcome
 
 RESOURCES = ("gpu", "cpu", "memory")

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from django.db.models import Count, Max
 
-from kai_portal.cluster.models import Node
+from kai_portal.nodes.models import Node
 
 if TYPE_CHECKING:
     from kai_portal.workloads.models import Job

@@ -59,8 +59,8 @@ from kai_portal.cluster.backends.kubernetes_objects import (
     tolerations_of,
 )
 from kai_portal.cluster.backends.pod_requests import Where, pod_requests
-from kai_portal.cluster.models import NodePool
 from kai_portal.core import safe_yaml
+from kai_portal.nodes.models import NodePool
 from kai_portal.queues.durations import parse_go_duration
 from kai_portal.queues.models import Queue
 from kai_portal.workloads import cluster_jobs, pod_security, submission

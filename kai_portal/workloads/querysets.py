@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 from django.db import models
 
+from kai_portal.workloads.choices import JobState
+
 if TYPE_CHECKING:
     from kai_portal.workloads.models import Job, Pod  # noqa: F401 (named in the QuerySet bases)
 
@@ -30,6 +32,10 @@ def _visible_filter(user: Any, prefix: str = "") -> models.Q | None:
 
 
 class JobQuerySet(models.QuerySet["Job"]):
+    def active(self) -> JobQuerySet:
+        """Jobs pending or running (``JobState.active()``): the ones a queue's tree rules guard."""
+        return self.filter(state__in=JobState.active())
+
     def visible_to(self, user: Any) -> JobQuerySet:
         """Admins see every job; members the jobs of their teams' queues; nobody else anything."""
         if not getattr(user, "is_authenticated", False):

@@ -19,8 +19,8 @@ from django.db.models import Count, Q, QuerySet
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import render
 
-from kai_portal.cluster.models import NodePool
 from kai_portal.core.access import get_visible_or_404
+from kai_portal.nodes.models import NodePool
 from kai_portal.queues.models import Queue
 from kai_portal.teams.models import Team
 from kai_portal.workloads.choices import JobState, PodState

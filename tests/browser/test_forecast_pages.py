@@ -9,7 +9,7 @@ import pytest
 from django.core.cache import cache
 from django.utils import timezone
 
-from kai_portal.scheduling.models import UsageSample
+from kai_portal.history.models import UsageSample
 from tests.browser.conftest import run_cycle, screenshot, sign_in
 from tests.portal import factories
 

@@ -69,7 +69,7 @@ def slow_fit_check(monkeypatch: Any) -> None:
     """The fit check as it answers on a busy cluster (seconds with 10,000 pending pods)."""
     import time
 
-    from kai_portal.workloads import views
+    from kai_portal.web.workloads import views
 
     real = views.check_fit
 

@@ -26,8 +26,8 @@ from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
+from kai_portal.history.models import Decision, SchedulingCycle
 from kai_portal.scheduling.cycle import ABANDONED, run_scheduling_cycle
-from kai_portal.scheduling.models import Decision, SchedulingCycle
 from kai_portal.workloads.models import Job
 
 from .conftest import Cluster, Nodes, wait_until

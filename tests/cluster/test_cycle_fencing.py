@@ -14,10 +14,10 @@ from django.utils import timezone
 
 import scheduler
 from kai_portal.cluster.backends.kubernetes import KubernetesBackend
+from kai_portal.history.models import Decision
 from kai_portal.scheduling import fencing
 from kai_portal.scheduling.cycle import run_scheduling_cycle
 from kai_portal.scheduling.lock import LOCK_NAME
-from kai_portal.scheduling.models import Decision
 
 from .conftest import Cluster, Nodes, cycle, pod_body
 

@@ -23,9 +23,9 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
 from kai_portal.cluster.backends.kubernetes import KubernetesBackend
+from kai_portal.history.models import Decision
 from kai_portal.scheduling.cycle import run_scheduling_cycle
 from kai_portal.scheduling.lock import LOCK_NAME
-from kai_portal.scheduling.models import Decision
 from kai_portal.workloads.models import Pod
 from tests.deploy.test_helm_chart import CHART, HELM, REQUIRED
 from tests.portal import factories

@@ -25,9 +25,9 @@ from kubernetes.client.exceptions import ApiException
 from kai_portal.cluster import leader_election
 from kai_portal.cluster.backends.kubernetes import KubernetesBackend
 from kai_portal.cluster.leader_election import LeaderElector, LeaseConfig
+from kai_portal.history.models import SchedulingCycle
 from kai_portal.scheduling import cycle as cycle_module
 from kai_portal.scheduling.lock import HeldLock
-from kai_portal.scheduling.models import SchedulingCycle
 
 from .conftest import Cluster, Nodes, pod_body, wait_until
 

@@ -18,7 +18,7 @@ import pytest
 from kubernetes import client
 
 from kai_portal.cluster.backends.kubernetes import KubernetesBackend
-from kai_portal.cluster.models import Node, NodePool
+from kai_portal.nodes.models import Node, NodePool
 from kai_portal.workloads.models import Job, Pod
 from tests.portal import factories
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kai_portal.cluster.models import GpuDevice, Node, NodePool
+from kai_portal.nodes.models import GpuDevice, Node, NodePool
 from kai_portal.queues.models import Queue
 from kai_portal.teams.models import Team
 from kai_portal.workloads import submission

@@ -23,7 +23,7 @@ def test_every_portal_model_is_in_the_admin() -> None:
 @pytest.mark.parametrize("model", MODELS, ids=lambda m: m._meta.label)
 def test_admin_pages_work_with_demo_data(client: Any, model: Any) -> None:
     call_command("seed_demo", stdout=StringIO())
-    from kai_portal.audit.context import acting_as
+    from kai_portal.core.actor import acting_as
 
     with acting_as(None, "test"):
         user = model._meta.apps.get_model("accounts.User").objects.get(username="admin")

@@ -7,8 +7,8 @@ import pytest
 from django.core.exceptions import ValidationError
 from django.urls import reverse
 
-from kai_portal.audit.context import acting_as
 from kai_portal.audit.models import AuditEntry
+from kai_portal.core.actor import acting_as
 from kai_portal.queues.models import Queue
 from kai_portal.teams.models import Membership, Team
 from tests.portal import factories

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from django.core.exceptions import ValidationError
 
-from kai_portal.cluster.models import NodePool
+from kai_portal.nodes.models import NodePool
 from kai_portal.queues.models import Queue
 from kai_portal.workloads import submission
 from kai_portal.workloads.models import Job, Pod

@@ -16,7 +16,7 @@ from django.core.management import call_command
 from django.utils import timezone
 
 from kai_portal.accounts.models import User
-from kai_portal.cluster.models import NodePool
+from kai_portal.nodes.models import NodePool
 from kai_portal.queues.kai_yaml import QueueYamlError, export_queues, import_queues
 from kai_portal.queues.models import Queue
 from kai_portal.scheduling.cycle import run_scheduling_cycle
@@ -61,7 +61,7 @@ def test_each_queue_gets_fair_share_only_from_its_own_pool() -> None:
     factories.job(team_b, "wide-b", task_count=12, min_member=0)
     run_scheduling_cycle(now=timezone.now())
 
-    from kai_portal.queues.status import latest_status
+    from kai_portal.history.queue_status import latest_status
 
     status = latest_status([team_a, team_b])
     assert status[team_a.pk]["gpu"]["fair_share"] == 8 and status[team_a.pk]["gpu"]["allocated"] == 8

@@ -7,7 +7,7 @@ from django.apps import apps
 from django.core.management import CommandError, call_command
 from django.test import Client
 
-from kai_portal.cluster.models import GpuDevice, Node, NodePool
+from kai_portal.nodes.models import GpuDevice, Node, NodePool
 from kai_portal.queues.models import Queue
 from kai_portal.workloads.models import Job
 

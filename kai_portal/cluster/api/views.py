@@ -10,7 +10,7 @@ from rest_framework import viewsets
 
 from kai_portal.cluster.api.serializers import GpuDeviceSerializer, NodePoolSerializer, NodeSerializer
 from kai_portal.cluster.filtersets import GpuDeviceFilterSet, NodeFilterSet
-from kai_portal.cluster.models import GpuDevice, Node, NodePool
+from kai_portal.nodes.models import GpuDevice, Node, NodePool
 
 
 class NodePoolViewSet(viewsets.ReadOnlyModelViewSet):

@@ -159,7 +159,7 @@ class SimulatedBackend:
         lifecycle.refresh_job_states(touched, now)
 
     def _state(self) -> ClusterState:
-        from kai_portal.cluster.models import Node
+        from kai_portal.nodes.models import Node
 
         nodes = {}
         for node in Node.objects.select_related("pool").prefetch_related("gpus"):
@@ -219,7 +219,7 @@ class SimulatedBackend:
 
     def apply(self, binds: list[Bind], evictions: list[Evict], events: list[PodEvent]) -> ApplyReport:
         """Accept each bind whose node still exists and takes pods; accept every eviction."""
-        from kai_portal.cluster.models import Node
+        from kai_portal.nodes.models import Node
 
         report = ApplyReport()
         names = {b.node for b in binds}

@@ -17,7 +17,7 @@ from rest_framework.test import APIClient
 
 from kai_portal.accounts import tokens
 from kai_portal.accounts.models import User
-from kai_portal.scheduling.models import Decision, JobMessage, SchedulingCycle, UsageSample
+from kai_portal.history.models import Decision, JobMessage, SchedulingCycle, UsageSample
 from kai_portal.teams.models import Membership
 from tests.portal import factories
 

@@ -7,7 +7,7 @@ from django.utils import timezone
 
 from kai_portal.accounts import tokens
 from kai_portal.accounts.models import User
-from kai_portal.scheduling.models import Decision, JobMessage, SchedulingCycle
+from kai_portal.history.models import Decision, JobMessage, SchedulingCycle
 from tests.portal import factories
 from tests.portal.api.conftest import World
 

@@ -124,7 +124,7 @@ def test_unreadable_bodies_are_400s(world: World, text: str) -> None:
 
 
 def test_model_rules_are_reported_on_the_manifest_path(world: World) -> None:
-    from kai_portal.cluster.models import NodePool
+    from kai_portal.nodes.models import NodePool
 
     NodePool.objects.create(name="whole-only", gpu_sharing=False)
     text = BATCH_JOB.replace(

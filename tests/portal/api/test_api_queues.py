@@ -6,8 +6,8 @@ import pytest
 import yaml
 from django.utils import timezone
 
+from kai_portal.history.models import QueueStatus
 from kai_portal.queues.models import Queue
-from kai_portal.scheduling.models import QueueStatus
 from tests.portal import factories
 from tests.portal.api.conftest import World
 

@@ -7,7 +7,7 @@ from datetime import timedelta
 import pytest
 
 from kai_portal.cluster import operations
-from kai_portal.cluster.models import GpuDevice, Node
+from kai_portal.nodes.models import GpuDevice, Node
 from kai_portal.workloads.choices import RestartPolicy
 from kai_portal.workloads.models import Pod
 from tests.portal import factories

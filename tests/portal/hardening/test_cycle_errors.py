@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from django.utils import timezone
 
-from kai_portal.scheduling.api.serializers import HIDDEN_ERROR
-from kai_portal.scheduling.models import SchedulingCycle
+from kai_portal.history.api.serializers import HIDDEN_ERROR
+from kai_portal.history.models import SchedulingCycle
 from tests.portal.api.conftest import World
 
 TRACEBACK = (

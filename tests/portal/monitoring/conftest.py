@@ -11,8 +11,8 @@ from django.test import Client
 from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
+from kai_portal.history.models import SchedulingCycle
 from kai_portal.scheduling.cycle import run_scheduling_cycle
-from kai_portal.scheduling.models import SchedulingCycle
 from tests.portal.scheduling.conftest import free_cycle_lock  # noqa: F401  (autouse here too)
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]

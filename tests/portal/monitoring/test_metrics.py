@@ -18,8 +18,8 @@ from rest_framework.test import APIClient
 
 from kai_portal.cluster.backends import ApplyReport
 from kai_portal.cluster.backends.simulated import SimulatedBackend
+from kai_portal.history.models import Decision, SchedulingCycle
 from kai_portal.scheduling.lock import LOCK_NAME
-from kai_portal.scheduling.models import Decision, SchedulingCycle
 from kai_portal.workloads.models import Pod
 from tests.portal import factories
 

@@ -18,7 +18,7 @@ from django.core.management.base import CommandError
 from django.test import Client
 from django.utils import timezone
 
-from kai_portal.scheduling.models import SchedulingCycle
+from kai_portal.history.models import SchedulingCycle
 from tests.portal import factories
 
 ROOT = Path(__file__).resolve().parents[3]

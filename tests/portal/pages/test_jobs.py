@@ -6,7 +6,7 @@ from typing import Any
 
 from django.utils import timezone
 
-from kai_portal.scheduling.models import Decision, JobMessage, SchedulingCycle
+from kai_portal.history.models import Decision, JobMessage, SchedulingCycle
 from kai_portal.workloads.models import Job
 
 FORM = {

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from kai_portal.cluster.models import Node, PoolUsageSample
+from kai_portal.nodes.models import Node, PoolUsageSample
 from kai_portal.scheduling.cycle import run_scheduling_cycle
 from tests.portal import factories
 from tests.portal.scheduling.conftest import free_cycle_lock  # noqa: F401  (fixture)

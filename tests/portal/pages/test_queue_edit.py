@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from kai_portal.audit.models import AuditEntry
-from kai_portal.cluster.models import NodePool
+from kai_portal.nodes.models import NodePool
 from kai_portal.queues.forms import QueueForm
 from kai_portal.queues.models import Queue
 from tests.portal import factories

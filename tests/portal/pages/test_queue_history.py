@@ -11,8 +11,8 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from kai_portal.queues.views import CHART_POINTS, WINDOWS, usage_history
-from kai_portal.scheduling.models import UsageSample
+from kai_portal.history.models import UsageSample
+from kai_portal.web.queues.views import CHART_POINTS, WINDOWS, usage_history
 
 
 def _sample(queue: Any, at: Any, allocated: int) -> UsageSample:

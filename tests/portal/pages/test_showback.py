@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from kai_portal.scheduling.models import UsageSample
+from kai_portal.history.models import UsageSample
 from kai_portal.workloads.choices import PodState
 from kai_portal.workloads.models import Pod
 from tests.portal import factories

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from kai_portal.cluster.models import NodePool
+from kai_portal.nodes.models import NodePool
 from kai_portal.queues.kai_yaml import parse_documents
 from kai_portal.workloads.lifecycle import cancel_job
 from kai_portal.workloads.manifests import parse_manifest

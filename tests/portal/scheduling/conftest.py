@@ -9,9 +9,9 @@ import pytest
 import redis
 from django.conf import settings
 
+from kai_portal.history.models import SchedulingCycle
 from kai_portal.scheduling.cycle import run_scheduling_cycle
 from kai_portal.scheduling.lock import LOCK_NAME
-from kai_portal.scheduling.models import SchedulingCycle
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 

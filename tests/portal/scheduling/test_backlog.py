@@ -11,9 +11,9 @@ from __future__ import annotations
 import pytest
 
 import scheduler
-from kai_portal.scheduling import forecast_store
+from kai_portal.history.models import Decision, JobMessage
+from kai_portal.previews import forecast_store
 from kai_portal.scheduling.backlog import NOT_CONSIDERED
-from kai_portal.scheduling.models import Decision, JobMessage
 from kai_portal.scheduling.snapshot import build_snapshot
 from kai_portal.workloads.models import Pod
 from tests.portal import factories

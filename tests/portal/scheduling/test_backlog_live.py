@@ -24,7 +24,7 @@ from django.db import connection
 from kai_portal.accounts import tokens
 from kai_portal.accounts.models import User
 from kai_portal.celery import app
-from kai_portal.scheduling.models import Decision, SchedulingCycle
+from kai_portal.history.models import Decision, SchedulingCycle
 from kai_portal.teams.models import Membership
 from kai_portal.workloads.models import Job, Pod
 from tests.portal import factories

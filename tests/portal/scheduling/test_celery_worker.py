@@ -13,7 +13,7 @@ from django.conf import settings
 from django.db import connection
 
 from kai_portal.celery import app
-from kai_portal.scheduling.models import SchedulingCycle
+from kai_portal.history.models import SchedulingCycle
 from kai_portal.scheduling.tasks import run_cycle
 from kai_portal.workloads.models import Pod
 from tests.portal import factories

@@ -9,7 +9,7 @@ import pytest
 
 from kai_portal.cluster.backends import ApplyReport, OperationResult
 from kai_portal.cluster.backends.simulated import SimulatedBackend
-from kai_portal.scheduling.models import Decision, JobMessage, QueueStatus, SchedulingCycle, UsageSample
+from kai_portal.history.models import Decision, JobMessage, QueueStatus, SchedulingCycle, UsageSample
 from kai_portal.workloads.models import Job, Pod
 from tests.portal import factories
 

@@ -23,9 +23,9 @@ from django.urls import reverse
 
 import scheduler
 from kai_portal.cluster.backends.simulated import SimulatedBackend
+from kai_portal.history.models import Decision, SchedulingCycle, UsageSample
 from kai_portal.monitoring.recording import CYCLES
 from kai_portal.scheduling import fencing, lock
-from kai_portal.scheduling.models import Decision, SchedulingCycle, UsageSample
 from kai_portal.workloads.models import Pod
 from tests.portal import factories
 from tests.portal.monitoring.conftest import parse

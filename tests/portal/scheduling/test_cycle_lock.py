@@ -11,9 +11,9 @@ from django.conf import settings
 from django.db import connection
 
 from kai_portal.cluster.backends.simulated import SimulatedBackend
+from kai_portal.history.models import SchedulingCycle
 from kai_portal.scheduling import lock
 from kai_portal.scheduling.cycle import run_scheduling_cycle
-from kai_portal.scheduling.models import SchedulingCycle
 from kai_portal.workloads.models import Job
 from tests.portal import factories
 

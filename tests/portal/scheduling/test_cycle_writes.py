@@ -13,9 +13,9 @@ from django.test.utils import CaptureQueriesContext
 
 import scheduler
 from kai_portal.cluster.backends import ApplyReport
-from kai_portal.cluster.models import Node
 from kai_portal.core import bulk
-from kai_portal.scheduling.models import Decision, JobMessage, SchedulingCycle
+from kai_portal.history.models import Decision, JobMessage, SchedulingCycle
+from kai_portal.nodes.models import Node
 from kai_portal.scheduling.results import DECISION_FIELDS, persist_result
 from kai_portal.scheduling.snapshot import build_snapshot
 from kai_portal.workloads.lifecycle import refresh_job_states

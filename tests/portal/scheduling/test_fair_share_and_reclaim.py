@@ -6,7 +6,7 @@ from datetime import timedelta
 
 import pytest
 
-from kai_portal.scheduling.models import Decision, QueueStatus
+from kai_portal.history.models import Decision, QueueStatus
 from kai_portal.workloads.choices import RestartPolicy
 from kai_portal.workloads.models import Job, Pod
 from tests.portal import factories

@@ -26,7 +26,7 @@ from celery import Celery
 from django.conf import settings
 from django.db import connection
 
-from kai_portal.scheduling.models import Decision, SchedulingCycle, UsageSample
+from kai_portal.history.models import Decision, SchedulingCycle, UsageSample
 from kai_portal.workloads.models import Pod
 from tests.portal import factories
 

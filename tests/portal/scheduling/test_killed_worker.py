@@ -19,8 +19,8 @@ import pytest
 from django.conf import settings
 from django.db import connection
 
+from kai_portal.history.models import SchedulingCycle
 from kai_portal.scheduling.cycle import ABANDONED, run_scheduling_cycle
-from kai_portal.scheduling.models import SchedulingCycle
 from kai_portal.workloads.models import Job
 from tests.portal import factories
 

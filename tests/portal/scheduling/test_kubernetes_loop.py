@@ -9,7 +9,7 @@ import pytest
 from kubernetes import client
 
 from kai_portal.cluster.backends.kubernetes import KubernetesBackend
-from kai_portal.cluster.models import Node
+from kai_portal.nodes.models import Node
 from kai_portal.workloads.models import Job, Pod
 from tests.backends.conftest import api_client, backend, core, emulator, emulator_and_url, make_node, make_pod
 from tests.backends.emulator import KubeApiEmulator

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from kai_portal.cluster.models import Node
+from kai_portal.nodes.models import Node
 from kai_portal.scheduling.snapshot import build_snapshot
 from kai_portal.workloads.manifests import ManifestError, submit_manifest
 from kai_portal.workloads.models import Job, Pod

@@ -7,7 +7,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from kai_portal.scheduling.models import Decision, QueueStatus, SchedulingCycle, UsageSample
+from kai_portal.history.models import Decision, QueueStatus, SchedulingCycle, UsageSample
 from kai_portal.workloads.models import Job, Pod
 from tests.portal import factories
 

@@ -4,7 +4,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from kai_portal.audit.context import acting_as
+from kai_portal.core.actor import acting_as
 from kai_portal.demo.seed import MissingDemoPassword, seed
 
 

@@ -8,7 +8,7 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 
-from kai_portal.audit.context import acting_as
+from kai_portal.core.actor import acting_as
 from kai_portal.queues import cluster_writes
 from kai_portal.queues.kai_yaml import QueueYamlError, import_queues
 

@@ -1,7 +1,0 @@
-"""Fixtures for forecast, fairness audit and retention tests: the scheduling loop's simulated clock."""
-
-from __future__ import annotations
-
-from tests.portal.scheduling.conftest import T0, Loop, at, free_cycle_lock, loop
-
-__all__ = ["T0", "Loop", "at", "free_cycle_lock", "loop"]
