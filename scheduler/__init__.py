@@ -12,8 +12,9 @@ Where things are (a cycle reads top to bottom):
 * ``fit``: does a task fit a node, on which devices; ``placement``: score the fitting nodes and
   take the best, through ``node_index`` where that is faster; ``rules``: taints, selectors
   and affinity; ``topology``: candidate node sets for topology levels.
-* ``actions``: allocate, consolidation, reclaim, preempt, stale gangs; ``reasons``: the
-  messages, as KAI words them.
+* ``actions``: allocate, consolidation, reclaim, preempt, stale gangs; ``reasons``: why, as
+  ``Reason`` values (a code, typed parameters, tasks and jobs as ``Ref``), worded as KAI words
+  them by ``render(reason, names)`` where they are shown.
 * ``overcommit``: over-commit checks of a result; ``gc_pause``: the garbage collector paused
   while a cycle builds its state.
 * ``scenario``, ``simulate``, ``bench``: scenario files, simulated time, benchmarks (each with a
@@ -35,6 +36,7 @@ from scheduler.model import (
     TaskState,
     TopologyConstraint,
 )
+from scheduler.reasons import Names, Reason, Ref, as_keyed, render
 from scheduler.result import CycleResult, Event, Eviction, QueueOutcome, TaskOutcome
 
 __all__ = [
@@ -44,16 +46,21 @@ __all__ = [
     "Eviction",
     "ExternalUsage",
     "Job",
+    "Names",
     "Node",
     "Queue",
     "QueueOutcome",
     "QueueResource",
+    "Reason",
+    "Ref",
     "Snapshot",
     "Task",
     "TaskOutcome",
     "TaskState",
     "TopologyConstraint",
     "advance",
+    "as_keyed",
+    "render",
     "run_cycle",
     "run_rounds",
 ]

@@ -13,16 +13,18 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Union
+from typing import Literal, Union
 
 
 @dataclass(frozen=True, slots=True)
 class Ref:
-    """A task or job by its engine key; shown as ``namespace/<name>`` (``bare``: the name alone)."""
+    """A task (or, ``kind`` job, a job) by its engine key; shown as ``namespace/<name>``
+    (``bare``: the name alone)."""
 
     key: str
     namespace: str = ""
     bare: bool = False
+    kind: Literal["task", "job"] = "task"
 
 
 # A reason's parameter: a number, a word, a resource vector, a reference, a nested reason, or a

@@ -18,9 +18,11 @@ from scheduler import (
     Node,
     QueueOutcome,
     QueueResource,
+    Reason,
     Snapshot,
     Task,
     TaskState,
+    render,
     run_cycle,
 )
 
@@ -54,6 +56,7 @@ __all__ = [
     "PreferredTerm",
     "QueueOutcome",
     "QueueResource",
+    "Reason",
     "Snapshot",
     "Taint",
     "Task",
@@ -64,6 +67,7 @@ __all__ = [
     "open_session",
     "pending_tasks",
     "queue_pools",
+    "render",
     "run_cycle",
     "simulate",
 ]

@@ -217,7 +217,7 @@ def allocate_step(session: Session, job: Job) -> bool:
         if not domain_fits(session, all_nodes, tasks):
             # KAI checks the whole cluster first and then names only it
             where = "not enough resources in the cluster to allocate the job"
-            msg = reasons.topology_no_match(name, level, Ref(job.name, job.namespace), where)
+            msg = reasons.topology_no_match(name, level, Ref(job.name, job.namespace, kind="job"), where)
             add_job_error(session, job, reasons.POD_SCHEDULING_ERRORS, msg)
             return False
         for domain_error in required_domain_errors(session, job, tasks, all_nodes):
@@ -227,7 +227,7 @@ def allocate_step(session: Session, job: Job) -> bool:
             session,
             job,
             reasons.POD_SCHEDULING_ERRORS,
-            reasons.topology_no_match(name, level, Ref(job.name, job.namespace)),
+            reasons.topology_no_match(name, level, Ref(job.name, job.namespace, kind="job")),
         )
         return False
 

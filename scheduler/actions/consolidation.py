@@ -54,7 +54,7 @@ class _Consolidation:
     def describe(self, job: Job, t: Task, outcome: Outcome) -> tuple[Reason, Reason]:
         vjob = self.session.task_job[t.name]
         msg = reasons.evicted_by_consolidation(Ref(t.name, vjob.namespace))
-        return msg, reasons.victim_moved(Ref(job.name, bare=True))
+        return msg, reasons.victim_moved(Ref(job.name, bare=True, kind="job"))
 
 
 def consolidation(session: Session) -> None:

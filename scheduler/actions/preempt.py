@@ -63,8 +63,12 @@ class _Preempt:
 
     def describe(self, job: Job, t: Task, outcome: Outcome) -> tuple[Reason, Reason]:
         vjob = self.session.task_job[t.name]
-        msg = reasons.evicted_by_preempt(Ref(t.name, vjob.namespace), Ref(job.name, job.namespace))
-        why = reasons.victim_lower_priority(vjob.priority, job.priority, Ref(job.name, bare=True), job.queue)
+        msg = reasons.evicted_by_preempt(
+            Ref(t.name, vjob.namespace), Ref(job.name, job.namespace, kind="job")
+        )
+        why = reasons.victim_lower_priority(
+            vjob.priority, job.priority, Ref(job.name, bare=True, kind="job"), job.queue
+        )
         return msg, why
 
 

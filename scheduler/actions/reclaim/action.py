@@ -95,8 +95,12 @@ class _Reclaim:
         if vq.queue.parent != rq.queue.parent:
             vq, rq = diverging(session, vjob.queue, job.queue)
         lines = [self.usage_line(q) for q in (vq, rq)]
-        msg = reasons.evicted_by_reclaim(Ref(t.name, vjob.namespace), Ref(job.name, job.namespace), lines)
-        why = reasons.victim_over_fair_share(vjob.queue, Ref(vjob.name, bare=True), vjob.priority, job.queue)
+        msg = reasons.evicted_by_reclaim(
+            Ref(t.name, vjob.namespace), Ref(job.name, job.namespace, kind="job"), lines
+        )
+        why = reasons.victim_over_fair_share(
+            vjob.queue, Ref(vjob.name, bare=True, kind="job"), vjob.priority, job.queue
+        )
         return msg, why
 
     def max_gain(self, job: Job, tasks: list[Task], stream: list[Contribution]) -> float:
