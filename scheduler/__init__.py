@@ -12,8 +12,9 @@ Where things are (a cycle reads top to bottom):
 * ``fit``: does a task fit a node, on which devices; ``placement``: score the fitting nodes and
   take the best, through ``node_index`` where that is faster; ``rules``: taints, selectors
   and affinity; ``topology``: candidate node sets for topology levels.
-* ``actions``: allocate, consolidation, reclaim, preempt, stale gangs; ``reasons``: the
-  messages, as KAI words them.
+* ``actions``: allocate, consolidation, reclaim, preempt, stale gangs; ``reasons``: why, as
+  ``Reason`` values (a code, typed parameters, tasks and jobs as ``Ref``), worded as KAI words
+  them by ``render(reason, names)`` where they are shown.
 * ``overcommit``: over-commit checks of a result; ``gc_pause``: the garbage collector paused
   while a cycle builds its state.
 * ``scenario``, ``simulate``, ``bench``: scenario files, simulated time, benchmarks (each with a
@@ -45,7 +46,7 @@ from scheduler.model import (
 )
 from scheduler.ordering import JobQueue, job_request
 from scheduler.pools import queue_pools
-from scheduler.reasons import DEFAULT_POD_TEXT
+from scheduler.reasons import DEFAULT_POD_TEXT, Names, Reason, Ref, as_keyed, render
 from scheduler.result import CycleResult, Event, Eviction, QueueOutcome, TaskOutcome
 
 # The simulator's entry point under a name of its own: ``simulate`` is also the subpackage.
@@ -63,11 +64,14 @@ __all__ = [
     "Job",
     "JobQueue",
     "MatchExpression",
+    "Names",
     "Node",
     "PreferredTerm",
     "Queue",
     "QueueOutcome",
     "QueueResource",
+    "Reason",
+    "Ref",
     "Snapshot",
     "Taint",
     "Task",
@@ -81,6 +85,8 @@ __all__ = [
     "open_session",
     "pending_tasks",
     "queue_pools",
+    "as_keyed",
+    "render",
     "run_cycle",
     "run_rounds",
     "simulate_over_time",

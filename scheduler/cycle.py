@@ -10,6 +10,7 @@ from scheduler.actions import get_action
 from scheduler.fairshare import compute_fair_shares
 from scheduler.gc_pause import gc_paused
 from scheduler.model import RESOURCES, Config, Job, Snapshot, Task, TaskState, clean
+from scheduler.reasons import Reason, Ref
 from scheduler.result import CycleResult, Event, QueueOutcome, TaskOutcome
 from scheduler.session import Session, exact_sums
 
@@ -189,7 +190,7 @@ def add_up(amounts: list[dict[str, float]]) -> dict[str, float]:
 KAI_NOTES = frozenset({reasons.PREEMPTION_DELAY_NOT_ELAPSED})
 
 
-def _job_message(session: Session, job: Job) -> str | None:
+def _job_message(session: Session, job: Job) -> Reason | None:
     own = session.job_errors.get(job.name, [])
     notes = session.action_notes.get(job.name)
     kai_notes = [n for n in notes if n[0] in KAI_NOTES and n not in own] if notes else []
@@ -197,8 +198,8 @@ def _job_message(session: Session, job: Job) -> str | None:
     return reasons.job_message(errors) if errors else None
 
 
-def _job_notes(session: Session, job: Job) -> list[str]:
-    return [f"{r}: {m}" for r, m in session.action_notes.get(job.name, []) if r not in KAI_NOTES]
+def _job_notes(session: Session, job: Job) -> list[Reason]:
+    return [reasons.note(r, m) for r, m in session.action_notes.get(job.name, []) if r not in KAI_NOTES]
 
 
 def _collect(session: Session, result: CycleResult) -> None:
@@ -209,7 +210,7 @@ def _collect(session: Session, result: CycleResult) -> None:
     outcomes = result.tasks
     events = result.events
     for job in session.jobs.values():
-        message: str | None = None
+        message: Reason | None = None
         pending = False  # the message is needed (and made) once a task is found pending
         for task in job.tasks:
             name = task.name
@@ -224,14 +225,14 @@ def _collect(session: Session, result: CycleResult) -> None:
                     message = _job_message(session, job)
                     pending = True
                 outcome.node, outcome.gpu_devices = None, ()
-                outcome.reason = task_reasons.get(name) or message or reasons.DEFAULT_POD_TEXT
+                outcome.reason = task_reasons.get(name) or message or reasons.DEFAULT_POD_REASON
                 events.append(Event(name, "Unschedulable", outcome.reason))
             elif status == _ALLOCATED and p.node:
                 events.append(
-                    Event(name, "Scheduled", reasons.scheduled(ns_of[job.name], name, p.node, pool))
+                    Event(name, "Scheduled", reasons.scheduled(Ref(name, ns_of[job.name]), p.node, pool))
                 )
             elif status == _PIPELINED and p.node:
-                events.append(Event(name, "Pipelined", reasons.pipelined(ns_of[job.name], name, p.node)))
+                events.append(Event(name, "Pipelined", reasons.pipelined(Ref(name, ns_of[job.name]), p.node)))
             elif status == _RELEASING and name in task_reasons:
                 outcome.reason = task_reasons[name]
         if not pending:

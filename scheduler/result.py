@@ -1,4 +1,7 @@
-"""What a cycle decided: per-task outcomes, per-queue numbers, events, counters."""
+"""What a cycle decided: per-task outcomes, per-queue numbers, events, counters.
+
+Every why is a ``Reason`` (``scheduler.reasons``), worded only where it is shown: ``to_json`` words
+them with tasks and jobs named as keyed; the portal words them with the cluster's own names."""
 
 from __future__ import annotations
 
@@ -7,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from scheduler.model import TaskState
+from scheduler.reasons import Names, Reason, as_keyed, render
 
 
 @dataclass(slots=True)
@@ -16,16 +20,20 @@ class TaskOutcome:
     status: TaskState
     node: str | None = None
     gpu_devices: tuple[int, ...] = ()
-    reason: str | None = None  # why a Pending task waits (KAI's pod event text)
+    reason: Reason | None = None  # why a Pending task waits (KAI's pod event text)
     pool: str = "default"
 
-    def to_json(self) -> dict[str, Any]:
+    def text(self, names: Names = as_keyed) -> str | None:
+        """The reason as KAI's pod event words it (None: no reason)."""
+        return None if self.reason is None else render(self.reason, names)
+
+    def to_json(self, names: Names = as_keyed) -> dict[str, Any]:
         return {
             "job": self.job,
             "status": self.status.value,
             "node": self.node,
             "gpu_devices": list(self.gpu_devices),
-            "reason": self.reason,
+            "reason": self.text(names),
         }
 
 
@@ -55,10 +63,10 @@ class QueueOutcome:
 class Event:
     object: str  # task or job name
     kind: str  # Scheduled, Pipelined, Unschedulable, NotReady, Evict
-    message: str
+    message: Reason
 
-    def to_json(self) -> dict[str, str]:
-        return {"object": self.object, "kind": self.kind, "message": self.message}
+    def to_json(self, names: Names = as_keyed) -> dict[str, str]:
+        return {"object": self.object, "kind": self.kind, "message": render(self.message, names)}
 
 
 @dataclass
@@ -69,24 +77,24 @@ class Eviction:
     job: str
     queue: str
     action: str  # reclaim | preempt | consolidation | stalegangeviction
-    message: str  # KAI's eviction message
+    message: Reason  # KAI's eviction message
     evictor_job: str | None = None  # the pending job the eviction made room for
     evictor_queue: str | None = None
-    reason: str = ""  # why this task was chosen as a victim
+    reason: Reason | None = None  # why this task was chosen as a victim
     node: str | None = None  # where it was running
     moved_to: str | None = None  # consolidation/re-placement: the node it is pipelined to
     pool: str = "default"
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self, names: Names = as_keyed) -> dict[str, Any]:
         return {
             "task": self.task,
             "job": self.job,
             "queue": self.queue,
             "action": self.action,
-            "message": self.message,
+            "message": render(self.message, names),
             "evictor_job": self.evictor_job,
             "evictor_queue": self.evictor_queue,
-            "reason": self.reason,
+            "reason": "" if self.reason is None else render(self.reason, names),
             "node": self.node,
             "moved_to": self.moved_to,
         }
@@ -98,10 +106,10 @@ class CycleResult:
     # Each queue's outcome in its own node pool (a queue lives in one shard); by pool in pool_queues.
     queues: dict[str, QueueOutcome] = field(default_factory=dict)
     pool_queues: dict[str, dict[str, QueueOutcome]] = field(default_factory=dict)
-    job_messages: dict[str, str] = field(default_factory=dict)  # PodGroup message of jobs left pending
+    job_messages: dict[str, Reason] = field(default_factory=dict)  # PodGroup message of jobs left pending
     # Why reclaim, preempt or consolidation could not help a pending job ("<Reason>: <text>"); the
     # engine's own explanations, which KAI does not emit, so they are kept out of job_messages.
-    job_notes: dict[str, list[str]] = field(default_factory=dict)
+    job_notes: dict[str, list[Reason]] = field(default_factory=dict)
     events: list[Event] = field(default_factory=list)
     counters: dict[str, int] = field(default_factory=dict)
     # Every task evicted this cycle (those re-placed elsewhere carry ``moved_to``).
@@ -127,13 +135,19 @@ class CycleResult:
     def pipelined(self) -> list[TaskOutcome]:
         return self.with_status(TaskState.PIPELINED)
 
-    def to_json(self) -> dict[str, Any]:
+    def job_message(self, job: str, names: Names = as_keyed) -> str | None:
+        """The PodGroup message of a job left pending, worded (None: it has none)."""
+        reason = self.job_messages.get(job)
+        return None if reason is None else render(reason, names)
+
+    def to_json(self, names: Names = as_keyed) -> dict[str, Any]:
+        """The result with every reason worded, tasks and jobs named by ``names``."""
         return {
-            "tasks": {n: t.to_json() for n, t in self.tasks.items()},
+            "tasks": {n: t.to_json(names) for n, t in self.tasks.items()},
             "queues": {n: q.to_json() for n, q in self.queues.items()},
-            "jobs": self.job_messages,
-            "job_notes": self.job_notes,
-            "events": [e.to_json() for e in self.events],
+            "jobs": {n: render(m, names) for n, m in self.job_messages.items()},
+            "job_notes": {n: [render(r, names) for r in notes] for n, notes in self.job_notes.items()},
+            "events": [e.to_json(names) for e in self.events],
             "counters": self.counters,
-            "evictions": [e.to_json() for e in self.evictions],
+            "evictions": [e.to_json(names) for e in self.evictions],
         }

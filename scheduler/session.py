@@ -14,6 +14,7 @@ import math
 from collections.abc import Iterable
 
 from scheduler.model import RESOURCES, Config, Job, Node, Queue, Task, TaskState, clean, round_gpu
+from scheduler.reasons import Reason
 from scheduler.result import Eviction
 from scheduler.state import EPS, Device, NodeState, Placement, QueueState, opens_group
 from scheduler.statement import Statement
@@ -64,12 +65,12 @@ class Session:
         self.min_device_memory = min((n.gpu_memory_mib for n in nodes if n.gpus > 0), default=0.0)
         self.max_device_memory = max((n.gpu_memory_mib for n in nodes if n.gpus > 0), default=0.0)
         # Fit errors and messages gathered by actions, keyed by task / job name.
-        self.task_reasons: dict[str, str] = {}
-        self.job_errors: dict[str, list[tuple[str, str]]] = {}
+        self.task_reasons: dict[str, Reason] = {}
+        self.job_errors: dict[str, list[tuple[str, Reason]]] = {}
         # Why an eviction action (reclaim, preempt, consolidation) could not help a pending job;
         # joined to the job's fit errors in its message.
-        self.action_notes: dict[str, list[tuple[str, str]]] = {}
-        self.events: list[tuple[str, str, str]] = []
+        self.action_notes: dict[str, list[tuple[str, Reason]]] = {}
+        self.events: list[tuple[str, str, Reason]] = []
         self.evictions: list[Eviction] = []
         # Monotonic deadline of the running eviction action, and its name (set by the action).
         self.deadline: float | None = None
@@ -94,7 +95,7 @@ class Session:
         # Per task shape: (node_version, error, each node's fit reason, reason counts); the counts
         # are brought up to date from ``node_log`` (nodes touched since) instead of a new scan.
         self.fit_error_cache: dict[
-            tuple[object, ...], tuple[int, str, dict[str, str | None], dict[str, int]]
+            tuple[object, ...], tuple[int, Reason, dict[str, str | None], dict[str, int]]
         ] = {}
         # Name of the node of every change, in order: node_log[v:] were touched since version v.
         self.node_log: list[str] = []

@@ -139,10 +139,12 @@ def check_fit(user: Any, fields: Mapping[str, Any] | Job, now: datetime) -> FitV
 
 def _reasons(out: FitVerdict, result: engine.CycleResult, job: engine.Job) -> None:
     pod_reasons = [o.reason for t in job.tasks if (o := result.tasks.get(t.name)) and o.reason]
-    out.pod_reason = pod_reasons[0] if pod_reasons else ""
-    out.reason = result.job_messages.get(job.name) or out.pod_reason
-    out.notes = list(result.job_notes.get(job.name, []))
-    code = out.reason.split(":", 1)[0].strip()
+    out.pod_reason = engine.render(pod_reasons[0]) if pod_reasons else ""
+    job_reason = result.job_messages.get(job.name)
+    out.reason = engine.render(job_reason) if job_reason is not None else out.pod_reason
+    out.notes = [engine.render(note) for note in result.job_notes.get(job.name, [])]
+    # KAI's code heads the job message; a pod's own text has none (``Unschedulable``).
+    code = job_reason.code if job_reason is not None else ""
     out.reason_code = code if code in REASON_CODES else ""
     # A job message may join the errors of several actions; the queue and node texts name the cause.
     text = out.reason + "\n" + out.pod_reason
@@ -173,7 +175,7 @@ def _victims(inp: CycleInput, evictions: list[engine.Eviction]) -> list[Victim]:
                 action=items[0].action,
                 tasks=len(items),
                 moved=all(e.moved_to is not None for e in items),
-                message=items[0].message,
+                message=engine.render(items[0].message),
             )
         )
     return sorted(out, key=lambda v: (v.queue, v.name))

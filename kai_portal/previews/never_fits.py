@@ -22,8 +22,8 @@ def never_fits_reason(inp: CycleInput, job: engine.Job) -> str | None:
     placed = result.placed(t.name for t in job.tasks)
     if len(placed) >= max(1, min(job.gang_min, len(job.tasks))):
         return None
-    texts = [result.job_messages.get(job.name, "")]
-    texts += [o.reason for t in job.tasks if (o := result.tasks.get(t.name)) and o.reason]
+    texts = [result.job_message(job.name) or ""]
+    texts += [engine.render(o.reason) for t in job.tasks if (o := result.tasks.get(t.name)) and o.reason]
     text = "\n".join(texts)
     if OVER_LIMIT in text:
         return "it asks for more than its queue's limit (or a parent queue's), so it never starts as it is"

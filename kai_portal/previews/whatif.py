@@ -351,7 +351,7 @@ def _evicted(
             rows.get(name),
             len(evictions),
             how=first.action,
-            message=first.message,
+            message=engine.render(first.message),
             evictor_job=evictor.name if evictor else first.evictor_job,
             evictor_queue=first.evictor_queue,
             without_change=name in also,

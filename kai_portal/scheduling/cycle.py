@@ -39,7 +39,6 @@ from kai_portal.cluster.sync import sync_cluster_state
 from kai_portal.history.models import SchedulingCycle
 from kai_portal.monitoring.recording import record_cycle
 from kai_portal.scheduling import fencing
-from kai_portal.scheduling.engine_names import with_own_names
 from kai_portal.scheduling.lock import LOCK_NAME, HeldLock, cycle_lock
 from kai_portal.scheduling.results import cluster_operations, persist_result
 from kai_portal.scheduling.signals import cycle_finished
@@ -105,8 +104,9 @@ def _run_locked(now: datetime, backend: ClusterBackend, held: HeldLock) -> Sched
                 unsynced_events = sync_cluster_state(state, now)
         inp = build_snapshot(now)
         _fail_unhandled_jobs(inp.index.unhandled, now)
-        # Names the snapshot made unique go back to the cluster's own in every text written.
-        result = with_own_names(scheduler.run_cycle(inp.snapshot, inp.config), inp.index)
+        # The result's reasons are worded where they are written, with the cluster's own names
+        # (``SnapshotIndex.text``).
+        result = scheduler.run_cycle(inp.snapshot, inp.config)
         ops = cluster_operations(inp, result)
         _test_pause()
         with transaction.atomic():

@@ -20,6 +20,7 @@ from scheduler import (
     PreferredTerm,
     QueueOutcome,
     QueueResource,
+    Reason,
     Snapshot,
     Taint,
     Task,
@@ -30,6 +31,7 @@ from scheduler import (
     open_session,
     pending_tasks,
     queue_pools,
+    render,
     run_cycle,
 )
 from scheduler import simulate_over_time as simulate
@@ -47,6 +49,7 @@ __all__ = [
     "PreferredTerm",
     "QueueOutcome",
     "QueueResource",
+    "Reason",
     "Snapshot",
     "Taint",
     "Task",
@@ -57,6 +60,7 @@ __all__ = [
     "open_session",
     "pending_tasks",
     "queue_pools",
+    "render",
     "run_cycle",
     "simulate",
 ]

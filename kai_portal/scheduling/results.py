@@ -37,7 +37,7 @@ from kai_portal.scheduling.snapshot import CycleInput, PodRef, SnapshotIndex
 from kai_portal.workloads import lifecycle
 from kai_portal.workloads.choices import JobState
 from kai_portal.workloads.models import Job, Pod
-from scheduler import CycleResult, TaskState
+from scheduler import CycleResult, Reason, TaskState
 
 REASON_CODES = ("OverLimit", "NonPreemptibleOverQuota", "PodSchedulingErrors", "PreemptionDelayNotElapsed",
                 "QueueDoesNotExist", "NotReady")  # fmt: skip
@@ -90,7 +90,7 @@ def cluster_operations(inp: CycleInput, result: CycleResult) -> Operations:
             Evict(
                 ref.namespace,
                 ref.name,
-                eviction.message,
+                index.text(eviction.message),
                 action=EVICT_ACTIONS.get(eviction.action, eviction.action),
                 evictor_namespace=evictor.namespace if evictor else None,
                 evictor_job=evictor.name if evictor else None,
@@ -102,12 +102,15 @@ def cluster_operations(inp: CycleInput, result: CycleResult) -> Operations:
         ref = index.tasks.get(name)
         if ref is not None and outcome.status == TaskState.PENDING and outcome.reason:
             ops.events.append(
-                PodEvent(ref.namespace, ref.name, EventType.WARNING, "Unschedulable", outcome.reason)
+                PodEvent(
+                    ref.namespace, ref.name, EventType.WARNING, "Unschedulable", index.text(outcome.reason)
+                )
             )
-    for name, message in sorted(result.job_messages.items()):
+    for name, reason in sorted(result.job_messages.items()):
         job = index.jobs.get(name)
         if job is not None:
-            kind = "NotReady" if message.startswith("NotReady") else "Unschedulable"
+            kind = "NotReady" if reason.code == "NotReady" else "Unschedulable"
+            message = index.text(reason)
             ops.events.append(
                 PodEvent(job.namespace, job.name, EventType.NORMAL, kind, message, kind="PodGroup")
             )
@@ -116,7 +119,12 @@ def cluster_operations(inp: CycleInput, result: CycleResult) -> Operations:
             job = index.jobs[event.object]
             ops.events.append(
                 PodEvent(
-                    job.namespace, job.name, EventType.NORMAL, event.kind, event.message, kind="PodGroup"
+                    job.namespace,
+                    job.name,
+                    EventType.NORMAL,
+                    event.kind,
+                    index.text(event.message),
+                    kind="PodGroup",
                 )
             )
     return ops
@@ -132,10 +140,10 @@ def _fractions(inp: CycleInput) -> dict[str, float | None]:
     return out
 
 
-def reason_code(text: str) -> str:
-    """KAI's reason code at the head of a message (``OverLimit: ...``), else ``Unschedulable``."""
-    head = text.split(":", 1)[0].strip()
-    return head if head in REASON_CODES else "Unschedulable"
+def reason_code(reason: Reason) -> str:
+    """KAI's reason code of a message (the one at its head: ``OverLimit: ...``), else
+    ``Unschedulable``."""
+    return reason.code if reason.code in REASON_CODES else "Unschedulable"
 
 
 def persist_result(
@@ -206,8 +214,9 @@ def persist_result(
             )
         elif outcome.status == TaskState.PENDING and outcome.reason:
             counts["unschedulable"] += 1
-            if outcome.reason != ref.reason:
-                new_reasons.append((ref.pod_id, outcome.reason))
+            reason = index.text(outcome.reason)
+            if reason != ref.reason:
+                new_reasons.append((ref.pod_id, reason))
                 decisions.append(
                     _decision(
                         cycle,
@@ -215,7 +224,7 @@ def persist_result(
                         ref,
                         Decision.Kind.UNSCHEDULABLE,
                         reason_code(outcome.reason),
-                        outcome.reason,
+                        reason,
                     )
                 )
 
@@ -228,8 +237,10 @@ def persist_result(
             continue
         error = failed.get(("evict", ref.namespace, ref.name))
         evictor = index.jobs.get(eviction.evictor_job or "")
-        message = eviction.message if error is None else f"Eviction failed: {error}. {eviction.message}"
-        if error is None and lifecycle.evict_pod(ref.pod_id, eviction.message, now):
+        said = index.text(eviction.message)
+        why = index.text(eviction.reason) if eviction.reason is not None else ""
+        message = said if error is None else f"Eviction failed: {error}. {said}"
+        if error is None and lifecycle.evict_pod(ref.pod_id, said, now):
             counts["evicted"] += 1
         decisions.append(
             _decision(
@@ -238,7 +249,7 @@ def persist_result(
                 ref,
                 Decision.Kind.EVICTED,
                 "Evict" if error is None else "FailedEviction",
-                message + (f"\n{eviction.reason}" if eviction.reason else ""),
+                message + (f"\n{why}" if why else ""),
                 action=ACTIONS.get(eviction.action, Decision.Action.NONE),
                 node_id=index.nodes.get(eviction.node or "") or ref.node_id,
                 evictor_job_id=evictor.job_id if evictor else None,
@@ -248,7 +259,12 @@ def persist_result(
     bulk.insert_rows(Decision, DECISION_FIELDS, decisions)
 
     # A large backlog's pods and jobs the snapshot did not list (``backlog.py``).
-    left_out = persist_backlog(cycle.pk, index.hidden, index.left_out, result.job_messages, now)
+    hidden_messages = {
+        name: index.text(result.job_messages[name])
+        for name, _last in index.hidden.values()
+        if name in result.job_messages
+    }
+    left_out = persist_backlog(cycle.pk, index.hidden, index.left_out, hidden_messages, now)
     _persist_job_messages(cycle, inp, result, skip=left_out)
     lifecycle.refresh_job_states(touched_jobs, now)
     usage.record_usage(cycle, index.queues, result.queues, now)
@@ -302,21 +318,24 @@ def _persist_job_messages(
 ) -> None:
     """Job messages that changed since the snapshot: written on the job and as a JobMessage row
     (not for the jobs in ``skip``: left out of the cycle, with the reason ``backlog`` gave them)."""
-    changed = [
-        (ref.job_id, message)
-        for engine_name, ref in inp.index.jobs.items()
-        if (message := result.job_messages.get(engine_name, "")) != ref.message and ref.job_id not in skip
-    ]
+    index = inp.index
+    changed: list[tuple[int, str, Reason | None]] = []
+    for engine_name, ref in index.jobs.items():
+        reason = result.job_messages.get(engine_name)
+        message = "" if reason is None else index.text(reason)
+        if message != ref.message and ref.job_id not in skip:
+            changed.append((ref.job_id, message, reason))
     # Read under the cycle's job locks: an ended job (its pods still releasing) keeps the message
     # that says why it ended. Only the jobs whose message changed are looked up.
     active: set[int] = set()
-    for part in bulk.id_slices([job_id for job_id, _m in changed]):
+    for part in bulk.id_slices([job_id for job_id, _m, _r in changed]):
         jobs = Job.objects.filter(bulk.AnyOf(F("pk"), part), state__in=JobState.active())
         active.update(jobs.values_list("pk", flat=True))
-    messages = [(job_id, message) for job_id, message in changed if job_id in active]
-    bulk.update_rows(Job, ["message"], messages)  # one statement, not one per job
+    messages = [(job_id, message, reason) for job_id, message, reason in changed if job_id in active]
+    # one statement, not one per job
+    bulk.update_rows(Job, ["message"], [(job_id, message) for job_id, message, _r in messages])
     bulk.insert_rows(
         JobMessage,
         ("cycle_id", "job_id", "reason", "message"),
-        [(cycle.pk, job_id, reason_code(message), message) for job_id, message in messages if message],
+        [(cycle.pk, job_id, reason_code(reason), message) for job_id, message, reason in messages if reason],
     )

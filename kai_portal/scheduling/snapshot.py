@@ -4,10 +4,12 @@ The only place that turns portal rows into engine data classes (the reverse
 is ``scheduling/results.py``). One query per model; no model instance leaks
 into the engine.
 
-The engine knows tasks and jobs by name only, so names must be unique in a
-snapshot. A job keeps its own name unless another job in the snapshot has it
-too (two teams may both run ``train``); then it becomes ``<name>-<pk>``.
-``SnapshotIndex`` maps every engine name back to its row.
+The engine keys tasks and jobs by name, so keys must be unique in a snapshot.
+A job keeps its own name as its key unless another job in the snapshot has it
+too (two teams may both run ``train``); then its key is ``<name>-<pk>``.
+``SnapshotIndex`` maps every engine key back to its row, and words the engine's
+reasons with the cluster's own names (``SnapshotIndex.text``): a key never
+reaches a text.
 """
 
 from __future__ import annotations
@@ -96,6 +98,23 @@ class SnapshotIndex:
     # did not consider, with the reason their pending pods get.
     hidden: dict[int, tuple[str, int]] = field(default_factory=dict)
     left_out: dict[int, tuple[str, list[int]]] = field(default_factory=dict)
+    # Reasons worded so far, by id (the reason is kept, so its id is not reused): one job message
+    # is the reason of each of its pending pods, and is written as an event, a pod reason and history.
+    _texts: dict[int, tuple[scheduler.Reason, str]] = field(default_factory=dict, repr=False)
+
+    def shown(self, ref: scheduler.Ref) -> str:
+        """A task or job as the cluster names it (``ref.key`` is the engine's key for it)."""
+        row = self.jobs.get(ref.key) if ref.kind == "job" else self.tasks.get(ref.key)
+        return ref.key if row is None else row.name
+
+    def text(self, reason: scheduler.Reason) -> str:
+        """``reason`` worded as KAI words it, naming pods and workloads as the cluster does."""
+        hit = self._texts.get(id(reason))
+        if hit is not None and hit[0] is reason:
+            return hit[1]
+        text = scheduler.render(reason, self.shown)
+        self._texts[id(reason)] = (reason, text)
+        return text
 
 
 @dataclass

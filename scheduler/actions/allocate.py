@@ -10,6 +10,7 @@ from scheduler.fit import Fit, node_fit
 from scheduler.model import RESOURCES, Job, Task, TaskState, clean
 from scheduler.ordering import JobQueue
 from scheduler.placement import best_fit, scan_fits, score_nodes
+from scheduler.reasons import Reason, Ref, render
 from scheduler.session import Session
 from scheduler.state import EPS, NodeState
 from scheduler.statement import Statement
@@ -39,12 +40,12 @@ def eligible(session: Session, job: Job) -> bool:
         return False
     if not gang.is_ready(session, job):
         msg = reasons.not_ready(job.gang_min, gang.alive(session, job))
-        add_job_error(session, job, "NotReady", msg)
+        add_job_error(session, job, reasons.NOT_READY, msg)
         return False
     return True
 
 
-def add_job_error(session: Session, job: Job, reason: str, message: str) -> None:
+def add_job_error(session: Session, job: Job, reason: str, message: Reason) -> None:
     errors = session.job_errors.setdefault(job.name, [])
     if (reason, message) not in errors:
         errors.append((reason, message))
@@ -58,7 +59,7 @@ def step_request(session: Session, tasks: Sequence[Task]) -> dict[str, float]:
     return total
 
 
-def capacity_error(session: Session, job: Job, request: dict[str, float]) -> tuple[str, str] | None:
+def capacity_error(session: Session, job: Job, request: dict[str, float]) -> tuple[str, Reason] | None:
     """Queue limit and non-preemptible quota checks on the leaf queue and every ancestor (§3.5)."""
     asked = [(r, request[r]) for r in RESOURCES if request[r] > EPS]
     if not asked:
@@ -78,19 +79,17 @@ def capacity_error(session: Session, job: Job, request: dict[str, float]) -> tup
     return None
 
 
-def pre_predicate_error(session: Session, job: Job, task: Task) -> str | None:
+def pre_predicate_error(session: Session, job: Job, task: Task) -> Reason | None:
     """MaxNodePoolResources: no single node of the pool could ever hold this task."""
     max_gpu, max_cpu, max_mem = session.pool_max()
     if (task.whole_gpus and task.whole_gpus > max_gpu) or (task.is_fractional and max_gpu == 0):
         return reasons.max_node_pool_resources(
-            job.namespace, task.name, task.gpu, task.cpu_millis, task.memory_mib, session.pool, max_gpu
+            Ref(task.name, job.namespace), task.gpu, task.cpu_millis, task.memory_mib, session.pool, max_gpu
         )
     if task.cpu_millis > max_cpu + EPS:
-        top = reasons.human("cpu", max_cpu) + " cores"
-        return reasons.max_node_pool_other(job.namespace, task.name, "CPU", session.pool, top)
+        return reasons.max_node_pool_other(Ref(task.name, job.namespace), "cpu", session.pool, max_cpu)
     if task.memory_mib > max_mem + EPS:
-        top = reasons.human("memory", max_mem) + " GB"
-        return reasons.max_node_pool_other(job.namespace, task.name, "memory", session.pool, top)
+        return reasons.max_node_pool_other(Ref(task.name, job.namespace), "memory", session.pool, max_mem)
     return None
 
 
@@ -102,7 +101,7 @@ def place_task(
     nodes: Sequence[NodeState],
     pipeline_only: bool = False,
     extra: Mapping[str, float] | None = None,
-) -> str | None:
+) -> Reason | None:
     """Put one task on the best fitting node; return the pod fit error when none fits."""
     memory_request = task.gpu == 0 and task.gpu_memory_mib > 0
     if memory_request:
@@ -121,7 +120,7 @@ def place_task(
                 charge = {"gpu": gpu, "cpu": 0.0, "memory": 0.0}
                 err = capacity_error(session, job, charge)
                 if err:
-                    fit = Fit(False, reason=reasons.node_over_capacity(*err))
+                    fit = Fit(False, reason=reasons.node_over_capacity(err[0], render(err[1])))
             if fit.ok:
                 fits.append((ns, fit))
             elif fit.reason:
@@ -152,7 +151,7 @@ def place_task(
 
 def _fit_error(
     session: Session, task: Task, job: Job, nodes: Sequence[NodeState], key: tuple[object, ...]
-) -> str:
+) -> Reason:
     """The fit error of a task that fits no node of the whole pool: every node's reason counted
     once per shape, then only the nodes changed since re-checked."""
     hit = session.fit_error_cache.get(key)
@@ -218,20 +217,21 @@ def allocate_step(session: Session, job: Job) -> bool:
         if not domain_fits(session, all_nodes, tasks):
             # KAI checks the whole cluster first and then names only it
             where = "not enough resources in the cluster to allocate the job"
-            msg = reasons.topology_no_match(name, level, job.namespace, job.name) + f": {where}"
+            msg = reasons.topology_no_match(name, level, Ref(job.name, job.namespace, kind="job"), where)
             add_job_error(session, job, reasons.POD_SCHEDULING_ERRORS, msg)
             return False
-        for msg in required_domain_errors(session, job, tasks, all_nodes):
-            add_job_error(session, job, reasons.NOT_ENOUGH_FOR_WORKLOAD, msg)
+        for domain_error in required_domain_errors(session, job, tasks, all_nodes):
+            domain_reason = reasons.plain(reasons.UNSCHEDULABLE, domain_error)
+            add_job_error(session, job, reasons.NOT_ENOUGH_FOR_WORKLOAD, domain_reason)
         add_job_error(
             session,
             job,
             reasons.POD_SCHEDULING_ERRORS,
-            reasons.topology_no_match(name, level, job.namespace, job.name),
+            reasons.topology_no_match(name, level, Ref(job.name, job.namespace, kind="job")),
         )
         return False
 
-    failure: tuple[Task, str] | None = None
+    failure: tuple[Task, Reason] | None = None
     for node_set in sets:
         stmt = session.statement()
         failure = None
@@ -243,7 +243,7 @@ def allocate_step(session: Session, job: Job) -> bool:
                 elif is_gang:
                     text = reasons.gang_partial(before + i, job.gang_min, error)
                 else:
-                    text = reasons.pod_not_found(job.namespace, task.name, error)
+                    text = reasons.pod_not_found(Ref(task.name, job.namespace), error)
                 failure = (task, text)
                 break
         if failure is None:

@@ -11,6 +11,7 @@ from scheduler.actions.solvers.policy import ActionPolicy, Validator
 from scheduler.actions.solvers.scenario import Outcome
 from scheduler.actions.solvers.victim_jobs import victim_jobs
 from scheduler.model import Job, Task
+from scheduler.reasons import Reason, Ref
 from scheduler.session import Session
 from scheduler.state import EPS
 
@@ -50,10 +51,10 @@ class _Consolidation:
 
         return validate
 
-    def describe(self, job: Job, t: Task, outcome: Outcome) -> tuple[str, str]:
+    def describe(self, job: Job, t: Task, outcome: Outcome) -> tuple[Reason, Reason]:
         vjob = self.session.task_job[t.name]
-        msg = reasons.evicted_by_consolidation(vjob.namespace, t.name)
-        return msg, f"moved to make room for {job.name}; it keeps running elsewhere"
+        msg = reasons.evicted_by_consolidation(Ref(t.name, vjob.namespace))
+        return msg, reasons.victim_moved(Ref(job.name, bare=True, kind="job"))
 
 
 def consolidation(session: Session) -> None:

@@ -11,6 +11,7 @@ from scheduler.actions.solvers.policy import ActionPolicy, Validator
 from scheduler.actions.solvers.scenario import Outcome
 from scheduler.actions.solvers.victim_jobs import min_runtime_ok, split_candidates, victim_jobs
 from scheduler.model import RESOURCES, Job, Task, clean
+from scheduler.reasons import Reason, Ref
 from scheduler.session import Session
 from scheduler.state import EPS
 
@@ -60,10 +61,14 @@ class _Preempt:
     def make_validator(self, job: Job, tasks: list[Task]) -> Validator:
         return lambda outcome: min_runtime_ok(self.session, outcome, self.core.get(job.name, set()))
 
-    def describe(self, job: Job, t: Task, outcome: Outcome) -> tuple[str, str]:
+    def describe(self, job: Job, t: Task, outcome: Outcome) -> tuple[Reason, Reason]:
         vjob = self.session.task_job[t.name]
-        msg = reasons.evicted_by_preempt(vjob.namespace, t.name, job.namespace, job.name)
-        why = f"priority {vjob.priority} is below {job.priority} of {job.name} in queue {job.queue}"
+        msg = reasons.evicted_by_preempt(
+            Ref(t.name, vjob.namespace), Ref(job.name, job.namespace, kind="job")
+        )
+        why = reasons.victim_lower_priority(
+            vjob.priority, job.priority, Ref(job.name, bare=True, kind="job"), job.queue
+        )
         return msg, why
 
 

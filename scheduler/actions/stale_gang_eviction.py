@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from scheduler import gang, reasons
 from scheduler.model import TaskState
+from scheduler.reasons import Ref
 from scheduler.result import Eviction
 from scheduler.session import Session
 
@@ -46,10 +47,10 @@ def stale_gang_eviction(session: Session) -> None:
             node = p.node
             stmt.evict(t)
             if used < job.gang_min or short is None:
-                msg = reasons.evicted_stale_gang(job.gang_min, job.namespace, t.name)
+                msg = reasons.evicted_stale_gang(job.gang_min, Ref(t.name, job.namespace))
             else:
                 sg_min = gang.subgroup_mins(job)[short]
-                msg = reasons.evicted_stale_subgroup(sg_min, short, job.namespace, t.name)
+                msg = reasons.evicted_stale_subgroup(sg_min, short, Ref(t.name, job.namespace))
             session.evictions.append(
                 Eviction(
                     task=t.name,
@@ -57,8 +58,7 @@ def stale_gang_eviction(session: Session) -> None:
                     queue=job.queue,
                     action="stalegangeviction",
                     message=msg,
-                    reason=f"{used} of {job.gang_min} required pods active for {stale_for:g}s "
-                    f"(grace period {grace:g}s)",
+                    reason=reasons.victim_stale(used, job.gang_min, stale_for, grace),
                     node=node,
                     pool=session.pool,
                 )

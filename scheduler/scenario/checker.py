@@ -21,7 +21,7 @@ def compare(scenario: Scenario, result: CycleResult) -> list[str]:
     messages, then queues."""
     problems = _task_problems(scenario, result)
     for jname, text in (scenario.expected.get("messages") or {}).items():
-        actual = result.job_messages.get(jname)
+        actual = result.job_message(jname)
         if actual != text:
             problems.append(f"job {jname}: message {actual!r}, expected {text!r}")
     problems.extend(_queue_problems(scenario, result))
@@ -45,8 +45,8 @@ def _task_problems(scenario: Scenario, result: CycleResult) -> list[str]:
                 problems.append(f"{name}: status {out.status.value}, expected {spec['status']}")
             if "node" in spec and out.node != spec["node"]:
                 problems.append(f"{name}: node {out.node}, expected {spec['node']}")
-            if "reason" in spec and out.reason != spec["reason"]:
-                problems.append(f"{name}: reason {out.reason!r}, expected {spec['reason']!r}")
+            if "reason" in spec and out.text() != spec["reason"]:
+                problems.append(f"{name}: reason {out.text()!r}, expected {spec['reason']!r}")
             if "gpu_group" in spec:
                 label = str(spec["gpu_group"])
                 where = (out.node, out.gpu_devices)

@@ -17,7 +17,7 @@ from scheduler.scenario.schema import ScenarioError
 def _print_human(result: CycleResult) -> None:
     for name, t in result.tasks.items():
         where = f" on {t.node}" + (f" gpu {list(t.gpu_devices)}" if t.gpu_devices else "") if t.node else ""
-        reason = f": {t.reason}" if t.reason else ""
+        reason = f": {t.text()}" if t.reason else ""
         print(f"{name} [{t.job}] {t.status.value}{where}{reason}")
     for name, q in result.queues.items():
         print(f"queue {name}: fair_share {q.fair_share} allocated {q.allocated} requested {q.requested}")

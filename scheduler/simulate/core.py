@@ -362,7 +362,7 @@ def _apply(
                 reason = (
                     actions.get(ts.task.name)
                     or ("consolidation" if out.status == TaskState.PIPELINED else "")
-                    or out.reason
+                    or out.text()
                     or "evicted"
                 )
                 evicted_jobs.setdefault(lv.template.name, []).append((ts.task.name, reason))

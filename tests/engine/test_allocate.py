@@ -48,20 +48,20 @@ def status(result: CycleResult, task: str) -> TaskState:
 def test_gang_is_all_or_nothing() -> None:
     r = run([Node("n0", gpus=3)], [job("g", n=4, min_available=4)])
     assert all(status(r, f"g-{i}") == TaskState.PENDING for i in range(4))
-    assert r.tasks["g-3"].reason == (
+    assert r.tasks["g-3"].text() == (
         "Resources were found for 3 pods while 4 are required for gang scheduling. Additional pods cannot be "
         "scheduled due to: no nodes with enough resources were found: "
         "1 node(s) didn't have enough resources: GPUs."
     )
-    assert r.job_messages["g"].startswith("PodSchedulingErrors: Resources were found for 3 pods")
+    assert r.job_message("g").startswith("PodSchedulingErrors: Resources were found for 3 pods")
 
 
 def test_elastic_job_takes_what_fits_above_minimum() -> None:
     r = run([Node("n0", gpus=3)], [job("e", n=5, min_available=2)])
     assert [status(r, f"e-{i}") for i in range(5)].count(TaskState.ALLOCATED) == 3
     assert (
-        r.tasks["e-3"].reason is not None
-        and "Resources were not found for pod default/e-3" in r.tasks["e-3"].reason
+        r.tasks["e-3"].text() is not None
+        and "Resources were not found for pod default/e-3" in r.tasks["e-3"].text()
     )
 
 
@@ -104,7 +104,7 @@ def test_node_selector_and_cordon_and_max_pods() -> None:
     r = run(nodes, [job("s", node_selector={"type": "h100"})])
     assert r.tasks["s-0"].node == "good"
     r = run(nodes[:3], [job("s", node_selector={"type": "h100"})])
-    assert r.tasks["s-0"].reason == (
+    assert r.tasks["s-0"].text() == (
         "Resources were not found for pod default/s-0 due to: no nodes with enough resources were found: "
         "1 node is unschedulable. \n1 node(s) didn't match Pod's node affinity/selector. \n"
         "1 node(s) pod number exceeded."
@@ -114,10 +114,14 @@ def test_node_selector_and_cordon_and_max_pods() -> None:
 def test_fit_error_counts_nodes() -> None:
     nodes = [Node("c", gpus=8, unschedulable=True)] + [Node(f"n{i}", gpus=1) for i in range(3)]
     r = run(nodes, [job("big", gpu=2)])
-    assert r.tasks["big-0"].reason is not None
-    assert r.tasks["big-0"].reason.endswith(
-        "no nodes with enough resources were found: 1 node is unschedulable. \n"
-        "3 node(s) didn't have enough resources: GPUs."
+    assert r.tasks["big-0"].text() is not None
+    assert (
+        r.tasks["big-0"]
+        .text()
+        .endswith(
+            "no nodes with enough resources were found: 1 node is unschedulable. \n"
+            "3 node(s) didn't have enough resources: GPUs."
+        )
     )
 
 
@@ -154,7 +158,7 @@ def test_a_job_asking_for_another_pool_than_its_queues_waits_with_queue_does_not
     queues = [Queue("q1", pool="p1")]
     r = run(nodes, [job("x", q="q1", node_selector={"kai.scheduler/node-pool": "p2"})], queues)
     assert status(r, "x-0") == TaskState.PENDING
-    assert r.job_messages["x"] == (
+    assert r.job_message("x") == (
         "QueueDoesNotExist: Queue 'q1' does not exist in node-pool 'p2': it belongs to node-pool 'p1'. "
         "Submit the job to a queue of node-pool 'p2', or drop the node-pool selector."
     )
@@ -172,7 +176,7 @@ def test_required_topology_keeps_gang_in_one_domain() -> None:
     j = job("t", n=5, min_available=5, topology=TopologyConstraint(required="rack"))
     r = run(nodes, [j])
     assert status(r, "t-0") == TaskState.PENDING
-    assert r.job_messages["t"] == (
+    assert r.job_message("t") == (
         "Unable to schedule podgroup: node-group a can allocate only 2 of 5 required pods. \n"
         "node-group b can allocate only 4 of 5 required pods. \n"
         "topology rack, requirement rack couldn't be satisfied for job <default/t>."
@@ -183,7 +187,7 @@ def test_queue_limit_message() -> None:
     running = Job("r", queue="q", tasks=[Task("r-0", gpu=2, state=TaskState.RUNNING, node="n0")])
     r = run([Node("n0", gpus=8)], [running, job("p", gpu=3)], queues=[queue(limit=4)])
     assert status(r, "p-0") == TaskState.PENDING
-    assert r.tasks["p-0"].reason == (
+    assert r.tasks["p-0"].text() == (
         "OverLimit: q quota has reached the allowable limit of GPUs. Limit is 4 GPUs, currently 2 GPUs "
         "allocated and workload requested 3 GPUs."
     )
@@ -192,7 +196,7 @@ def test_queue_limit_message() -> None:
 def test_non_preemptible_job_stays_within_quota() -> None:
     r = run([Node("n0", gpus=8)], [job("np", gpu=2, priority=125)], queues=[queue(quota=1)])
     assert status(r, "np-0") == TaskState.PENDING
-    assert r.tasks["np-0"].reason == (
+    assert r.tasks["np-0"].text() == (
         "NonPreemptibleOverQuota: Non-preemptible workload is over quota. Workload requested 2 GPUs, but q "
         "quota is 1 GPUs, while 0 GPUs are already allocated for non-preemptible pods. Use a preemptible "
         "workload to go over quota."
@@ -202,13 +206,13 @@ def test_non_preemptible_job_stays_within_quota() -> None:
 def test_parent_limit_blocks_child() -> None:
     queues = [queue("dept", limit=1), queue("team", parent="dept", index=1)]
     r = run([Node("n0", gpus=8)], [job("p", gpu=2, q="team")], queues=queues)
-    assert "dept quota has reached the allowable limit" in (r.tasks["p-0"].reason or "")
+    assert "dept quota has reached the allowable limit" in (r.tasks["p-0"].text() or "")
 
 
 def test_larger_than_any_node_is_a_pre_predicate_error() -> None:
     r = run([Node("n0", gpus=8)], [job("huge", gpu=16)])
     assert "Max GPU resources available in a single node in the default node-pool is topped at 8" in (
-        r.tasks["huge-0"].reason or ""
+        r.tasks["huge-0"].text() or ""
     )
 
 

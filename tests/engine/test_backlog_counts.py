@@ -77,4 +77,4 @@ def test_a_gang_of_10000_stops_at_its_first_task_that_fits_nowhere(monkeypatch: 
 
     assert len(calls) == 9
     assert not result.allocations
-    assert "Resources were found for 8 pods while 10000 are required" in result.job_messages["gang"]
+    assert "Resources were found for 8 pods while 10000 are required" in result.job_message("gang")

@@ -10,6 +10,7 @@ from scheduler.actions.common.queues import diverging
 from scheduler.actions.reclaim.rules import reclaim_min_runtime
 from scheduler.cycle import open_session
 from scheduler.ordering import allocatable_share
+from scheduler.reasons import render
 from tests.engine.scale_cases import reclaim_big_gang
 
 R = TaskState.RUNNING
@@ -42,7 +43,9 @@ def test_reclaim_takes_from_queue_over_fair_share_with_message() -> None:
     assert r.tasks["b1-0"].status == TaskState.PIPELINED
     (ev,) = r.evictions
     assert (ev.task, ev.action, ev.evictor_job, ev.evictor_queue) == ("a2-0", "reclaim", "b1", "b")
-    assert ev.message.startswith("Pod default/a2-0 was preempted by workload default/b1.\na uses GPU: ")
+    assert render(ev.message).startswith(
+        "Pod default/a2-0 was preempted by workload default/b1.\na uses GPU: "
+    )
     assert any(e.kind == "Evict" for e in r.events)
 
 
@@ -90,7 +93,10 @@ def test_preempt_only_strictly_lower_priority_same_queue() -> None:
     )
     r = run_cycle(same, Config(actions=("preempt",)))
     assert r.tasks["low-0"].status == TaskState.RELEASING and r.tasks["hi-0"].status == TaskState.PIPELINED
-    assert r.evictions[0].message == "Pod default/low-0 was preempted by higher priority workload default/hi"
+    assert (
+        render(r.evictions[0].message)
+        == "Pod default/low-0 was preempted by higher priority workload default/hi"
+    )
     equal = Snapshot(
         nodes, [ROOT, q("a", 1)], [running("low", "a", "n0", priority=50), pending("hi", "a", priority=50)]
     )
@@ -123,7 +129,7 @@ def test_consolidation_moves_all_victims() -> None:
     moved = [e for e in r.evictions if e.moved_to]
     assert len(moved) == 1 and not [e for e in r.evictions if not e.moved_to]
     assert r.tasks[moved[0].task].status == TaskState.PIPELINED
-    assert "bin packing" in moved[0].message
+    assert "bin packing" in render(moved[0].message)
 
 
 def test_stale_gang_grace_period() -> None:
@@ -142,7 +148,7 @@ def test_stale_gang_grace_period() -> None:
     assert not run_cycle(snap(30), cfg).evictions
     r = run_cycle(snap(61), cfg)
     assert r.tasks["g-0"].status == TaskState.RELEASING
-    assert r.evictions[0].message == (
+    assert render(r.evictions[0].message) == (
         "Workload doesn't meet the minimum required number of pods (2), evicting remaining pod: default/g-0"
     )
 
@@ -154,13 +160,13 @@ def test_pending_job_message_explains_eviction_actions_and_keeps_fit_error() -> 
         [running("a1", "a", "n0"), running("a2", "a", "n0"), pending("b1", "b")],
     )
     r = run_cycle(snap, Config())
-    msg = r.job_messages["b1"]
+    msg = r.job_message("b1")
     # KAI's message is allocate's fit error alone; why reclaim could not help is the engine's note
     assert msg.startswith("PodSchedulingErrors: Resources were not found for pod default/b1-0")
     assert "no nodes with enough resources were found" in msg
     assert "cannot be reclaimed" not in msg
-    assert any("Resources cannot be reclaimed from other queues" in n for n in r.job_notes["b1"])
-    assert r.tasks["b1-0"].reason is not None and r.tasks["b1-0"].reason.startswith(
+    assert any("Resources cannot be reclaimed from other queues" in render(n) for n in r.job_notes["b1"])
+    assert r.tasks["b1-0"].text() is not None and r.tasks["b1-0"].text().startswith(
         "Resources were not found"
     )
 
@@ -172,7 +178,8 @@ def test_reclaimer_over_fair_share_note() -> None:
         [running("a1", "a", "n0"), running("a2", "a", "n0"), pending("b1", "b", gpu=2)],
     )
     r = run_cycle(snap, Config(actions=("reclaim",)))
-    (note,) = r.job_notes["b1"]
+    (reason,) = r.job_notes["b1"]
+    note = render(reason)
     assert note.startswith("ReclaimNotPossible: Resources cannot be reclaimed")
     assert "above its fair share" in note
     assert "b1" not in r.job_messages  # reclaim alone: no fit error of KAI's to report
@@ -199,7 +206,7 @@ def test_preemption_delay_blocks_evictions_with_message() -> None:
     cfg = Config(actions=("preempt",))
     r = run_cycle(snap(60), cfg)
     assert not r.evictions
-    assert r.job_messages["hi"] == (
+    assert r.job_message("hi") == (
         "PreemptionDelayNotElapsed: Workload is within its preemption delay window (5m0s) and may not "
         "trigger evictions before 2026-01-01T00:04:00Z."
     )

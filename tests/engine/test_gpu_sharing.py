@@ -26,7 +26,7 @@ def test_multi_device_fraction_needs_the_devices_on_one_node() -> None:
     nodes = [Node("n0", gpus=1), Node("n1", gpus=1)]
     r = run_cycle(Snapshot(nodes, [Q], [_job("m", 0.5, devices=2)]), ALLOCATE)
     assert r.tasks["m-0"].status == TaskState.PENDING
-    assert "GPUs" in (r.tasks["m-0"].reason or "")
+    assert "GPUs" in (r.tasks["m-0"].text() or "")
 
 
 def test_running_multi_device_fraction_holds_both_devices() -> None:
@@ -48,4 +48,4 @@ def test_reservation_slot_is_given_back_when_the_group_closes() -> None:
     snap = Snapshot([Node("n0", gpus=2, max_pods=3)], [Q], [running, _job("b", 0.75, created_s=-1)])
     r = run_cycle(snap, ALLOCATE)
     assert r.tasks["b-0"].status == TaskState.PENDING
-    assert r.tasks["b-0"].reason and "pod number exceeded" in r.tasks["b-0"].reason
+    assert r.tasks["b-0"].text() and "pod number exceeded" in r.tasks["b-0"].text()

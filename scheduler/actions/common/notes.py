@@ -2,4 +2,6 @@
 
 from __future__ import annotations
 
-Note = tuple[str, str]  # (reason, message) explaining why an action could not help a job
+from scheduler.reasons import Reason
+
+Note = tuple[str, Reason]  # (code, reason) explaining why an action could not help a job

@@ -19,6 +19,7 @@ from scheduler.actions.solvers.policy import ActionPolicy, Validator
 from scheduler.actions.solvers.scenario import Contribution, Outcome
 from scheduler.actions.solvers.victim_jobs import split_candidates, victim_jobs
 from scheduler.model import RESOURCES, Job, Task
+from scheduler.reasons import Reason, Ref
 from scheduler.session import Session
 from scheduler.state import QueueState
 
@@ -36,7 +37,7 @@ class _Reclaim:
         self.core: dict[str, set[str]] = {}
         # A queue's usage line by (queue, allocation, fair-share dict): the victims of one
         # scenario are described in one state, mostly from a few queues.
-        self.usage_lines: dict[tuple[str, tuple[float, ...]], tuple[object, str]] = {}
+        self.usage_lines: dict[tuple[str, tuple[float, ...]], tuple[object, Reason]] = {}
 
     def preemptor_ok(self, job: Job, tasks: list[Task]) -> bool | Note:
         note = reclaimer_objection(self.session, job, request_of(self.session, tasks))
@@ -76,7 +77,7 @@ class _Reclaim:
         step = ReclaimStep(self.session, job, request_of(self.session, tasks), self.core)
         return lambda outcome: scenario_holds(step, outcome)
 
-    def usage_line(self, q: QueueState) -> str:
+    def usage_line(self, q: QueueState) -> Reason:
         key = (q.name, tuple(q.allocated.values()))
         hit = self.usage_lines.get(key)
         if hit is not None and hit[0] is q.fair_share:
@@ -87,17 +88,18 @@ class _Reclaim:
         self.usage_lines[key] = (q.fair_share, line)
         return line
 
-    def describe(self, job: Job, t: Task, outcome: Outcome) -> tuple[str, str]:
+    def describe(self, job: Job, t: Task, outcome: Outcome) -> tuple[Reason, Reason]:
         session = self.session
         vjob = session.task_job[t.name]
         vq, rq = session.queues[vjob.queue], session.queues[job.queue]
         if vq.queue.parent != rq.queue.parent:
             vq, rq = diverging(session, vjob.queue, job.queue)
         lines = [self.usage_line(q) for q in (vq, rq)]
-        msg = reasons.evicted_by_reclaim(vjob.namespace, t.name, job.namespace, job.name, lines)
-        why = (
-            f"queue {vjob.queue} is above its fair share and job {vjob.name} (priority {vjob.priority}) "
-            f"comes first in victim order; {job.queue} is below its fair share"
+        msg = reasons.evicted_by_reclaim(
+            Ref(t.name, vjob.namespace), Ref(job.name, job.namespace, kind="job"), lines
+        )
+        why = reasons.victim_over_fair_share(
+            vjob.queue, Ref(vjob.name, bare=True, kind="job"), vjob.priority, job.queue
         )
         return msg, why
 

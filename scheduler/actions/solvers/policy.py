@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from scheduler.actions.common.notes import Note
 from scheduler.actions.solvers.scenario import Contribution, Outcome
 from scheduler.model import Job, Task
+from scheduler.reasons import Reason
 
 Validator = Callable[[Outcome], bool]
 
@@ -39,7 +40,7 @@ class ActionPolicy:
     preemptor_ok: Callable[[Job, list[Task]], bool | Note]
     candidates: Callable[[Job, list[Task]], tuple[list[Job], set[str]]]
     make_validator: Callable[[Job, list[Task]], Validator]
-    describe: Callable[[Job, Task, Outcome], tuple[str, str]]
+    describe: Callable[[Job, Task, Outcome], tuple[Reason, Reason]]
     max_gain: Callable[[Job, list[Task], list[Contribution]], float] | None = None
     explain: Callable[[Job, str], Note | None] | None = None
     moves_only: bool = False

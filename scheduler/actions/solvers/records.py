@@ -8,6 +8,7 @@ from collections.abc import Callable
 from scheduler.actions.common.notes import Note
 from scheduler.actions.solvers.scenario import Outcome
 from scheduler.model import Job, Task
+from scheduler.reasons import Reason
 from scheduler.result import Eviction
 from scheduler.session import Session
 
@@ -25,7 +26,7 @@ def record(
     action: str,
     job: Job,
     outcome: Outcome,
-    describe: Callable[[Job, Task, Outcome], tuple[str, str]],
+    describe: Callable[[Job, Task, Outcome], tuple[Reason, Reason]],
 ) -> None:
     """Record a committed scenario: an ``Eviction`` per victim (moved or not), worded by the
     action's ``describe``, the evicted tasks' reasons and an "Evict" event per victim task."""

@@ -3,7 +3,9 @@
 Two jobs may share a name (KAI's quickstart ``gpu-pod`` applied by every user in their own
 namespace; two teams' ``train``). The engine needs unique names, so ``snapshot`` calls them
 ``train-<pk>`` with tasks ``train-<pk>-<index>``; KAI's messages name ``<namespace>/<pod>`` and
-``<namespace>/<workload>``, so no made-up name may reach a reason, an event or history.
+``<namespace>/<workload>``, so no made-up name may reach a reason, an event or history: the
+engine's reasons name tasks and jobs by key (``Ref``) and the portal words them with the cluster's
+own names (``SnapshotIndex.text``).
 The cluster tier checks the same on a real API server (``tests/cluster/test_kai_quickstart.py``).
 """
 
@@ -11,10 +13,10 @@ from __future__ import annotations
 
 import pytest
 
-from kai_portal.scheduling.engine_names import with_own_names
 from kai_portal.scheduling.snapshot import JobRef, PodRef, SnapshotIndex
 from kai_portal.workloads.models import Pod
-from scheduler.result import CycleResult, Eviction, TaskOutcome, TaskState
+from scheduler import reasons
+from scheduler.reasons import Ref, render
 from tests.portal import factories
 
 
@@ -52,36 +54,50 @@ def _index() -> SnapshotIndex:
     return index
 
 
-def test_renamed_jobs_and_tasks_are_put_back_in_every_text_and_nothing_else_changes() -> None:
-    result = CycleResult(
-        tasks={
-            "build.v2-8-0": TaskOutcome("build.v2-8-0", "build.v2-8", TaskState.PENDING,
-                                        reason="No room for pod team-a/build.v2-8-0: x."),
-            "kept-0": TaskOutcome("kept-0", "kept", TaskState.PENDING,
-                                  reason="Resources were not found for pod team-b/kept-0 due to: y."),
-        },
-        job_messages={"build.v2-8": "Unschedulable: <team-a/build.v2-8> waits; team-a/train-7-0x stays."},
-        evictions=[Eviction("train-7-0", "train-7", "q", "preempt",
-                            "Pod team-a/train-7-0 was preempted by workload team-a/build.v2-8.",
-                            reason="other/train-7-0 is another namespace's")],
-    )  # fmt: skip
-
-    fixed = with_own_names(result, _index())
-
-    assert fixed.tasks["build.v2-8-0"].reason == "No room for pod team-a/build.v2-0: x."
-    assert fixed.tasks["kept-0"] is result.tasks["kept-0"]  # no name of it was changed
-    assert fixed.job_messages["build.v2-8"] == (
-        "Unschedulable: <team-a/build.v2> waits; team-a/train-7-0x stays."  # a longer name is not touched
+def test_renamed_jobs_and_tasks_are_worded_with_their_own_names_in_every_text() -> None:
+    index = _index()
+    no_room = reasons.fit_error({})
+    pending = reasons.pod_not_found(Ref("build.v2-8-0", "team-a"), no_room)
+    kept = reasons.pod_not_found(Ref("kept-0", "team-b"), no_room)
+    topology = reasons.topology_no_match("t", "rack", Ref("build.v2-8", "team-a", kind="job"))
+    message = reasons.job_message([(reasons.POD_SCHEDULING_ERRORS, topology)])
+    evicted = reasons.evicted_by_reclaim(
+        Ref("train-7-0", "team-a"), Ref("build.v2-8", "team-a", kind="job"), []
     )
-    [eviction] = fixed.evictions
-    assert eviction.message == "Pod team-a/train-0 was preempted by workload team-a/build.v2."
-    assert eviction.reason == "other/train-7-0 is another namespace's"
-    assert (eviction.task, eviction.job) == ("train-7-0", "train-7")  # the engine's keys stay
+    why = reasons.victim_lower_priority(1, 2, Ref("build.v2-8", bare=True, kind="job"), "q")
+
+    assert index.text(pending) == (
+        "Resources were not found for pod team-a/build.v2-0 due to: "
+        "no nodes with enough resources were found."
+    )
+    assert index.text(kept) == render(kept)  # a job the snapshot did not rename keeps its name
+    assert index.text(message) == (
+        "PodSchedulingErrors: topology t, requirement rack couldn't be satisfied for job <team-a/build.v2>."
+    )
+    assert index.text(evicted) == "Pod team-a/train-0 was preempted by workload team-a/build.v2."
+    assert index.text(why) == "priority 1 is below 2 of build.v2 in queue q"
+    # The engine's own wording (scenarios, the CLI) names them as keyed.
+    assert render(evicted) == "Pod team-a/train-7-0 was preempted by workload team-a/build.v2-8."
+
+
+def test_a_task_and_a_job_with_the_same_key_are_told_apart() -> None:
+    """A lone pod is its own job: a task key may equal another job's key."""
+    index = SnapshotIndex()
+    index.jobs = {"a-0": JobRef(1, "a-zero", "ns", 1, "")}
+    index.tasks = {"a-0": PodRef(10, 2, "a-0-pod", "ns", "pending", None, "")}
+    assert index.text(reasons.evicted_by_consolidation(Ref("a-0", "ns"))).startswith("Pod ns/a-0-pod was")
+    assert index.text(reasons.victim_moved(Ref("a-0", bare=True, kind="job"))).startswith(
+        "moved to make room for a-zero;"
+    )
 
 
 @pytest.mark.parametrize("names", [{}, {"kept": "kept"}])
-def test_a_cycle_without_renamed_names_returns_its_result_as_it_is(names: dict[str, str]) -> None:
+def test_a_cycle_without_renamed_names_words_as_the_engine_does(names: dict[str, str]) -> None:
     index = SnapshotIndex()
     index.jobs = {n: JobRef(1, own, "ns", 1, "") for n, own in names.items()}
-    result = CycleResult(job_messages={"kept": "ns/kept"})
-    assert with_own_names(result, index) is result
+    reason = reasons.topology_no_match("t", "rack", Ref("kept", "ns", kind="job"))
+    assert (
+        index.text(reason)
+        == render(reason)
+        == "topology t, requirement rack couldn't be satisfied for job <ns/kept>"
+    )
