@@ -208,38 +208,12 @@ def estimate(
     those go in ``stalest_first`` order (then the rest) until the deadline. After a complete
     simulation the ones not checked in time are left alone (the caller keeps their older
     estimate). Returns the ids of the jobs whose estimate (or lower bound) was made now."""
-    index = inp.index
     terminal = {pk for pk, r in data.rows.items() if r["state"] not in JobState.active()}
     snap = _prepared(inp, terminal)
-
-    durations: dict[str, float] = {}
-    for job in snap.jobs:
-        ref = index.jobs[job.name]
-        declared = data.rows.get(ref.job_id, {}).get("duration")
-        if declared is None:
-            continue  # unknown duration: never ends in the simulation
-        running = any(t.state == engine.TaskState.RUNNING for t in job.tasks)
-        since = data.started.get(ref.job_id) if running else None
-        elapsed = (now - since).total_seconds() if since else 0.0
-        durations[job.name] = max(0.0, declared.total_seconds() - elapsed)
+    durations = _remaining_durations(inp, snap, data, now)
     no_duration = [j.name for j in snap.jobs if j.name not in durations]
-
-    step = float(settings.CYCLE_SECONDS)
-    horizon_s = HORIZON.total_seconds()
-    time_dependent = inp.config.usage_enabled or any(
-        (q.reclaim_min_runtime_s or 0) > 0 or (q.preempt_min_runtime_s or 0) > 0 for q in snap.queues
-    )
-    if time_dependent:  # no fast-forward: step coarser and stop earlier
-        step = max(step, 60.0)
-        horizon_s = min(horizon_s, step * MAX_STEPPED_CYCLES)
-
-    def out_of_time() -> bool:
-        return deadline is not None and time.monotonic() >= deadline
-
-    simulation_deadline = None
-    if deadline is not None:
-        begin = time.monotonic()
-        simulation_deadline = begin + max(0.0, deadline - begin) * SIMULATION_SHARE
+    step, horizon_s = _step_and_horizon(inp, snap)
+    simulation_deadline = _share_of(deadline, SIMULATION_SHARE)
 
     def simulation_out_of_time() -> bool:
         return simulation_deadline is not None and time.monotonic() >= simulation_deadline
@@ -248,8 +222,79 @@ def estimate(
         snap, (), step, config=inp.config, durations=durations, until_s=horizon_s,
         should_stop=simulation_out_of_time,
     )  # fmt: skip
-    ends = sorted(r.end_s for r in result.jobs.values() if r.end_s is not None)
+    names = {ref.job_id: name for name, ref in inp.index.jobs.items()}
     cycle_times = [s.t for s in result.samples]
+    ends = sorted(r.end_s for r in result.jobs.values() if r.end_s is not None)
+    first_starts = {
+        job_id: rec.first_start_s
+        for job_id in forecasts
+        if (rec := result.jobs.get(names[job_id])) is not None and rec.first_start_s is not None
+    }
+    decided, not_started = _record_starts(forecasts, first_starts, cycle_times, ends, now)
+    if result.stopped:
+        # After the last simulated cycle: that cycle is the bound (see _bound_unreached).
+        decided |= _bound_unreached(forecasts, not_started, cycle_times[-1] if cycle_times else 0.0, now)
+    # Jobs the simulation did not start: does each fit at all? One engine run each, the jobs checked
+    # longest ago first (``stalest_first``), while the budget lasts.
+    rank = {job_id: i for i, job_id in enumerate(stalest_first)}
+    not_started.sort(key=lambda job_id: rank.get(job_id, len(rank)))
+    for job_id in not_started:
+        if deadline is not None and time.monotonic() >= deadline:
+            break
+        job = next(j for j in snap.jobs if j.name == names[job_id])
+        if _check_fit(inp, job, forecasts[job_id], now, result.stopped, no_duration, horizon_s):
+            decided.add(job_id)
+    return decided
+
+
+def _remaining_durations(
+    inp: CycleInput, snap: engine.Snapshot, data: ForecastInputs, now: datetime
+) -> dict[str, float]:
+    """Each job's run time left (its declared duration less what it has run); a job without a
+    declared duration is left out: it never ends in the simulation."""
+    durations: dict[str, float] = {}
+    for job in snap.jobs:
+        ref = inp.index.jobs[job.name]
+        declared = data.rows.get(ref.job_id, {}).get("duration")
+        if declared is None:
+            continue
+        running = any(t.state == engine.TaskState.RUNNING for t in job.tasks)
+        since = data.started.get(ref.job_id) if running else None
+        elapsed = (now - since).total_seconds() if since else 0.0
+        durations[job.name] = max(0.0, declared.total_seconds() - elapsed)
+    return durations
+
+
+def _step_and_horizon(inp: CycleInput, snap: engine.Snapshot) -> tuple[float, float]:
+    """The simulated cycle length and how far ahead to simulate, in seconds."""
+    step = float(settings.CYCLE_SECONDS)
+    horizon_s = HORIZON.total_seconds()
+    time_dependent = inp.config.usage_enabled or any(
+        (q.reclaim_min_runtime_s or 0) > 0 or (q.preempt_min_runtime_s or 0) > 0 for q in snap.queues
+    )
+    if time_dependent:  # no fast-forward: step coarser and stop earlier
+        step = max(step, 60.0)
+        horizon_s = min(horizon_s, step * MAX_STEPPED_CYCLES)
+    return step, horizon_s
+
+
+def _share_of(deadline: float | None, share: float) -> float | None:
+    """The ``time.monotonic()`` value ``share`` of the way from now to ``deadline``."""
+    if deadline is None:
+        return None
+    begin = time.monotonic()
+    return begin + max(0.0, deadline - begin) * share
+
+
+def _record_starts(
+    forecasts: Mapping[int, Forecast],
+    first_starts: Mapping[int, float],
+    cycle_times: list[float],
+    ends: list[float],
+    now: datetime,
+) -> tuple[set[int], list[int]]:
+    """Set the start of every job the simulation started (``first_starts``: simulated seconds, by
+    job id); returns those ids and, in ``forecasts`` order, the ids of the rest."""
 
     def start_time(first_start: float) -> float:
         # The cycle before the one that started it; a job ending in between freed the room.
@@ -259,65 +304,72 @@ def estimate(
         freed = [e for e in ends if previous < e <= first_start]
         return freed[-1] if freed else first_start
 
-    names = {ref.job_id: name for name, ref in index.jobs.items()}
     decided: set[int] = set()
     not_started: list[int] = []
     for job_id, fc in forecasts.items():
-        rec = result.jobs.get(names[job_id])
-        if rec is not None and rec.first_start_s is not None:
-            fc.estimated_start = now + timedelta(seconds=start_time(rec.first_start_s))
+        if job_id in first_starts:
+            fc.estimated_start = now + timedelta(seconds=start_time(first_starts[job_id]))
             fc.unknown = fc.reason = ""
             fc.estimated_at = now
             decided.add(job_id)
         else:
             not_started.append(job_id)
-    if result.stopped:
-        # A lower bound for every job the simulation did not reach. Starts are reported at the end
-        # that freed the room (start_time), after the last simulated cycle: that cycle is the bound.
-        reached = cycle_times[-1] if cycle_times else 0.0
-        for job_id in not_started:
-            fc = forecasts[job_id]
-            fc.estimated_start = None
-            fc.estimated_at = now
-            fc.unknown = UNKNOWN_NOT_BEFORE
-            fc.not_before = now + timedelta(seconds=reached)
-            fc.reason = (
-                f"within its time budget the simulation got {_span(reached / 86400)} ahead "
-                "and had not started it by then"
-            )
-            decided.add(job_id)
-    # Jobs the simulation did not start: does each fit at all? One engine run each, the jobs checked
-    # longest ago first (``stalest_first``), while the budget lasts.
-    rank = {job_id: i for i, job_id in enumerate(stalest_first)}
-    not_started.sort(key=lambda job_id: rank.get(job_id, len(rank)))
+    return decided, not_started
+
+
+def _bound_unreached(
+    forecasts: Mapping[int, Forecast], not_started: list[int], reached: float, now: datetime
+) -> set[int]:
+    """A lower bound for every job a stopped simulation did not reach: ``reached``, its last
+    simulated cycle. Starts are reported at the end that freed the room (``_record_starts``),
+    after the last simulated cycle, so no job it did not start can start before then."""
     for job_id in not_started:
-        if out_of_time():
-            break
         fc = forecasts[job_id]
-        fc.fit_checked_at = now
-        why = never_fits_reason(inp, next(j for j in snap.jobs if j.name == names[job_id]))
-        if why is not None:
-            fc.estimated_start = fc.not_before = None
-            fc.estimated_at = now
-            fc.unknown = UNKNOWN_NEVER_FITS
-            fc.reason = why  # a queue limit, non-preemptible over quota, or no node big enough
-            decided.add(job_id)
-            continue
-        if result.stopped:
-            continue  # it fits: the bound stands
         fc.estimated_start = None
         fc.estimated_at = now
-        decided.add(job_id)
-        if no_duration:
-            fc.unknown = UNKNOWN_NO_DURATION
-            fc.reason = (
-                f"it waits on {len(no_duration)} job{'s' if len(no_duration) != 1 else ''} "
-                "without a declared duration"
-            )
-        else:
-            fc.unknown = UNKNOWN_HORIZON
-            fc.reason = f"it does not start within the next {_span(horizon_s / 86400)} of simulated time"
-    return decided
+        fc.unknown = UNKNOWN_NOT_BEFORE
+        fc.not_before = now + timedelta(seconds=reached)
+        fc.reason = (
+            f"within its time budget the simulation got {_span(reached / 86400)} ahead "
+            "and had not started it by then"
+        )
+    return set(not_started)
+
+
+def _check_fit(
+    inp: CycleInput,
+    job: engine.Job,
+    fc: Forecast,
+    now: datetime,
+    stopped: bool,
+    no_duration: list[str],
+    horizon_s: float,
+) -> bool:
+    """Why a job the simulation did not start has no estimate; True when ``fc`` was decided now
+    (never fits; or, after a complete simulation, waits on jobs without a duration or beyond the
+    horizon). After a stopped simulation a job that fits keeps its lower bound."""
+    fc.fit_checked_at = now
+    why = never_fits_reason(inp, job)
+    if why is not None:
+        fc.estimated_start = fc.not_before = None
+        fc.estimated_at = now
+        fc.unknown = UNKNOWN_NEVER_FITS
+        fc.reason = why  # a queue limit, non-preemptible over quota, or no node big enough
+        return True
+    if stopped:
+        return False  # it fits: the bound stands
+    fc.estimated_start = None
+    fc.estimated_at = now
+    if no_duration:
+        fc.unknown = UNKNOWN_NO_DURATION
+        fc.reason = (
+            f"it waits on {len(no_duration)} job{'s' if len(no_duration) != 1 else ''} "
+            "without a declared duration"
+        )
+    else:
+        fc.unknown = UNKNOWN_HORIZON
+        fc.reason = f"it does not start within the next {_span(horizon_s / 86400)} of simulated time"
+    return True
 
 
 def forecast(now: datetime | None = None) -> dict[int, Forecast]:

@@ -149,8 +149,20 @@ def audit(now: datetime | None = None) -> list[Finding]:
     t = thresholds()
     names = dict(Queue.objects.values_list("pk", "name"))
     leaves = set(Queue.objects.leaves().values_list("pk", flat=True))
-    findings: list[Finding] = []
+    findings = [
+        *_starved(now, t, names, leaves),
+        *_borrowing(now, t, names, leaves),
+        *_idle(now, t, names, leaves),
+        *_head_of_line(now, t, names),
+    ]
+    order = {STARVED: 0, BLOCKING: 1, BORROWING: 2, IDLE: 3}
+    findings.sort(key=lambda f: (order[f.kind], f.since, f.queue))
+    return findings
 
+
+def _starved(now: datetime, t: dict[str, float], names: dict[int, str], leaves: set[int]) -> list[Finding]:
+    """Leaf queues held below their fair share while asking for more, for long enough."""
+    findings: list[Finding] = []
     starved = Q(allocated__lt=F("fair_share") - Decimal(str(t["starved_margin"]))) & Q(
         requested__gt=F("allocated")
     )
@@ -184,7 +196,12 @@ def audit(now: datetime | None = None) -> list[Finding]:
                 ),
             )
         )
+    return findings
 
+
+def _borrowing(now: datetime, t: dict[str, float], names: dict[int, str], leaves: set[int]) -> list[Finding]:
+    """Leaf queues above their quota (deserved) for long enough."""
+    findings: list[Finding] = []
     borrowing = Q(deserved__gte=0) & Q(allocated__gt=F("deserved"))
     for qid, (since, _last) in _runs(borrowing, timedelta(minutes=t["borrowing_minutes"]), now).items():
         if qid not in leaves:
@@ -218,7 +235,12 @@ def audit(now: datetime | None = None) -> list[Finding]:
                 ),
             )
         )
+    return findings
 
+
+def _idle(now: datetime, t: dict[str, float], names: dict[int, str], leaves: set[int]) -> list[Finding]:
+    """Leaf queues with a quota that neither used nor asked for GPUs for long enough."""
+    findings: list[Finding] = []
     eps = Decimal(str(t["idle_epsilon"]))
     idle = Q(deserved__gt=0) & Q(allocated__lte=eps) & Q(requested__lte=eps)
     for qid, (since, _last) in _runs(idle, timedelta(hours=t["idle_hours"]), now).items():
@@ -250,10 +272,6 @@ def audit(now: datetime | None = None) -> list[Finding]:
                 ),
             )
         )
-
-    findings.extend(_head_of_line(now, t, names))
-    order = {STARVED: 0, BLOCKING: 1, BORROWING: 2, IDLE: 3}
-    findings.sort(key=lambda f: (order[f.kind], f.since, f.queue))
     return findings
 
 
@@ -293,66 +311,86 @@ def _head_of_line(now: datetime, t: dict[str, float], names: dict[int, str]) -> 
     for forecast in heads:
         row = forecast.job
         need = _task_gpus(row) * row.min_member
-        waiting = (
-            JobForecast.objects.filter(job__queue_id=row.queue_id, pool=forecast.pool, queue_position__gt=1)
-            .select_related("job")
-            .order_by("queue_position")
-        )
-        behind = [(f.job.name, _task_gpus(f.job) * f.job.task_count) for f in waiting]
-        # Jobs behind it in KAI's order that started while it waited: they went around it.
-        behind += [
-            (j.name, _task_gpus(j) * j.task_count)
-            for j in Job.objects.filter(
-                queue_id=row.queue_id, state__in=JobState.active(), started_at__gte=row.created_at
-            ).exclude(pk=row.pk)
-            if (-j.priority, j.created_at) > (-row.priority, row.created_at)
-        ]
+        behind = _jobs_behind(row, forecast.pool)
         smaller = [name for name, gpus in behind if gpus < need]
         if not smaller:
             continue
-        if free_by_pool is None:
+        if free_by_pool is None:  # read once, and only when some gang is blocked
             free_by_pool = _free_gpus()
-        free, reclaimable = free_by_pool.get(forecast.pool, (0.0, 0.0))
-        largest = max(free_by_pool.values(), key=lambda v: v[0] + v[1], default=(0.0, 0.0))
-        waited = now - row.created_at
-        out.append(
-            Finding(
-                queue=names[row.queue_id],
-                kind=BLOCKING,
-                since=row.created_at,
-                job_uid=str(row.uid),
-                evidence={
-                    "job": row.name,
-                    "gang_gpus": need,
-                    "gang_pods": row.min_member,
-                    "waited_minutes": int(waited.total_seconds() // 60),
-                    "jobs_behind": len(behind),
-                    "smaller_jobs_behind": len(smaller),
-                    "pool": forecast.pool,
-                    "pool_free_gpus": free,
-                    "pool_free_after_reclaim": free + reclaimable,
-                },
-                summary=(
-                    f"Gang {row.name} ({row.min_member} pods, "
-                    f"{_gpus(need)}) heads {names[row.queue_id]} and has waited "
-                    f"{_span(waited)}; {len(smaller)} smaller job{'s' if len(smaller) != 1 else ''} "
-                    "behind it went ahead of it or are waiting."
-                ),
-                action=(
-                    f"The gang needs {_gpus(need)}; the largest "
-                    f"pool has {largest[0] + largest[1]:g} free "
-                    "after reclaim"
-                    + (
-                        ": reduce its size or add nodes."
-                        if largest[0] + largest[1] < need
-                        else ": it can run once preemptible work elsewhere is reclaimed or ends; "
-                        "consider a higher priority for it, or a dedicated pool."
-                    )
-                ),
-                details=smaller[:10],
-            )
-        )
+        out.append(_blocking(now, names, forecast.pool, row, need, len(behind), smaller, free_by_pool))
     return out
+
+
+def _jobs_behind(row: Job, pool: str) -> list[tuple[str, float]]:
+    """(name, GPUs) of the jobs after ``row`` in KAI's order of its queue: those waiting in ``pool``,
+    then those that started while it waited."""
+    waiting = (
+        JobForecast.objects.filter(job__queue_id=row.queue_id, pool=pool, queue_position__gt=1)
+        .select_related("job")
+        .order_by("queue_position")
+    )
+    behind = [(f.job.name, _task_gpus(f.job) * f.job.task_count) for f in waiting]
+    # Jobs behind it in KAI's order that started while it waited: they went around it.
+    behind += [
+        (j.name, _task_gpus(j) * j.task_count)
+        for j in Job.objects.filter(
+            queue_id=row.queue_id, state__in=JobState.active(), started_at__gte=row.created_at
+        ).exclude(pk=row.pk)
+        if (-j.priority, j.created_at) > (-row.priority, row.created_at)
+    ]
+    return behind
+
+
+def _blocking(
+    now: datetime,
+    names: dict[int, str],
+    pool: str,
+    row: Job,
+    need: float,
+    jobs_behind: int,
+    smaller: list[str],
+    free_by_pool: dict[str, tuple[float, float]],
+) -> Finding:
+    """The finding for gang ``row`` (needing ``need`` GPUs): ``smaller`` are the names of the smaller
+    of the ``jobs_behind`` jobs after it."""
+    free, reclaimable = free_by_pool.get(pool, (0.0, 0.0))
+    largest = max(free_by_pool.values(), key=lambda v: v[0] + v[1], default=(0.0, 0.0))
+    waited = now - row.created_at
+    return Finding(
+        queue=names[row.queue_id],
+        kind=BLOCKING,
+        since=row.created_at,
+        job_uid=str(row.uid),
+        evidence={
+            "job": row.name,
+            "gang_gpus": need,
+            "gang_pods": row.min_member,
+            "waited_minutes": int(waited.total_seconds() // 60),
+            "jobs_behind": jobs_behind,
+            "smaller_jobs_behind": len(smaller),
+            "pool": pool,
+            "pool_free_gpus": free,
+            "pool_free_after_reclaim": free + reclaimable,
+        },
+        summary=(
+            f"Gang {row.name} ({row.min_member} pods, "
+            f"{_gpus(need)}) heads {names[row.queue_id]} and has waited "
+            f"{_span(waited)}; {len(smaller)} smaller job{'s' if len(smaller) != 1 else ''} "
+            "behind it went ahead of it or are waiting."
+        ),
+        action=(
+            f"The gang needs {_gpus(need)}; the largest "
+            f"pool has {largest[0] + largest[1]:g} free "
+            "after reclaim"
+            + (
+                ": reduce its size or add nodes."
+                if largest[0] + largest[1] < need
+                else ": it can run once preemptible work elsewhere is reclaimed or ends; "
+                "consider a higher priority for it, or a dedicated pool."
+            )
+        ),
+        details=smaller[:10],
+    )
 
 
 def _task_gpus(job: Job) -> float:

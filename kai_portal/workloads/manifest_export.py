@@ -12,7 +12,7 @@ from typing import Any
 import yaml
 
 from kai_portal.queues.durations import format_go_duration
-from kai_portal.workloads.manifests import (
+from kai_portal.workloads.manifest_values import (
     DURATION,
     GPU_DEVICES,
     GPU_FRACTION,

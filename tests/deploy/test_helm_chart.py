@@ -22,7 +22,8 @@ from django.core.management import get_commands
 
 from kai_portal.cluster.backends.kubernetes.cache import POD_GROUP_API
 from kai_portal.cluster.backends.kubernetes.gpu_sharing import RESERVATION_NAMESPACE
-from kai_portal.cluster.backends.kubernetes.pod_grouping import BUILTIN_PRIORITIES, CUSTOM_OWNERS
+from kai_portal.cluster.backends.kubernetes.owners import CUSTOM_OWNERS
+from kai_portal.cluster.backends.kubernetes.pod_grouping import BUILTIN_PRIORITIES
 from kai_portal.cluster.webhook import WEBHOOK_PATH
 from kai_portal.monitoring.middleware import ENDPOINTS
 from kai_portal.queues import kai_yaml
@@ -111,7 +112,7 @@ def backend_calls(paths: list[Path] = BACKENDS) -> set[tuple[str, str, str]]:
     """``(API group, resource, verb)`` of every client call in ``paths`` (``self.core`` is
     CoreV1Api, ``self.batch`` BatchV1Api, ``self.apps`` AppsV1Api, ``self.scheduling``
     SchedulingV1Api, ``self.coordination`` CoordinationV1Api; ``self.custom`` CustomObjectsApi
-    reads the owner kinds of pod_grouping.py and lists KAI's PodGroups); what ``Lister.sync`` lists it also
+    reads the owner kinds of owners.py and lists KAI's PodGroups); what ``Lister.sync`` lists it also
     watches."""
     sources = [path.read_text() for path in paths]
     methods = {

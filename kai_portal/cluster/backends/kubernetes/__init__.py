@@ -3,7 +3,8 @@
 - ``backend``: ``KubernetesBackend``, composing the components below;
 - ``client``: loading the API client, paged lists and resumable watches, one caught write;
 - ``cache``: the cluster as last observed (nodes, our pods, foreign pods; list + watch);
-- ``pod_grouping``: KAI's pod-grouper (owners, PodGroups, PriorityClasses);
+- ``owners`` and ``pod_grouping``: KAI's pod-grouper (top owners and their plugins; PodGroups,
+  PriorityClasses);
 - ``binder``, ``evictor``, ``status``: binds, evictions, pod conditions and events;
 - ``gpu_sharing`` and ``reservation``: KAI's reservation-pod protocol for shared GPUs;
 - ``portal_jobs``: the portal's own jobs as pods, and their namespaces;

@@ -2,7 +2,7 @@
 
 In KAI's shape (pkg/scheduler/cache, pkg/binder, pkg/podgrouper, status_updater, evictor):
 
-- observe: ``cache.ClusterCache`` (list once, then watch; pods grouped by ``pod_grouping``);
+- observe: ``cache.ClusterCache`` (list once, then watch; pods grouped by ``owners`` and ``pod_grouping``);
 - bind: ``binder.Binder`` (POST pods/<pod>/binding, GPU devices as Binding annotations; shared
   GPUs through ``gpu_sharing``);
 - evict: ``evictor.Evictor`` (the Eviction API, then KAI's DisruptionTarget condition);
@@ -39,7 +39,7 @@ from .client import Caller, Lister, load_api_client
 from .evictor import Evictor, evict_event, evictor_annotations
 from .gpu_sharing import GpuSharing
 from .lease import LeaderElector
-from .pod_grouping import OwnerCache
+from .owners import OwnerCache
 from .portal_jobs import PortalJobs
 from .queue_objects import QueueObjects
 from .status import StatusUpdater

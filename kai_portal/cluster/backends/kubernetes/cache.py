@@ -4,7 +4,7 @@ The first refresh lists nodes and all pods (paged) and keeps each list's resourc
 refreshes open a short watch from that version and apply the deltas, so a cycle never re-lists a
 large cluster. A 410 Gone (the version was compacted away) falls back to a fresh list
 (``client.Lister``). Pods naming our scheduler are parsed in full and grouped into pod groups as
-KAI's pod-grouper would (pod_grouping.py); of every other pod only its node and requests are kept
+KAI's pod-grouper would (owners.py, pod_grouping.py); of every other pod only its node and requests are kept
 while it is bound and not finished (``ForeignPod``): KAI charges every pod on a node to it,
 whichever scheduler placed it, and those pods are never bound, evicted or given events.
 
@@ -27,15 +27,8 @@ from ..base import ClusterState, ForeignPod, NodeUsage, ObservedNode, ObservedPo
 from .client import CALL_ERRORS, Lister
 from .gpu_sharing import RESERVATION_APP, RESERVATION_APP_LABEL, RESERVED_BY_LABEL
 from .objects import parse_foreign_pod, parse_node, parse_pod
-from .pod_grouping import (
-    Grouping,
-    OwnerCache,
-    PodGroupSpec,
-    PriorityClasses,
-    finish_pod,
-    group_pod,
-    parse_pod_group,
-)
+from .owners import Grouping, OwnerCache, group_pod
+from .pod_grouping import PodGroupSpec, PriorityClasses, finish_pod, parse_pod_group
 
 POD_GROUP_API = ("scheduling.run.ai", "v2alpha2", "podgroups")
 # PodGroups and PriorityClasses change rarely: their watches end after this quiet time.

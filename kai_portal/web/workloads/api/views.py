@@ -35,7 +35,8 @@ from kai_portal.web.workloads.api.serializers import (
 from kai_portal.workloads import cluster_jobs, lifecycle, submission
 from kai_portal.workloads.choices import JobState, PodState
 from kai_portal.workloads.filtersets import JobFilterSet, PodFilterSet
-from kai_portal.workloads.manifests import EXAMPLE_MANIFEST, ManifestError, ManifestTooLarge, submit_manifest
+from kai_portal.workloads.manifest_values import ManifestTooLarge
+from kai_portal.workloads.manifests import EXAMPLE_MANIFEST, ManifestError, submit_manifest
 from kai_portal.workloads.models import Job, Pod
 
 if TYPE_CHECKING:
