@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from django.db.models import F
 from django.utils import timezone
@@ -153,99 +154,125 @@ def persist_result(
     report: ApplyReport,
     now: datetime,
 ) -> SchedulingCycle:
-    """Write one cycle's decisions, reasons, job states and usage. Call inside a transaction."""
+    """Write one cycle's decisions, reasons, job states and usage. Call inside a transaction.
+
+    In order: the binds (one batch), a decision and a reason per task, the evictions, then the
+    job-level rows (backlog, job messages, job states from their pods, usage) and the cycle's own
+    counters."""
+    rows = _CycleRows(cycle, inp.index, report)
+    bound = lifecycle.bind_pods(rows.binds(result), now)
+    rows.record_tasks(result, bound, now)
+    rows.record_evictions(result, now)
+    bulk.insert_rows(Decision, DECISION_FIELDS, rows.decisions)
+
+    # A large backlog's pods and jobs the snapshot did not list (``backlog.py``).
     index = inp.index
-    failed = {(r.operation, r.namespace, r.name): r.error or "failed" for r in report.failures}
-    decisions: list[tuple[object, ...]] = []  # DECISION_FIELDS of each row, written in one go
-    written_at = timezone.now()  # what ``auto_now_add`` would give them (``now`` may be simulated)
-    touched_jobs: set[int] = {ref.job_id for ref in index.tasks.values()}
-    counts = {"allocated": 0, "pipelined": 0, "evicted": 0, "unschedulable": 0}
+    hidden_messages = {
+        name: index.text(result.job_messages[name])
+        for name, _last in index.hidden.values()
+        if name in result.job_messages
+    }
+    left_out = persist_backlog(cycle.pk, index.hidden, index.left_out, hidden_messages, now)
+    _persist_job_messages(cycle, inp, result, skip=left_out)
+    lifecycle.refresh_job_states({ref.job_id for ref in index.tasks.values()}, now)
+    usage.record_usage(cycle, index.queues, result.queues, now)
+    record_pool_usage(inp, result, now)
+    return _finish(cycle, inp, result, report, rows.counts, left_out)
 
-    evicted = {e.task: e for e in result.evictions}
-    # Pending pods whose reason changed (pod id, reason): written in one statement, not per pod.
-    # A text equal to the stored one is not written again (nor its time): a second cycle that
-    # changes nothing writes almost nothing.
-    new_reasons: list[tuple[object, ...]] = []
-    pipelined_reasons: list[tuple[object, ...]] = []
-    # Every bind at once (a few queries, not three per pod); the loop below then records them.
-    binds: list[tuple[int, int, list[int], str]] = []
-    for name, outcome in result.tasks.items():
-        ref = index.tasks.get(name)
-        node_id = index.nodes.get(outcome.node or "")
-        if ref is None or outcome.status != TaskState.ALLOCATED or node_id is None:
-            continue
-        if ("bind", ref.namespace, ref.name) in failed:
-            continue
-        devices = [index.devices[(node_id, i)] for i in outcome.gpu_devices if (node_id, i) in index.devices]
-        binds.append((ref.pod_id, node_id, devices, _bound_text(index, ref, outcome.node or "")))
-    bound = lifecycle.bind_pods(binds, now)
 
-    for name, outcome in result.tasks.items():
-        ref = index.tasks.get(name)
-        if ref is None:
-            continue
-        node_id = index.nodes.get(outcome.node or "")
-        if outcome.status == TaskState.ALLOCATED and node_id is not None:
-            error = failed.get(("bind", ref.namespace, ref.name))
-            if error is not None:
-                message = f"Failed to bind pod {ref.namespace}/{ref.name} to node {outcome.node}. {error}"
-                Pod.objects.filter(pk=ref.pod_id).update(reason=message, reason_at=now)
-                decisions.append(
-                    _decision(cycle, written_at, ref, Decision.Kind.UNSCHEDULABLE, "FailedBinding", message)
-                )
-                counts["unschedulable"] += 1
+class _CycleRows:
+    """The ``Decision`` rows and pod reasons of one cycle, gathered task by task."""
+
+    def __init__(self, cycle: SchedulingCycle, index: SnapshotIndex, report: ApplyReport) -> None:
+        self.cycle = cycle
+        self.index = index
+        self.failed = {(r.operation, r.namespace, r.name): r.error or "failed" for r in report.failures}
+        self.decisions: list[tuple[object, ...]] = []  # DECISION_FIELDS of each row, written in one go
+        self.written_at = timezone.now()  # what ``auto_now_add`` would give them (``now`` may be simulated)
+        self.counts = {"allocated": 0, "pipelined": 0, "evicted": 0, "unschedulable": 0}
+
+    def decide(self, ref: PodRef, kind: str, reason: str, message: str, **extra: Any) -> None:
+        self.decisions.append(_decision(self.cycle, self.written_at, ref, kind, reason, message, **extra))
+
+    def binds(self, result: CycleResult) -> list[tuple[int, int, list[int], str]]:
+        """Every bind the cluster accepted, to be written at once (a few queries, not three per pod)."""
+        index = self.index
+        binds: list[tuple[int, int, list[int], str]] = []
+        for name, outcome in result.tasks.items():
+            ref = index.tasks.get(name)
+            node_id = index.nodes.get(outcome.node or "")
+            if ref is None or outcome.status != TaskState.ALLOCATED or node_id is None:
                 continue
-            text = _bound_text(index, ref, outcome.node or "")
-            if ref.pod_id in bound:
-                counts["allocated"] += 1
-                decisions.append(
-                    _decision(cycle, written_at, ref, Decision.Kind.ALLOCATED, "Scheduled", text,
-                              action=Decision.Action.ALLOCATE, node_id=node_id)
-                )  # fmt: skip
-        elif outcome.status == TaskState.PIPELINED:
-            counts["pipelined"] += 1
-            text = (
-                f"Pipelined to node {outcome.node}: it starts there once resources being released are free."
-            )
-            if name not in evicted and text != ref.reason:
-                pipelined_reasons.append((ref.pod_id, text))
-            decisions.append(
-                _decision(cycle, written_at, ref, Decision.Kind.PIPELINED, "Pipelined", text, node_id=node_id)
-            )
-        elif outcome.status == TaskState.PENDING and outcome.reason:
-            counts["unschedulable"] += 1
-            reason = index.text(outcome.reason)
-            if reason != ref.reason:
-                new_reasons.append((ref.pod_id, reason))
-                decisions.append(
-                    _decision(
-                        cycle,
-                        written_at,
-                        ref,
-                        Decision.Kind.UNSCHEDULABLE,
-                        reason_code(outcome.reason),
-                        reason,
-                    )
+            if ("bind", ref.namespace, ref.name) in self.failed:
+                continue
+            here = [(node_id, i) for i in outcome.gpu_devices]
+            devices = [index.devices[key] for key in here if key in index.devices]
+            binds.append((ref.pod_id, node_id, devices, _bound_text(index, ref, outcome.node or "")))
+        return binds
+
+    def record_tasks(self, result: CycleResult, bound: set[int], now: datetime) -> None:
+        """A decision per placed, pipelined or waiting task, and the pod reasons that changed."""
+        evicted = {e.task for e in result.evictions}
+        # Pending pods whose reason changed (pod id, reason): written in one statement, not per pod.
+        # A text equal to the stored one is not written again (nor its time): a second cycle that
+        # changes nothing writes almost nothing.
+        new_reasons: list[tuple[object, ...]] = []
+        pipelined_reasons: list[tuple[object, ...]] = []
+        for name, outcome in result.tasks.items():
+            ref = self.index.tasks.get(name)
+            if ref is None:
+                continue
+            node_id = self.index.nodes.get(outcome.node or "")
+            if outcome.status == TaskState.ALLOCATED and node_id is not None:
+                self._allocated(ref, outcome.node or "", node_id, bound, now)
+            elif outcome.status == TaskState.PIPELINED:
+                self.counts["pipelined"] += 1
+                text = (
+                    f"Pipelined to node {outcome.node}: "
+                    "it starts there once resources being released are free."
                 )
+                if name not in evicted and text != ref.reason:
+                    pipelined_reasons.append((ref.pod_id, text))
+                self.decide(ref, Decision.Kind.PIPELINED, "Pipelined", text, node_id=node_id)
+            elif outcome.status == TaskState.PENDING and outcome.reason:
+                self.counts["unschedulable"] += 1
+                reason = self.index.text(outcome.reason)
+                if reason != ref.reason:
+                    new_reasons.append((ref.pod_id, reason))
+                    self.decide(ref, Decision.Kind.UNSCHEDULABLE, reason_code(outcome.reason), reason)
+        bulk.update_rows(Pod, ["reason"], new_reasons, {"reason_at": now})
+        bulk.update_rows(Pod, ["reason"], pipelined_reasons, {"reason_at": now}, where={"state": "pending"})
 
-    bulk.update_rows(Pod, ["reason"], new_reasons, {"reason_at": now})
-    bulk.update_rows(Pod, ["reason"], pipelined_reasons, {"reason_at": now}, where={"state": "pending"})
+    def _allocated(self, ref: PodRef, node: str, node_id: int, bound: set[int], now: datetime) -> None:
+        error = self.failed.get(("bind", ref.namespace, ref.name))
+        if error is not None:
+            message = f"Failed to bind pod {ref.namespace}/{ref.name} to node {node}. {error}"
+            Pod.objects.filter(pk=ref.pod_id).update(reason=message, reason_at=now)
+            self.decide(ref, Decision.Kind.UNSCHEDULABLE, "FailedBinding", message)
+            self.counts["unschedulable"] += 1
+            return
+        if ref.pod_id in bound:
+            self.counts["allocated"] += 1
+            self.decide(
+                ref, Decision.Kind.ALLOCATED, "Scheduled", _bound_text(self.index, ref, node),
+                action=Decision.Action.ALLOCATE, node_id=node_id,
+            )  # fmt: skip
 
-    for task, eviction in evicted.items():
-        ref = index.tasks.get(task)
-        if ref is None:
-            continue
-        error = failed.get(("evict", ref.namespace, ref.name))
-        evictor = index.jobs.get(eviction.evictor_job or "")
-        said = index.text(eviction.message)
-        why = index.text(eviction.reason) if eviction.reason is not None else ""
-        message = said if error is None else f"Eviction failed: {error}. {said}"
-        if error is None and lifecycle.evict_pod(ref.pod_id, said, now):
-            counts["evicted"] += 1
-        decisions.append(
-            _decision(
-                cycle,
-                written_at,
+    def record_evictions(self, result: CycleResult, now: datetime) -> None:
+        """Evict each victim's pod row (unless the cluster refused) and record why."""
+        index = self.index
+        for eviction in {e.task: e for e in result.evictions}.values():
+            ref = index.tasks.get(eviction.task)
+            if ref is None:
+                continue
+            error = self.failed.get(("evict", ref.namespace, ref.name))
+            evictor = index.jobs.get(eviction.evictor_job or "")
+            said = index.text(eviction.message)
+            why = index.text(eviction.reason) if eviction.reason is not None else ""
+            message = said if error is None else f"Eviction failed: {error}. {said}"
+            if error is None and lifecycle.evict_pod(ref.pod_id, said, now):
+                self.counts["evicted"] += 1
+            self.decide(
                 ref,
                 Decision.Kind.EVICTED,
                 "Evict" if error is None else "FailedEviction",
@@ -254,27 +281,24 @@ def persist_result(
                 node_id=index.nodes.get(eviction.node or "") or ref.node_id,
                 evictor_job_id=evictor.job_id if evictor else None,
                 evictor_queue_id=index.queues.get(eviction.evictor_queue or ""),
-            )  # fmt: skip
-        )
-    bulk.insert_rows(Decision, DECISION_FIELDS, decisions)
+            )
 
-    # A large backlog's pods and jobs the snapshot did not list (``backlog.py``).
-    hidden_messages = {
-        name: index.text(result.job_messages[name])
-        for name, _last in index.hidden.values()
-        if name in result.job_messages
-    }
-    left_out = persist_backlog(cycle.pk, index.hidden, index.left_out, hidden_messages, now)
-    _persist_job_messages(cycle, inp, result, skip=left_out)
-    lifecycle.refresh_job_states(touched_jobs, now)
-    usage.record_usage(cycle, index.queues, result.queues, now)
-    record_pool_usage(inp, result, now)
 
+def _finish(
+    cycle: SchedulingCycle,
+    inp: CycleInput,
+    result: CycleResult,
+    report: ApplyReport,
+    counts: dict[str, int],
+    left_out: set[int],
+) -> SchedulingCycle:
+    """The cycle's row: its counts and counters, marked succeeded."""
     cycle.allocated_count = counts["allocated"]
     cycle.pipelined_count = counts["pipelined"]
     cycle.evicted_count = counts["evicted"]
     cycle.unschedulable_count = counts["unschedulable"]
     cycle.counters = {**result.counters, "apply_failures": len(report.failures)}
+    index = inp.index
     if index.hidden or index.left_out:
         # How much of the backlog this cycle did not expand (tasks of cut jobs; jobs left out).
         cycle.counters["backlog_tasks_not_listed"] = sum(j.more_pending for j in inp.snapshot.jobs)
