@@ -40,7 +40,7 @@ os.environ.setdefault("TEST_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/k
 if TYPE_CHECKING:
     import scheduler
     from kai_portal.history.models import SchedulingCycle
-    from kai_portal.scheduling.snapshot import CycleInput
+    from kai_portal.scheduling.snapshot_index import CycleInput
 
 T = TypeVar("T")
 NODES, GPUS_PER_NODE = 5_000, 8

@@ -30,7 +30,8 @@ from django.core.exceptions import ValidationError
 
 from kai_portal.queues.models import Queue
 from kai_portal.scheduling import engine
-from kai_portal.scheduling.snapshot import CycleInput, alone_on_cluster, build_snapshot, with_extra_job
+from kai_portal.scheduling.snapshot import alone_on_cluster, build_snapshot, with_extra_job
+from kai_portal.scheduling.snapshot_index import CycleInput
 from kai_portal.workloads.capacity import oversized_task_errors
 from kai_portal.workloads.models import Job
 

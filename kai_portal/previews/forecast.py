@@ -41,7 +41,8 @@ from django.utils import timezone
 from kai_portal.previews.never_fits import never_fits_reason
 from kai_portal.scheduling import engine
 from kai_portal.scheduling.engine import JobQueue, job_request, open_session, simulate
-from kai_portal.scheduling.snapshot import CycleInput, build_snapshot
+from kai_portal.scheduling.snapshot import build_snapshot
+from kai_portal.scheduling.snapshot_index import CycleInput
 from kai_portal.workloads.choices import JobState, PodState
 from kai_portal.workloads.models import Job, Pod
 

@@ -8,7 +8,8 @@ for every node, and a job that can never start is not counted as a queue's unmet
 from __future__ import annotations
 
 from kai_portal.scheduling import engine
-from kai_portal.scheduling.snapshot import CycleInput, alone_on_cluster
+from kai_portal.scheduling.snapshot import alone_on_cluster
+from kai_portal.scheduling.snapshot_index import CycleInput
 
 # Marker texts of KAI's job messages (scheduler/ reasons) → what the user is told.
 OVER_LIMIT = "quota has reached the allowable limit"

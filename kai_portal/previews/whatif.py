@@ -44,7 +44,8 @@ from django.core.exceptions import ValidationError
 from kai_portal.core.units import RESOURCES, UNLIMITED, format_amount
 from kai_portal.queues.models import Queue
 from kai_portal.scheduling import engine
-from kai_portal.scheduling.snapshot import CycleInput, build_snapshot, with_queue_row
+from kai_portal.scheduling.snapshot import build_snapshot, with_queue_row
+from kai_portal.scheduling.snapshot_index import CycleInput
 from kai_portal.workloads.models import Job
 
 # The queue fields a preview may change (the same names as the API's PATCH body).

@@ -11,7 +11,7 @@ from datetime import datetime
 from decimal import Decimal
 
 from kai_portal.nodes.models import NodePool, PoolUsageSample
-from kai_portal.scheduling.snapshot import CycleInput
+from kai_portal.scheduling.snapshot_index import CycleInput
 from scheduler import CycleResult
 
 

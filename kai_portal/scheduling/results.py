@@ -34,7 +34,7 @@ from kai_portal.history.models import Decision, JobMessage, SchedulingCycle
 from kai_portal.scheduling import usage
 from kai_portal.scheduling.backlog import persist_backlog
 from kai_portal.scheduling.pool_usage import record_pool_usage
-from kai_portal.scheduling.snapshot import CycleInput, PodRef, SnapshotIndex
+from kai_portal.scheduling.snapshot_index import CycleInput, PodRef, SnapshotIndex
 from kai_portal.workloads import lifecycle
 from kai_portal.workloads.choices import JobState
 from kai_portal.workloads.models import Job, Pod

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import pytest
 
-from kai_portal.scheduling.snapshot import JobRef, PodRef, SnapshotIndex
+from kai_portal.scheduling.snapshot_index import JobRef, PodRef, SnapshotIndex
 from kai_portal.workloads.models import Pod
 from scheduler import reasons
 from scheduler.reasons import Ref, render

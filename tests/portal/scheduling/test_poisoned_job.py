@@ -6,7 +6,7 @@ from datetime import timedelta
 
 import pytest
 
-from kai_portal.scheduling import snapshot
+from kai_portal.scheduling import snapshot_jobs
 from kai_portal.workloads.models import Job
 from tests.portal import factories
 
@@ -39,14 +39,14 @@ def test_a_job_the_snapshot_cannot_convert_is_failed_and_the_rest_scheduled(loop
     factories.node("n1", gpus=1)
     bad = factories.job(leaf, "bad")
     good = factories.job(leaf, "good")
-    real_task = snapshot._row_task
+    real_task = snapshot_jobs.row_task
 
     def task(state, node, devices, job, name, job_name):
         if job.pk == bad.pk:
             raise ArithmeticError("cannot convert this row")
         return real_task(state, node, devices, job, name, job_name)
 
-    monkeypatch.setattr(snapshot, "_row_task", task)
+    monkeypatch.setattr(snapshot_jobs, "row_task", task)
     cycle = loop.run()
 
     assert cycle.status == "succeeded", cycle.error
