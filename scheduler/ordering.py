@@ -7,7 +7,8 @@ from collections.abc import Mapping
 
 from scheduler import gang
 from scheduler.model import RESOURCES, Job, clean
-from scheduler.session import QueueState, Session
+from scheduler.session import Session
+from scheduler.state import QueueState
 
 INF = float("inf")
 
@@ -207,7 +208,7 @@ class JobQueue:
                 continue
             best_key = best[2]
             if key != best_key:
-                if key < best_key:  # type: ignore[operator]
+                if key < best_key:
                     best = (child, cand, key)
             elif self._tail_first(child, best[0]):
                 best = (child, cand, key)
@@ -236,7 +237,7 @@ class JobQueue:
     @staticmethod
     def better(a: QueueState, ka: tuple[object, ...], b: QueueState, kb: tuple[object, ...]) -> bool:
         if ka != kb:
-            return ka < kb  # type: ignore[operator]
+            return ka < kb
         return _pareto_tail(a, b) < 0
 
     def pop(self) -> Job | None:

@@ -1,172 +1,50 @@
-"""The virtual cluster state of one cycle in one node pool.
+"""The virtual cluster of one cycle in one node pool (KAI's framework ``Session``).
 
-Nodes track idle and releasing resources per device; queues track allocated
-(A) and non-preemptible allocated (ANP) amounts for their whole subtree. All
-changes go through a :class:`Statement`, which can roll back to a checkpoint,
-so actions can try placements (and, in part 2, victim evictions) virtually.
+A session loads the snapshot's running and releasing tasks onto their nodes and charges their
+queues; it answers the actions' questions (pending jobs, a queue's ancestors, a task's request
+on a node). Nodes track idle and releasing resources per device (``scheduler.state``); queues
+track allocated (A) and non-preemptible allocated (ANP) amounts for their whole subtree. Every
+change in the cycle goes through a :class:`~scheduler.statement.Statement`, which can roll back
+to a checkpoint, so actions try placements and victim evictions virtually.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from collections.abc import Iterable
 
 from scheduler.model import RESOURCES, Config, Job, Node, Queue, Task, TaskState, clean, round_gpu
 from scheduler.result import Eviction
+from scheduler.state import EPS, Device, NodeState, Placement, QueueState, opens_group
+from scheduler.statement import Statement
+
+# Names other modules import from here (the state pieces moved to ``scheduler.state`` and the
+# statement to ``scheduler.statement``; these keep the old import paths working).
+__all__ = [
+    "EPS",
+    "Device",
+    "NodeState",
+    "Placement",
+    "QueueState",
+    "Session",
+    "Statement",
+    "exact_amounts",
+    "exact_sums",
+    "opens_group",
+]
 
 # Task states as module constants: reading a member through the enum class costs ~15x a global.
 _PENDING = TaskState.PENDING
 _RUNNING = TaskState.RUNNING
 _RELEASING = TaskState.RELEASING
-_ALLOCATED = TaskState.ALLOCATED
-_PIPELINED = TaskState.PIPELINED
-
-EPS = 1e-9
 
 assert RESOURCES == ("gpu", "cpu", "memory")  # written out in ``Session._charge_queues``
-
-
-@dataclass(slots=True)
-class Device:
-    """One GPU device. Memory in MiB; a whole-GPU task occupies all of it."""
-
-    index: int
-    memory: float
-    active: float = 0.0  # held by tasks that stay (running, allocated, pipelined)
-    releasing: float = 0.0  # held by releasing tasks and not yet promised to a pipelined task
-    whole: bool = False  # held by a whole-GPU task
-
-    @property
-    def is_free(self) -> bool:
-        return self.active <= EPS
-
-    @property
-    def is_idle(self) -> bool:
-        return self.active <= EPS and self.releasing <= EPS
-
-    @property
-    def is_group(self) -> bool:
-        """A shared device that still has an active fractional task (it can take more)."""
-        return self.active > EPS and not self.whole
-
-
-def opens_group(d: Device) -> bool:
-    """Whether a fractional task placed on this device starts a new GPU group: the device is
-    idle, or a whole-GPU task holds or releases it. A new group needs a reservation pod, which
-    takes a pod slot on the node (kai-semantics §1.5)."""
-    return d.whole or d.is_idle
-
-
-@dataclass
-class NodeState:
-    node: Node
-    devices: list[Device]
-    cpu_idle: float
-    mem_idle: float
-    pods_idle: float
-    cpu_rel: float = 0.0
-    mem_rel: float = 0.0
-    pods_rel: float = 0.0
-
-    @property
-    def name(self) -> str:
-        return self.node.name
-
-    @property
-    def schedulable(self) -> bool:
-        return not self.node.unschedulable
-
-    def free_whole_gpus(self) -> int:
-        """Devices that are free now or once releasing tasks leave."""
-        return sum(1 for d in self.devices if d.active <= EPS)  # is_free
-
-    def idle_whole_gpus(self) -> int:
-        return sum(1 for d in self.devices if d.is_idle)
-
-    @property
-    def has_group(self) -> bool:
-        """A device here is shared by fractional tasks that stay and is not over-full (KAI: a
-        used GPU group, not all releasing, that a task asking 0 MiB fits on)."""
-        return any(d.is_group and d.memory - d.active >= -EPS for d in self.devices)
-
-
-@dataclass
-class QueueState:
-    queue: Queue
-    children: list[str] = field(default_factory=list)
-    allocated: dict[str, float] = field(default_factory=lambda: dict.fromkeys(RESOURCES, 0.0))
-    allocated_np: dict[str, float] = field(default_factory=lambda: dict.fromkeys(RESOURCES, 0.0))
-    fair_share: dict[str, float] = field(default_factory=lambda: dict.fromkeys(RESOURCES, 0.0))
-    requested: dict[str, float] = field(default_factory=lambda: dict.fromkeys(RESOURCES, 0.0))
-
-    @property
-    def name(self) -> str:
-        return self.queue.name
-
-    @property
-    def is_leaf(self) -> bool:
-        return not self.children
-
-    # Allocatable share per resource (``ordering.allocatable_share``), cached for the fair-share
-    # dict it was computed from: fair shares are replaced as a whole dict, never edited in place.
-    _as_of: dict[str, float] | None = field(default=None, init=False, repr=False, compare=False)
-    _as: dict[str, float] = field(default_factory=dict, init=False, repr=False, compare=False)
-
-    # Quota and limit per resource, read from the queue once (a queue does not change in a cycle).
-    _quota: dict[str, float] | None = field(default=None, init=False, repr=False, compare=False)
-    _limit: dict[str, float] | None = field(default=None, init=False, repr=False, compare=False)
-
-    def quotas(self) -> dict[str, float]:
-        """Quota per resource of ``RESOURCES`` (read once; do not change it)."""
-        q = self._quota
-        if q is None:
-            q = self._quota = {x: self.queue.res(x).quota for x in RESOURCES}
-        return q
-
-    def quota(self, r: str) -> float:
-        q = self.quotas()
-        return q[r] if r in q else self.queue.res(r).quota
-
-    def limit(self, r: str) -> float:
-        lim = self._limit
-        if lim is None:
-            lim = self._limit = {x: self.queue.res(x).limit for x in RESOURCES}
-        return lim[r] if r in lim else self.queue.res(r).limit
-
-    def allocatable(self) -> dict[str, float]:
-        """AS per resource: the quota when unlimited (-1), else max(quota, FS) capped at the limit."""
-        fs = self.fair_share
-        if self._as_of is not fs:
-            out: dict[str, float] = {}
-            for r in RESOURCES:
-                res = self.queue.res(r)
-                d, lim = res.quota, res.limit
-                if d < 0:
-                    out[r] = lim
-                else:
-                    share = max(d, fs[r])
-                    out[r] = min(share, lim) if lim >= 0 else share
-            self._as, self._as_of = out, fs
-        return self._as
-
-
-@dataclass(slots=True)
-class Placement:
-    """Where a task sits in the virtual state and what it is charged."""
-
-    status: TaskState
-    node: str | None = None
-    devices: tuple[int, ...] = ()
-    gpu_memory: float = 0.0  # MiB per device, for fractional tasks
-    charge: dict[str, float] = field(default_factory=dict)
-    promised: float = 0.0  # MiB per device a fractional pipelined task took out of releasing memory
-    from_releasing: bool = False  # placed this cycle onto releasing resources
 
 
 class Session:
     """State of one pool for one cycle."""
 
+    # Over 80 lines: it declares every field of the session, each with why it is there.
     def __init__(
         self, pool: str, config: Config, nodes: list[Node], queues: list[Queue], jobs: list[Job]
     ) -> None:
@@ -220,7 +98,7 @@ class Session:
         self.work_left = config.action_work_budget
         self.out_of_work: set[str] = set()
         # Bumped on every change of a node's resources (placement, eviction, rollback); names of
-        # nodes changed since the node index (``placement.NodeIndex``) last looked.
+        # nodes changed since the node index (``node_index.NodeIndex``) last looked.
         self.node_version = 0
         # Bumped for a queue and its ancestors whenever a job below it is charged or uncharged
         # (its allocation and that job's placements change); ordering caches keys on it.
@@ -434,42 +312,48 @@ class Session:
             elif placements[task.name].status == _PENDING:
                 pending.add(job.name)
         self._pending_candidates = [j for j in self.jobs.values() if j.name in pending]
-        if len(charged) < 2**20:
-            # Per leaf: number of charges and the plain sums (all of them, non-preemptible jobs),
-            # with every amount seen (``exact_sums``, in the same pass).
-            per_leaf: dict[str, list[float]] = {}
-            seen: set[float] = set()
-            see = seen.add
-            for job, charge in charged:
-                acc = per_leaf.get(job.queue)
-                if acc is None:
-                    acc = per_leaf[job.queue] = [0.0] * 7
-                acc[0] += 1
-                g, c, m = charge["gpu"], charge["cpu"], charge["memory"]
-                see(g)
-                see(c)
-                see(m)
-                acc[1] += g
-                acc[2] += c
-                acc[3] += m
-                if not job.is_preemptible:
-                    acc[4] += g
-                    acc[5] += c
-                    acc[6] += m
-            if exact_amounts(seen):
-                self.running_sums = per_leaf
-                stamp = self.queue_stamp
-                for leaf, acc in per_leaf.items():
-                    n = int(acc[0])
-                    for qs in self.ancestors(leaf):
-                        stamp[qs.name] = stamp.get(qs.name, 0) + n
-                        alloc, alloc_np = qs.allocated, qs.allocated_np
-                        for k, r in enumerate(RESOURCES, start=1):
-                            alloc[r] = alloc[r] + acc[k]
-                            alloc_np[r] = alloc_np[r] + acc[k + 3]
-                return
+        if len(charged) < 2**20 and self._charge_in_bulk(charged):
+            return
         for job, charge in charged:
             self._charge_queues(job, charge, +1)
+
+    def _charge_in_bulk(self, charged: list[tuple[Job, dict[str, float]]]) -> bool:
+        """Charge the loaded tasks per leaf queue at once when every amount is exact in quarters
+        (``load_tasks``); False, with nothing charged, when one is not."""
+        # Per leaf: number of charges and the plain sums (all of them, non-preemptible jobs),
+        # with every amount seen (``exact_sums``, in the same pass).
+        per_leaf: dict[str, list[float]] = {}
+        seen: set[float] = set()
+        see = seen.add
+        for job, charge in charged:
+            acc = per_leaf.get(job.queue)
+            if acc is None:
+                acc = per_leaf[job.queue] = [0.0] * 7
+            acc[0] += 1
+            g, c, m = charge["gpu"], charge["cpu"], charge["memory"]
+            see(g)
+            see(c)
+            see(m)
+            acc[1] += g
+            acc[2] += c
+            acc[3] += m
+            if not job.is_preemptible:
+                acc[4] += g
+                acc[5] += c
+                acc[6] += m
+        if exact_amounts(seen):
+            self.running_sums = per_leaf
+            stamp = self.queue_stamp
+            for leaf, acc in per_leaf.items():
+                n = int(acc[0])
+                for qs in self.ancestors(leaf):
+                    stamp[qs.name] = stamp.get(qs.name, 0) + n
+                    alloc, alloc_np = qs.allocated, qs.allocated_np
+                    for k, r in enumerate(RESOURCES, start=1):
+                        alloc[r] = alloc[r] + acc[k]
+                        alloc_np[r] = alloc_np[r] + acc[k + 3]
+            return True
+        return False
 
     def _load_on_node(self, task: Task) -> dict[str, float] | None:
         """Put a task of the snapshot in the state: Running or Releasing on its node, else
@@ -575,247 +459,3 @@ def exact_amounts(amounts: Iterable[float]) -> bool:
     """``exact_sums`` of the distinct amounts themselves."""
     # 2**30 per amount and under 2**20 amounts keep every sum below 2**50: exact in quarters.
     return all(abs(v) < 2.0**30 and float(v * 4).is_integer() for v in amounts)
-
-
-class Statement:
-    """Virtual operations with checkpoint/rollback (KAI's framework statement)."""
-
-    def __init__(self, session: Session) -> None:
-        self.session = session
-        self._undo: list[Callable[[], None]] = []
-
-    def checkpoint(self) -> int:
-        return len(self._undo)
-
-    def rollback(self, checkpoint: int = 0) -> None:
-        while len(self._undo) > checkpoint:
-            self._undo.pop()()
-
-    def commit(self) -> None:
-        self._undo.clear()
-
-    def _snapshot_node(self, ns: NodeState, devices: tuple[int, ...]) -> Callable[[], None]:
-        """Undo of one operation on the node: its scalars and the devices it touches (each
-        operation changes only the devices it names; undos run last first, so the others are
-        as they were)."""
-        session = self.session
-        session.touch_node(ns.name)
-        scalars = (ns.cpu_idle, ns.cpu_rel, ns.mem_idle, ns.mem_rel, ns.pods_idle, ns.pods_rel)
-        devs = [(d, d.active, d.releasing, d.whole) for d in (ns.devices[i] for i in devices)]
-
-        def restore() -> None:
-            session.touch_node(ns.name)
-            ns.cpu_idle, ns.cpu_rel, ns.mem_idle, ns.mem_rel, ns.pods_idle, ns.pods_rel = scalars
-            for d, a, rel, w in devs:
-                d.active, d.releasing, d.whole = a, rel, w
-
-        return restore
-
-    def place(self, task: Task, node: str, devices: tuple[int, ...], pipelined: bool) -> None:
-        """Allocate (fits in idle) or pipeline (needs releasing resources) a task."""
-        s = self.session
-        ns = s.nodes[node]
-        job = s.task_job[task.name]
-        restore_node = self._snapshot_node(ns, devices)
-        old = s.placements.get(task.name)
-        if old is None:
-            old = Placement(_PENDING)
-        fractional = task.is_fractional
-        mem = s.device_need(task, ns.node.gpu_memory_mib) if fractional else 0.0
-        promised = 0.0
-        for i in devices:
-            d = ns.devices[i]
-            if fractional:
-                if opens_group(d):  # a new GPU group: its reservation pod takes a pod slot
-                    if pipelined and ns.pods_idle < 2:
-                        ns.pods_rel -= 1
-                    else:
-                        ns.pods_idle -= 1
-                elif d.is_free:  # a group whose tasks are all releasing: its reservation pod stays
-                    ns.pods_rel -= 1
-                if d.is_free:  # a freed whole-GPU device becomes a shared one
-                    d.whole = False
-                short = clean(mem - (d.memory - d.active - d.releasing))
-                if short > EPS:  # the missing part is promised out of releasing memory
-                    promised = max(promised, min(short, d.releasing))
-                    d.releasing = clean(max(0.0, d.releasing - short))
-                d.active = clean(d.active + mem)
-            else:
-                d.active, d.releasing, d.whole = d.memory, 0.0, True
-        if pipelined:
-            ns.cpu_rel = clean(ns.cpu_rel - task.cpu_millis)
-            ns.mem_rel = clean(ns.mem_rel - task.memory_mib)
-            ns.pods_rel -= 1
-        else:
-            ns.cpu_idle = clean(ns.cpu_idle - task.cpu_millis)
-            ns.mem_idle = clean(ns.mem_idle - task.memory_mib)
-            ns.pods_idle -= 1
-        charge = {
-            "gpu": s.gpu_fraction_on(task, ns.node.gpu_memory_mib),
-            "cpu": task.cpu_millis,
-            "memory": task.memory_mib,
-        }
-        status = _PIPELINED if pipelined else _ALLOCATED
-        s.placements[task.name] = Placement(status, node, devices, mem, charge, promised, pipelined)
-        s._charge_queues(job, charge, +1)
-
-        def undo() -> None:
-            restore_node()
-            s._charge_queues(job, charge, -1)
-            s.placements[task.name] = old
-
-        self._undo.append(undo)
-
-    def set_status(self, task: Task, status: TaskState) -> None:
-        """Change only the status label (e.g. a gang's allocations become pipelined)."""
-        s = self.session
-        p = s.placements[task.name]
-        old = p.status
-        p.status = status
-
-        def undo() -> None:
-            p.status = old
-
-        self._undo.append(undo)
-
-    def evict(self, task: Task) -> None:
-        """Evict a placed task.
-
-        A task running at the snapshot becomes Releasing: its node resources turn into releasing
-        resources and its queue is no longer charged. A task placed earlier in this cycle
-        (Allocated or Pipelined) simply goes back to Pending and frees what it held.
-        """
-        s = self.session
-        p = s.placements[task.name]
-        if p.node is None or p.status in (_PENDING, _RELEASING):
-            return
-        if p.status in (_ALLOCATED, _PIPELINED):
-            self._unplace(task)
-            return
-        ns = s.nodes[p.node]
-        job = s.task_job[task.name]
-        restore_node = self._snapshot_node(ns, p.devices)
-        old = p
-        fractional = task.is_fractional
-        devs = ns.devices
-        for i in p.devices:
-            d = devs[i]
-            amount = p.gpu_memory if fractional else d.memory
-            d.active = clean(max(0.0, d.active - amount))
-            d.releasing = clean(d.releasing + amount)
-            if not fractional:
-                d.whole = True
-            elif d.active <= EPS:  # is_free: the group's last active task; its reservation pod goes with it
-                ns.pods_rel += 1
-        ns.cpu_rel = clean(ns.cpu_rel + task.cpu_millis)
-        ns.mem_rel = clean(ns.mem_rel + task.memory_mib)
-        ns.pods_rel += 1
-        s._charge_queues(job, p.charge, -1)
-        s.placements[task.name] = Placement(_RELEASING, p.node, p.devices, p.gpu_memory, p.charge)
-
-        def undo() -> None:
-            restore_node()
-            s._charge_queues(job, old.charge, +1)
-            s.placements[task.name] = old
-
-        self._undo.append(undo)
-
-    def _unplace(self, task: Task) -> None:
-        """Take back a placement made in this cycle: the task is Pending again."""
-        s = self.session
-        p = s.placements[task.name]
-        assert p.node is not None
-        ns = s.nodes[p.node]
-        job = s.task_job[task.name]
-        restore_node = self._snapshot_node(ns, p.devices)
-        for i in p.devices:
-            d = ns.devices[i]
-            if task.is_fractional:
-                d.active = clean(max(0.0, d.active - p.gpu_memory))
-                if p.from_releasing:
-                    d.releasing = clean(d.releasing + p.promised)
-                if d.is_idle:  # the group this task opened closes: its reservation slot is back
-                    ns.pods_idle += 1
-            else:
-                d.active = 0.0
-                if p.from_releasing:
-                    d.releasing = d.memory
-                else:
-                    d.whole = False
-        if p.from_releasing:
-            ns.cpu_rel = clean(ns.cpu_rel + task.cpu_millis)
-            ns.mem_rel = clean(ns.mem_rel + task.memory_mib)
-            ns.pods_rel += 1
-        else:
-            ns.cpu_idle = clean(ns.cpu_idle + task.cpu_millis)
-            ns.mem_idle = clean(ns.mem_idle + task.memory_mib)
-            ns.pods_idle += 1
-        s._charge_queues(job, p.charge, -1)
-        s.placements[task.name] = Placement(_PENDING)
-
-        def undo() -> None:
-            restore_node()
-            s._charge_queues(job, p.charge, +1)
-            s.placements[task.name] = p
-
-        self._undo.append(undo)
-
-    def room_left(self, task: Task) -> bool:
-        """Whether a task evicted in this cycle still has its own room (devices, CPU, memory, pod
-        slot) as releasing resources on its node: nothing placed since took any of it."""
-        s = self.session
-        p = s.placements[task.name]
-        if p.status != _RELEASING or p.node is None:
-            return False
-        ns = s.nodes[p.node]
-        # CPU, memory and pod slots are not per device: what counts is that the node, idle and
-        # releasing together, still has them (a pipelined task may draw releasing below zero
-        # while it really uses idle room, as in KAI's node accounting).
-        slots = 1  # its own, and the reservation pod of each of its groups that has no active task
-        if task.is_fractional:
-            slots += sum(1 for i in p.devices if ns.devices[i].is_free)
-        if not ns.schedulable or ns.pods_idle + ns.pods_rel < slots:
-            return False
-        if (
-            ns.cpu_idle + ns.cpu_rel + 1e-4 < task.cpu_millis
-            or ns.mem_idle + ns.mem_rel + 1e-4 < task.memory_mib
-        ):
-            return False
-        for i in p.devices:
-            d = ns.devices[i]
-            amount = p.gpu_memory if task.is_fractional else d.memory
-            if d.releasing + EPS < amount or (not task.is_fractional and d.active > EPS):
-                return False
-        return True
-
-    def unevict(self, task: Task, status: TaskState = _RUNNING) -> bool:
-        """Put a task evicted in this cycle back where it was, on its own devices; refused (False)
-        when any of its room was taken since (e.g. a preemptor pipelined onto its GPU)."""
-        s = self.session
-        p = s.placements[task.name]
-        if not self.room_left(task):
-            return False
-        assert p.node is not None
-        ns = s.nodes[p.node]
-        job = s.task_job[task.name]
-        restore_node = self._snapshot_node(ns, p.devices)
-        for i in p.devices:
-            d = ns.devices[i]
-            amount = p.gpu_memory if task.is_fractional else d.memory
-            if task.is_fractional and d.is_free:  # the group is active again: its reservation stays
-                ns.pods_rel -= 1
-            d.releasing = clean(max(0.0, d.releasing - amount))
-            d.active = clean(d.active + amount)
-        ns.cpu_rel = clean(ns.cpu_rel - task.cpu_millis)
-        ns.mem_rel = clean(ns.mem_rel - task.memory_mib)
-        ns.pods_rel -= 1
-        s._charge_queues(job, p.charge, +1)
-        s.placements[task.name] = Placement(status, p.node, p.devices, p.gpu_memory, p.charge)
-
-        def undo() -> None:
-            restore_node()
-            s._charge_queues(job, p.charge, -1)
-            s.placements[task.name] = p
-
-        self._undo.append(undo)
-        return True

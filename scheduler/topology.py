@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 
 from scheduler import reasons, rules
 from scheduler.model import Job, Task
-from scheduler.session import EPS, NodeState, Session
+from scheduler.session import Session
+from scheduler.state import EPS, NodeState
 
 
 @dataclass

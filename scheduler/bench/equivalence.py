@@ -36,6 +36,8 @@ def _digest(data: Any) -> str:
     return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()
 
 
+# Over 80 lines: one random cluster, its nodes, queues and jobs drawn in a fixed order (the seed
+# decides every draw, so the order of the draws must not change).
 def random_snapshot(seed: int) -> Snapshot:
     """A random mixed cluster: whole and fractional GPU jobs, gangs, running and releasing pods."""
     rnd = random.Random(seed)

@@ -15,7 +15,7 @@ from typing import Any
 from scheduler.bench.workloads import Workload, size_of
 from scheduler.cycle import open_session, run_cycle
 from scheduler.model import TaskState
-from scheduler.simulate.core import percentile
+from scheduler.simulate.records import percentile
 
 
 def _read_status(key: str) -> float | None:
@@ -106,7 +106,9 @@ def _child(w: Workload, reps: int, rep_budget_s: float, conn: Any) -> None:
         conn.close()
 
 
-def summarise(w: Workload, msgs: list[dict[str, Any]], status: str, error: str | None, wall_s: float) -> dict:
+def summarise(
+    w: Workload, msgs: list[dict[str, Any]], status: str, error: str | None, wall_s: float
+) -> dict[str, Any]:
     reps = [m for m in msgs if "rep" in m]
     first = reps[0] if reps else {}
     cyc = sorted(m["cycle_ms"] for m in reps)

@@ -5,18 +5,8 @@ previews), command line second (``python -m scheduler.simulate``)."""
 
 from __future__ import annotations
 
-from scheduler.simulate.core import (
-    Arrival,
-    EvictionRecord,
-    JobRecord,
-    Sample,
-    SimResult,
-    jain,
-    leaf_queues,
-    percentile,
-    simulate,
-    with_quotas,
-)
+from scheduler.simulate.core import leaf_queues, simulate, with_quotas
+from scheduler.simulate.records import Arrival, EvictionRecord, JobRecord, Sample, SimResult, jain, percentile
 from scheduler.simulate.trace import TraceError, generate, read_csv, read_yaml, to_csv
 
 __all__ = [

@@ -18,8 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from scheduler import scenario
-from scheduler.model import Node, Queue, QueueResource, Snapshot
-from scheduler.simulate.core import Arrival, SimResult, simulate, with_quotas
+from scheduler.model import Config, Node, Queue, QueueResource, Snapshot
+from scheduler.simulate.core import simulate, with_quotas
+from scheduler.simulate.records import Arrival, SimResult
 from scheduler.simulate.trace import TraceError, generate, load, to_csv
 
 
@@ -87,7 +88,9 @@ def print_report(res: SimResult, label: str = "", out: Any = None) -> None:
         print(f"allocated GPUs over time: {pts}", file=out)
 
 
-def _cluster(args: argparse.Namespace, arrivals: Sequence[Arrival], embedded: dict[str, Any] | None):
+def _cluster(
+    args: argparse.Namespace, arrivals: Sequence[Arrival], embedded: dict[str, Any] | None
+) -> tuple[Snapshot, Config | None]:
     if args.cluster:
         sc = scenario.load(args.cluster)
         return sc.snapshot, sc.config

@@ -20,7 +20,7 @@ from typing import Any
 
 import yaml
 
-from scheduler.simulate.core import Arrival
+from scheduler.simulate.records import Arrival
 
 COLUMNS = ("name", "submit_s", "queue", "tasks", "gpu", "duration_s", "priority", "min_available")
 REQUIRED = ("submit_s", "queue")

@@ -22,7 +22,7 @@ from scheduler.cycle import open_session
 from scheduler.model import MatchExpression, PreferredTerm, Taint, Toleration
 from scheduler.ordering import JobQueue
 from scheduler.placement import best_fit, best_fit_reference
-from scheduler.session import Placement
+from scheduler.state import Placement
 
 allocate_mod = importlib.import_module("scheduler.actions.allocate")
 consolidation_mod = importlib.import_module("scheduler.actions.consolidation")

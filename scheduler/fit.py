@@ -1,0 +1,122 @@
+"""Whether one task fits one node, and on which GPU devices (kai-semantics.md §4.6, §6): whole
+GPUs, fractions of a device (and of several), GPU memory, CPU, memory and pod slots, idle now
+or once releasing tasks leave."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from scheduler import reasons, rules
+from scheduler.model import Job, Task
+from scheduler.session import Session
+from scheduler.state import EPS, NodeState, opens_group
+
+# What constrains where a task may go: its job (every placement rule), or only an equality node
+# selector (callers that have no job, e.g. tests of the node search).
+Rules = Job | Mapping[str, str]
+
+# CPU (millicores) and memory (MiB) sums are rounded to 6 decimals at every step (``clean``), so
+# a node filled exactly to its allocatable can show a few 1e-6 of drift; compare with this slack.
+AMOUNT_EPS = 1e-4
+
+
+@dataclass(slots=True)
+class Fit:
+    """Outcome of checking one task against one node."""
+
+    ok: bool
+    now: bool = False  # fits into idle resources: Allocated, not Pipelined
+    devices: tuple[int, ...] = ()
+    reason: str | None = None
+    shares_group: bool = False  # lands on a device other fractional tasks already use
+
+
+def _fraction_devices(
+    session: Session, ns: NodeState, task: Task
+) -> tuple[tuple[int, ...] | None, bool, bool, int]:
+    """Pick the devices for a fractional task (``task.gpu_fraction_devices`` of them, each taking
+    the same share): (indices, all fit now, any is an existing group, reservation slots it needs).
+
+    A device that no fractional task holds yet opens a GPU group, and every group has a
+    reservation pod on the node that takes a pod slot (kai-semantics §1.5)."""
+    need = session.device_need(task, ns.node.gpu_memory_mib)
+    spread = session.config.strategy(True) == "spread"
+    candidates: list[tuple[float, int, bool]] = []
+    for d in ns.devices:
+        if need > d.memory + EPS:
+            continue
+        if d.is_group:
+            if d.memory - d.active < need - EPS:
+                continue
+            used = d.active / d.memory
+            candidates.append((1 - used if spread else used, d.index, True))
+        elif d.is_free:
+            candidates.append((1.0 if spread else 0.0, d.index, False))
+    count = task.fraction_device_count
+    if len(candidates) < count:
+        return None, False, False, 0
+    # Best score first; among equal scores the lowest index (a stable sort keeps device order).
+    chosen = sorted(candidates, key=lambda c: -c[0])[:count]
+    indices = tuple(sorted(c[1] for c in chosen))
+    now = all(
+        ns.devices[i].memory - ns.devices[i].active - ns.devices[i].releasing >= need - EPS for i in indices
+    )
+    # A free device needs its group's reservation pod slot: a new one (idle room), or back from a
+    # group whose tasks are all releasing (releasing room).
+    opened = sum(1 for i in indices if ns.devices[i].is_free)
+    now = now and ns.pods_idle >= 1 + sum(1 for i in indices if opens_group(ns.devices[i]))
+    return indices, now, any(c[2] for c in chosen), opened
+
+
+def node_fit(session: Session, ns: NodeState, task: Task, selector: Rules) -> Fit:
+    """Whether the task fits the node (into idle + releasing), and how."""
+    if ns.node.unschedulable:
+        return Fit(False, reason=reasons.NODE_UNSCHEDULABLE)
+    if isinstance(selector, Job):
+        node = ns.node
+        # Both rules pass when neither node nor job has any (the usual case: skip the calls).
+        if node.taints or selector.node_selector or selector.node_affinity or selector.anti_affinity_key:
+            why = rules.static_reason(node, selector) or rules.anti_affinity_reason(session, node, selector)
+            if why is not None:
+                return Fit(False, reason=why)
+    elif selector and not rules.selector_matches(ns.node, selector):
+        return Fit(False, reason=reasons.NODE_SELECTOR)
+    if ns.pods_idle + ns.pods_rel < 1:
+        return Fit(False, reason=reasons.PODS_EXCEEDED)
+    now = ns.pods_idle >= 1
+    devices: tuple[int, ...] = ()
+    group = False
+    whole = task.whole_gpus
+    if whole:
+        idle: list[int] = []
+        rel: list[int] = []
+        for d in ns.devices:
+            if d.active <= EPS:
+                (idle if d.releasing <= EPS else rel).append(d.index)
+        if len(idle) + len(rel) < whole:
+            return Fit(False, reason=reasons.not_enough("GPUs"))
+        devices = tuple((idle + rel)[:whole])
+        now = now and len(idle) >= whole
+    elif task.is_fractional:
+        if not ns.devices:
+            return Fit(False, reason=reasons.not_enough("GPUs"))
+        chosen, dev_now, group, opened = _fraction_devices(session, ns, task)
+        if chosen is None:
+            what = "GPU memory" if task.gpu == 0 else "GPUs"
+            return Fit(False, reason=reasons.not_enough(what))
+        if opened and ns.pods_idle + ns.pods_rel < 1 + opened:
+            return Fit(False, reason=reasons.PODS_EXCEEDED)
+        devices = chosen
+        now = now and dev_now
+    else:
+        # KAI's gpusharingorder scores every node with a shared GPU group the task fits on; a task
+        # without GPUs fits on any group (it asks for 0 MiB), so a CPU-only task is drawn to nodes
+        # whose GPUs are shared, as in KAI (a whole-GPU task never fits a used shared device).
+        group = ns.has_group
+    if ns.cpu_idle + ns.cpu_rel < task.cpu_millis - AMOUNT_EPS:
+        return Fit(False, reason=reasons.not_enough("CPU cores"))
+    if ns.mem_idle + ns.mem_rel < task.memory_mib - AMOUNT_EPS:
+        return Fit(False, reason=reasons.not_enough("memory"))
+    now = now and ns.cpu_idle >= task.cpu_millis - AMOUNT_EPS and ns.mem_idle >= task.memory_mib - AMOUNT_EPS
+    return Fit(True, now=now, devices=devices, shares_group=group)

@@ -1,0 +1,148 @@
+"""The pieces of one cycle's virtual cluster: GPU devices, node and queue state, and where each
+task is placed (KAI's ``NodeInfo``, ``QueueInfo`` and task status). A :class:`~scheduler.session.Session`
+holds them; a :class:`~scheduler.statement.Statement` changes them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from scheduler.model import RESOURCES, Node, Queue, TaskState
+
+EPS = 1e-9
+
+
+@dataclass(slots=True)
+class Device:
+    """One GPU device. Memory in MiB; a whole-GPU task occupies all of it."""
+
+    index: int
+    memory: float
+    active: float = 0.0  # held by tasks that stay (running, allocated, pipelined)
+    releasing: float = 0.0  # held by releasing tasks and not yet promised to a pipelined task
+    whole: bool = False  # held by a whole-GPU task
+
+    @property
+    def is_free(self) -> bool:
+        return self.active <= EPS
+
+    @property
+    def is_idle(self) -> bool:
+        return self.active <= EPS and self.releasing <= EPS
+
+    @property
+    def is_group(self) -> bool:
+        """A shared device that still has an active fractional task (it can take more)."""
+        return self.active > EPS and not self.whole
+
+
+def opens_group(d: Device) -> bool:
+    """Whether a fractional task placed on this device starts a new GPU group: the device is
+    idle, or a whole-GPU task holds or releases it. A new group needs a reservation pod, which
+    takes a pod slot on the node (kai-semantics §1.5)."""
+    return d.whole or d.is_idle
+
+
+@dataclass
+class NodeState:
+    node: Node
+    devices: list[Device]
+    cpu_idle: float
+    mem_idle: float
+    pods_idle: float
+    cpu_rel: float = 0.0
+    mem_rel: float = 0.0
+    pods_rel: float = 0.0
+
+    @property
+    def name(self) -> str:
+        return self.node.name
+
+    @property
+    def schedulable(self) -> bool:
+        return not self.node.unschedulable
+
+    def free_whole_gpus(self) -> int:
+        """Devices that are free now or once releasing tasks leave."""
+        return sum(1 for d in self.devices if d.active <= EPS)  # is_free
+
+    def idle_whole_gpus(self) -> int:
+        return sum(1 for d in self.devices if d.is_idle)
+
+    @property
+    def has_group(self) -> bool:
+        """A device here is shared by fractional tasks that stay and is not over-full (KAI: a
+        used GPU group, not all releasing, that a task asking 0 MiB fits on)."""
+        return any(d.is_group and d.memory - d.active >= -EPS for d in self.devices)
+
+
+@dataclass
+class QueueState:
+    queue: Queue
+    children: list[str] = field(default_factory=list)
+    allocated: dict[str, float] = field(default_factory=lambda: dict.fromkeys(RESOURCES, 0.0))
+    allocated_np: dict[str, float] = field(default_factory=lambda: dict.fromkeys(RESOURCES, 0.0))
+    fair_share: dict[str, float] = field(default_factory=lambda: dict.fromkeys(RESOURCES, 0.0))
+    requested: dict[str, float] = field(default_factory=lambda: dict.fromkeys(RESOURCES, 0.0))
+
+    @property
+    def name(self) -> str:
+        return self.queue.name
+
+    @property
+    def is_leaf(self) -> bool:
+        return not self.children
+
+    # Allocatable share per resource (``ordering.allocatable_share``), cached for the fair-share
+    # dict it was computed from: fair shares are replaced as a whole dict, never edited in place.
+    _as_of: dict[str, float] | None = field(default=None, init=False, repr=False, compare=False)
+    _as: dict[str, float] = field(default_factory=dict, init=False, repr=False, compare=False)
+
+    # Quota and limit per resource, read from the queue once (a queue does not change in a cycle).
+    _quota: dict[str, float] | None = field(default=None, init=False, repr=False, compare=False)
+    _limit: dict[str, float] | None = field(default=None, init=False, repr=False, compare=False)
+
+    def quotas(self) -> dict[str, float]:
+        """Quota per resource of ``RESOURCES`` (read once; do not change it)."""
+        q = self._quota
+        if q is None:
+            q = self._quota = {x: self.queue.res(x).quota for x in RESOURCES}
+        return q
+
+    def quota(self, r: str) -> float:
+        q = self.quotas()
+        return q[r] if r in q else self.queue.res(r).quota
+
+    def limit(self, r: str) -> float:
+        lim = self._limit
+        if lim is None:
+            lim = self._limit = {x: self.queue.res(x).limit for x in RESOURCES}
+        return lim[r] if r in lim else self.queue.res(r).limit
+
+    def allocatable(self) -> dict[str, float]:
+        """AS per resource: the quota when unlimited (-1), else max(quota, FS) capped at the limit."""
+        fs = self.fair_share
+        if self._as_of is not fs:
+            out: dict[str, float] = {}
+            for r in RESOURCES:
+                res = self.queue.res(r)
+                d, lim = res.quota, res.limit
+                if d < 0:
+                    out[r] = lim
+                else:
+                    share = max(d, fs[r])
+                    out[r] = min(share, lim) if lim >= 0 else share
+            self._as, self._as_of = out, fs
+        return self._as
+
+
+@dataclass(slots=True)
+class Placement:
+    """Where a task sits in the virtual state and what it is charged."""
+
+    status: TaskState
+    node: str | None = None
+    devices: tuple[int, ...] = ()
+    gpu_memory: float = 0.0  # MiB per device, for fractional tasks
+    charge: dict[str, float] = field(default_factory=dict)
+    promised: float = 0.0  # MiB per device a fractional pipelined task took out of releasing memory
+    from_releasing: bool = False  # placed this cycle onto releasing resources

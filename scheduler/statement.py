@@ -1,0 +1,265 @@
+"""Virtual changes to a session with checkpoint and rollback (KAI's framework ``Statement``):
+actions place, pipeline and evict tasks through one, then commit what they keep or roll back a
+try (a gang that does not fit, a victim set that does not help)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from scheduler.model import Task, TaskState, clean
+from scheduler.state import EPS, NodeState, Placement, opens_group
+
+if TYPE_CHECKING:
+    from scheduler.session import Session
+
+# Task states as module constants: reading a member through the enum class costs ~15x a global.
+_PENDING = TaskState.PENDING
+_RUNNING = TaskState.RUNNING
+_RELEASING = TaskState.RELEASING
+_ALLOCATED = TaskState.ALLOCATED
+_PIPELINED = TaskState.PIPELINED
+
+
+class Statement:
+    """Virtual operations with checkpoint/rollback (KAI's framework statement)."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+        self._undo: list[Callable[[], None]] = []
+
+    def checkpoint(self) -> int:
+        return len(self._undo)
+
+    def rollback(self, checkpoint: int = 0) -> None:
+        while len(self._undo) > checkpoint:
+            self._undo.pop()()
+
+    def commit(self) -> None:
+        self._undo.clear()
+
+    def _snapshot_node(self, ns: NodeState, devices: tuple[int, ...]) -> Callable[[], None]:
+        """Undo of one operation on the node: its scalars and the devices it touches (each
+        operation changes only the devices it names; undos run last first, so the others are
+        as they were)."""
+        session = self.session
+        session.touch_node(ns.name)
+        scalars = (ns.cpu_idle, ns.cpu_rel, ns.mem_idle, ns.mem_rel, ns.pods_idle, ns.pods_rel)
+        devs = [(d, d.active, d.releasing, d.whole) for d in (ns.devices[i] for i in devices)]
+
+        def restore() -> None:
+            session.touch_node(ns.name)
+            ns.cpu_idle, ns.cpu_rel, ns.mem_idle, ns.mem_rel, ns.pods_idle, ns.pods_rel = scalars
+            for d, a, rel, w in devs:
+                d.active, d.releasing, d.whole = a, rel, w
+
+        return restore
+
+    def place(self, task: Task, node: str, devices: tuple[int, ...], pipelined: bool) -> None:
+        """Allocate (fits in idle) or pipeline (needs releasing resources) a task."""
+        s = self.session
+        ns = s.nodes[node]
+        job = s.task_job[task.name]
+        restore_node = self._snapshot_node(ns, devices)
+        old = s.placements.get(task.name)
+        if old is None:
+            old = Placement(_PENDING)
+        fractional = task.is_fractional
+        mem = s.device_need(task, ns.node.gpu_memory_mib) if fractional else 0.0
+        promised = 0.0
+        for i in devices:
+            d = ns.devices[i]
+            if fractional:
+                if opens_group(d):  # a new GPU group: its reservation pod takes a pod slot
+                    if pipelined and ns.pods_idle < 2:
+                        ns.pods_rel -= 1
+                    else:
+                        ns.pods_idle -= 1
+                elif d.is_free:  # a group whose tasks are all releasing: its reservation pod stays
+                    ns.pods_rel -= 1
+                if d.is_free:  # a freed whole-GPU device becomes a shared one
+                    d.whole = False
+                short = clean(mem - (d.memory - d.active - d.releasing))
+                if short > EPS:  # the missing part is promised out of releasing memory
+                    promised = max(promised, min(short, d.releasing))
+                    d.releasing = clean(max(0.0, d.releasing - short))
+                d.active = clean(d.active + mem)
+            else:
+                d.active, d.releasing, d.whole = d.memory, 0.0, True
+        if pipelined:
+            ns.cpu_rel = clean(ns.cpu_rel - task.cpu_millis)
+            ns.mem_rel = clean(ns.mem_rel - task.memory_mib)
+            ns.pods_rel -= 1
+        else:
+            ns.cpu_idle = clean(ns.cpu_idle - task.cpu_millis)
+            ns.mem_idle = clean(ns.mem_idle - task.memory_mib)
+            ns.pods_idle -= 1
+        charge = {
+            "gpu": s.gpu_fraction_on(task, ns.node.gpu_memory_mib),
+            "cpu": task.cpu_millis,
+            "memory": task.memory_mib,
+        }
+        status = _PIPELINED if pipelined else _ALLOCATED
+        s.placements[task.name] = Placement(status, node, devices, mem, charge, promised, pipelined)
+        s._charge_queues(job, charge, +1)
+
+        def undo() -> None:
+            restore_node()
+            s._charge_queues(job, charge, -1)
+            s.placements[task.name] = old
+
+        self._undo.append(undo)
+
+    def set_status(self, task: Task, status: TaskState) -> None:
+        """Change only the status label (e.g. a gang's allocations become pipelined)."""
+        s = self.session
+        p = s.placements[task.name]
+        old = p.status
+        p.status = status
+
+        def undo() -> None:
+            p.status = old
+
+        self._undo.append(undo)
+
+    def evict(self, task: Task) -> None:
+        """Evict a placed task.
+
+        A task running at the snapshot becomes Releasing: its node resources turn into releasing
+        resources and its queue is no longer charged. A task placed earlier in this cycle
+        (Allocated or Pipelined) simply goes back to Pending and frees what it held.
+        """
+        s = self.session
+        p = s.placements[task.name]
+        if p.node is None or p.status in (_PENDING, _RELEASING):
+            return
+        if p.status in (_ALLOCATED, _PIPELINED):
+            self._unplace(task)
+            return
+        ns = s.nodes[p.node]
+        job = s.task_job[task.name]
+        restore_node = self._snapshot_node(ns, p.devices)
+        old = p
+        fractional = task.is_fractional
+        devs = ns.devices
+        for i in p.devices:
+            d = devs[i]
+            amount = p.gpu_memory if fractional else d.memory
+            d.active = clean(max(0.0, d.active - amount))
+            d.releasing = clean(d.releasing + amount)
+            if not fractional:
+                d.whole = True
+            elif d.active <= EPS:  # is_free: the group's last active task; its reservation pod goes with it
+                ns.pods_rel += 1
+        ns.cpu_rel = clean(ns.cpu_rel + task.cpu_millis)
+        ns.mem_rel = clean(ns.mem_rel + task.memory_mib)
+        ns.pods_rel += 1
+        s._charge_queues(job, p.charge, -1)
+        s.placements[task.name] = Placement(_RELEASING, p.node, p.devices, p.gpu_memory, p.charge)
+
+        def undo() -> None:
+            restore_node()
+            s._charge_queues(job, old.charge, +1)
+            s.placements[task.name] = old
+
+        self._undo.append(undo)
+
+    def _unplace(self, task: Task) -> None:
+        """Take back a placement made in this cycle: the task is Pending again."""
+        s = self.session
+        p = s.placements[task.name]
+        assert p.node is not None
+        ns = s.nodes[p.node]
+        job = s.task_job[task.name]
+        restore_node = self._snapshot_node(ns, p.devices)
+        for i in p.devices:
+            d = ns.devices[i]
+            if task.is_fractional:
+                d.active = clean(max(0.0, d.active - p.gpu_memory))
+                if p.from_releasing:
+                    d.releasing = clean(d.releasing + p.promised)
+                if d.is_idle:  # the group this task opened closes: its reservation slot is back
+                    ns.pods_idle += 1
+            else:
+                d.active = 0.0
+                if p.from_releasing:
+                    d.releasing = d.memory
+                else:
+                    d.whole = False
+        if p.from_releasing:
+            ns.cpu_rel = clean(ns.cpu_rel + task.cpu_millis)
+            ns.mem_rel = clean(ns.mem_rel + task.memory_mib)
+            ns.pods_rel += 1
+        else:
+            ns.cpu_idle = clean(ns.cpu_idle + task.cpu_millis)
+            ns.mem_idle = clean(ns.mem_idle + task.memory_mib)
+            ns.pods_idle += 1
+        s._charge_queues(job, p.charge, -1)
+        s.placements[task.name] = Placement(_PENDING)
+
+        def undo() -> None:
+            restore_node()
+            s._charge_queues(job, p.charge, +1)
+            s.placements[task.name] = p
+
+        self._undo.append(undo)
+
+    def room_left(self, task: Task) -> bool:
+        """Whether a task evicted in this cycle still has its own room (devices, CPU, memory, pod
+        slot) as releasing resources on its node: nothing placed since took any of it."""
+        s = self.session
+        p = s.placements[task.name]
+        if p.status != _RELEASING or p.node is None:
+            return False
+        ns = s.nodes[p.node]
+        # CPU, memory and pod slots are not per device: what counts is that the node, idle and
+        # releasing together, still has them (a pipelined task may draw releasing below zero
+        # while it really uses idle room, as in KAI's node accounting).
+        slots = 1  # its own, and the reservation pod of each of its groups that has no active task
+        if task.is_fractional:
+            slots += sum(1 for i in p.devices if ns.devices[i].is_free)
+        if not ns.schedulable or ns.pods_idle + ns.pods_rel < slots:
+            return False
+        if (
+            ns.cpu_idle + ns.cpu_rel + 1e-4 < task.cpu_millis
+            or ns.mem_idle + ns.mem_rel + 1e-4 < task.memory_mib
+        ):
+            return False
+        for i in p.devices:
+            d = ns.devices[i]
+            amount = p.gpu_memory if task.is_fractional else d.memory
+            if d.releasing + EPS < amount or (not task.is_fractional and d.active > EPS):
+                return False
+        return True
+
+    def unevict(self, task: Task, status: TaskState = _RUNNING) -> bool:
+        """Put a task evicted in this cycle back where it was, on its own devices; refused (False)
+        when any of its room was taken since (e.g. a preemptor pipelined onto its GPU)."""
+        s = self.session
+        p = s.placements[task.name]
+        if not self.room_left(task):
+            return False
+        assert p.node is not None
+        ns = s.nodes[p.node]
+        job = s.task_job[task.name]
+        restore_node = self._snapshot_node(ns, p.devices)
+        for i in p.devices:
+            d = ns.devices[i]
+            amount = p.gpu_memory if task.is_fractional else d.memory
+            if task.is_fractional and d.is_free:  # the group is active again: its reservation stays
+                ns.pods_rel -= 1
+            d.releasing = clean(max(0.0, d.releasing - amount))
+            d.active = clean(d.active + amount)
+        ns.cpu_rel = clean(ns.cpu_rel - task.cpu_millis)
+        ns.mem_rel = clean(ns.mem_rel - task.memory_mib)
+        ns.pods_rel -= 1
+        s._charge_queues(job, p.charge, +1)
+        s.placements[task.name] = Placement(status, p.node, p.devices, p.gpu_memory, p.charge)
+
+        def undo() -> None:
+            restore_node()
+            s._charge_queues(job, p.charge, -1)
+            s.placements[task.name] = p
+
+        self._undo.append(undo)
+        return True
