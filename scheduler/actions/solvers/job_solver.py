@@ -12,7 +12,7 @@ from scheduler.actions.solvers.allocate_order import PendingHeads
 from scheduler.actions.solvers.budget import out_of_time, spend
 from scheduler.actions.solvers.free_capacity import FreeTracker, usable_nodes
 from scheduler.actions.solvers.scenario import Contribution, Outcome
-from scheduler.actions.solvers.scenario_generators import greedy_scenario, shortest_prefix
+from scheduler.actions.solvers.scenario_generators import greedy_scenario, node_local, shortest_prefix
 from scheduler.actions.solvers.simulation import SolveLog, simulate
 from scheduler.model import Job, Task
 from scheduler.session import Session, Statement
@@ -42,6 +42,12 @@ def solve(
             tracker.add(t)
         lo += 1
     lo = max(lo, 1)
+    if len(tasks) == 1:
+        # KAI tries its node-local generator first and the multi-node one only when it finds
+        # nothing (the generators registered by sg-nodelocalgreedy, then sg-multinodegang).
+        found = node_local(session, stmt, job, tasks, stream, validate, heads, moves_only, lo, log)
+        if found is not None or out_of_time(session):
+            return found
     greedy = (
         greedy_scenario(session, stmt, job, tasks, stream) if len(tasks) > 1 or len(stream) > 32 else None
     )

@@ -49,8 +49,11 @@ def _max_free(session: Session) -> tuple[int, float, float, float, float]:
 def _replace_victims(
     session: Session, stmt: Statement, job: Job, tasks: list[Task], bound: list[float]
 ) -> None:
-    """Re-place evicted tasks of one victim job (pipeline-only); a task whose best node is the one
-    it ran on is simply un-evicted. A gang that cannot reach its minimum stays evicted.
+    """Re-place evicted tasks of one victim job (pipeline-only) through the normal node order, as
+    KAI's ``AllocateJob(isPipelineOnly)`` does: a task whose best node is the one it ran on (on its
+    own devices, for a fractional task) is un-evicted there (``Statement.Pipeline`` of a task
+    already on the node unevicts it); a better node elsewhere pipelines it there, even while its
+    own room is still free. A gang that cannot reach its minimum stays evicted.
 
     ``bound`` is ``_max_free`` taken at some point since the last time room was freed, or empty
     until a task needs it: re-placing only takes room, so a later reading is as valid a screen
@@ -60,8 +63,6 @@ def _replace_victims(
     for t in tasks:
         if capacity_error(session, job, step_request(session, [t])):
             continue  # its queue's room went to the preemptor (a limit, non-preemptible quota)
-        if stmt.unevict(t):  # §3.9: a task whose own room is still free is simply un-evicted
-            continue
         if not bound:
             bound[:] = _max_free(session)
         if (
@@ -82,8 +83,11 @@ def _replace_victims(
             bound[:] = _max_free(session)  # tighten the screen for the victims that follow
             continue
         ns, fit = found
-        # Its own room is taken (``room_left`` was False above), even when the best node is the
-        # one it ran on: it is pipelined onto the devices found, never put back on its own.
+        # KAI's Statement.Pipeline onto the node the task is on un-evicts it, unless a fractional
+        # task was given another GPU group there (then it moves, Pipelined).
+        own = session.placements[t.name]
+        if ns.name == own.node and (not t.is_fractional or fit.devices == own.devices) and stmt.unevict(t):
+            continue
         stmt.place(t, ns.name, fit.devices, pipelined=True)
     if not gang.gang_satisfied(session, job) and stmt.checkpoint() > cp:
         stmt.rollback(cp)
