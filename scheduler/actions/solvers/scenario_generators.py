@@ -1,6 +1,7 @@
 """Scenario generation (§3.9): which victim sets a search simulates.
 
-Two generators propose victim sets:
+For a one-task step on a short victim stream, KAI's own node-local generator comes first
+(``node_local``: plugins/nodelocalgreedy). Otherwise two generators propose victim sets:
 
 * a node-local greedy one (``greedy_scenario``): task by task, the node that needs the fewest
   victim tasks to take it (this is what keeps large gangs cheap: whole nodes of small jobs are
@@ -240,6 +241,7 @@ def node_local(
     heads: PendingHeads | None,
     moves_only: bool,
     lo: int,
+    tried: set[frozenset[str]],
     log: SolveLog | None = None,
 ) -> Outcome | None:
     """KAI's first scenario generator (``plugins/nodelocalgreedy/generator.go``): the victim
@@ -248,12 +250,12 @@ def node_local(
     idle-GPU filter), one scenario per node the latest victim job has a task on (node names in
     order): every victim job of the prefix with a victim task on that node, all its contributions
     (``VictimsTasksFromNodes``: gangs stay whole). The first scenario that works wins; a victim set
-    already simulated for this step is not simulated again (KAI's failed-scenario fingerprints).
+    already simulated for this step is not simulated again (``tried``: KAI's failed-scenario
+    fingerprints, kept across the generators of one step).
     So a preemptor that fits on one node evicts only that node's victims, the first node (in victim
     order) that can take it, rather than a prefix spread over every node."""
     on_node: dict[str, list[str]] = {}  # node -> victim jobs with a victim task there, first seen first
     groups: dict[str, list[int]] = {}  # victim job -> its contributions' indexes in the prefix
-    tried: set[frozenset[str]] = set()
     for k, c in enumerate(stream, start=1):
         groups.setdefault(c.job.name, []).append(k - 1)
         for t in c.tasks:
