@@ -10,20 +10,17 @@ from collections.abc import Mapping, Sequence
 from scheduler import rules
 from scheduler.fit import AMOUNT_EPS, Fit, Rules, node_fit
 from scheduler.model import Job, Task
-from scheduler.node_index import NodeIndex, index_of
+from scheduler.node_index import index_of
 from scheduler.session import Session
 from scheduler.state import NodeState
 
-# ``Fit``, ``node_fit`` and ``AMOUNT_EPS`` moved to ``scheduler.fit`` and ``NodeIndex`` to
-# ``scheduler.node_index``; these keep the old import paths working.
+# ``AMOUNT_EPS``, ``Fit`` and ``node_fit`` moved to ``scheduler.fit``; exported here too so that
+# ``scheduler.actions`` keeps importing them from here until it imports them from there.
 __all__ = [
     "AMOUNT_EPS",
     "Fit",
-    "NodeIndex",
-    "Rules",
     "best_fit",
     "best_fit_reference",
-    "index_of",
     "node_fit",
     "node_score",
     "scan_fits",

@@ -18,19 +18,17 @@ from scheduler.result import Eviction
 from scheduler.state import EPS, Device, NodeState, Placement, QueueState, opens_group
 from scheduler.statement import Statement
 
-# Names other modules import from here (the state pieces moved to ``scheduler.state`` and the
-# statement to ``scheduler.statement``; these keep the old import paths working).
+# ``EPS``, ``NodeState`` and ``QueueState`` moved to ``scheduler.state`` and ``Statement`` to
+# ``scheduler.statement``; exported here too so that ``scheduler.actions`` keeps importing them
+# from here until it imports them from there.
 __all__ = [
     "EPS",
-    "Device",
     "NodeState",
-    "Placement",
     "QueueState",
     "Session",
     "Statement",
     "exact_amounts",
     "exact_sums",
-    "opens_group",
 ]
 
 # Task states as module constants: reading a member through the enum class costs ~15x a global.
