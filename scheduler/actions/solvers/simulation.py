@@ -14,7 +14,8 @@ from scheduler.actions.solvers.budget import PLACE_UNITS, spend
 from scheduler.actions.solvers.scenario import Contribution, Outcome
 from scheduler.model import Job, Task, TaskState
 from scheduler.placement import AMOUNT_EPS, best_fit
-from scheduler.session import EPS, Placement, Session, Statement
+from scheduler.session import EPS, Session, Statement
+from scheduler.state import Placement
 from scheduler.topology import node_sets
 
 
