@@ -56,11 +56,8 @@ def _fraction_devices(
     count = task.fraction_device_count
     if len(candidates) < count:
         return None, False, False, 0
-    # Best score first; among equal scores a device idle now before one that is only releasing
-    # (KAI counts GPUs, not devices: a new group goes on an idle GPU while the node has one, so
-    # the task is allocated, not pipelined - nodeavailability's IsTaskAllocatable), then the
-    # lowest index (a stable sort keeps device order).
-    chosen = sorted(candidates, key=lambda c: (-c[0], not c[2] and ns.devices[c[1]].releasing > EPS))[:count]
+    # Best score first; among equal scores the lowest index (a stable sort keeps device order).
+    chosen = sorted(candidates, key=lambda c: -c[0])[:count]
     indices = tuple(sorted(c[1] for c in chosen))
     now = all(
         ns.devices[i].memory - ns.devices[i].active - ns.devices[i].releasing >= need - EPS for i in indices

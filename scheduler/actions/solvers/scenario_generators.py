@@ -276,7 +276,9 @@ def node_local(
             if key in tried:
                 continue
             tried.add(key)
-            out = simulate(session, stmt, job, tasks, picked, validate, heads, moves_only, log)
+            out = simulate(
+                session, stmt, job, tasks, picked, validate, heads, moves_only, log, node_order=True
+            )
             if out is not None:
                 return out
     return None

@@ -54,6 +54,7 @@ def _replace_victims(
     tasks: list[Task],
     bound: list[float],
     before: dict[str, Placement],
+    node_order: bool,
 ) -> None:
     """Re-place evicted tasks of one victim job (pipeline-only) through the normal node order, as
     KAI's ``AllocateJob(isPipelineOnly)`` does: a task whose best node is the one it ran on (on its
@@ -63,6 +64,10 @@ def _replace_victims(
     is still free. A gang that cannot reach its minimum stays evicted. ``before``: the victims'
     placements before the scenario's evictions.
 
+    ``node_order`` False (the greedy and prefix scenarios, which take in victims KAI's narrower
+    scenarios would not evict): a task whose own room is still free is un-evicted first, which
+    stands in for KAI not evicting it at all.
+
     ``bound`` is ``_max_free`` taken at some point since the last time room was freed, or empty
     until a task needs it: re-placing only takes room, so a later reading is as valid a screen
     (a task it skips would fit nowhere) and most victims, un-evicted, never need one."""
@@ -71,6 +76,8 @@ def _replace_victims(
     for t in tasks:
         if capacity_error(session, job, step_request(session, [t])):
             continue  # its queue's room went to the preemptor (a limit, non-preemptible quota)
+        if not node_order and stmt.unevict(t):
+            continue
         if not bound:
             bound[:] = _max_free(session)
         if (
@@ -136,6 +143,7 @@ def simulate(
     heads: PendingHeads | None = None,
     moves_only: bool = False,
     log: SolveLog | None = None,
+    node_order: bool = False,
 ) -> Outcome | None:
     """Evict the scenario's victims, then place preemptor and re-place victims in job order.
     On failure everything is rolled back; on success the changes stay in ``stmt``.
@@ -178,7 +186,9 @@ def simulate(
             bound.clear()
         else:
             popped += 1
-            _replace_victims(session, stmt, j, sorted(ts, key=lambda t: j.tasks.index(t)), bound, before)
+            _replace_victims(
+                session, stmt, j, sorted(ts, key=lambda t: j.tasks.index(t)), bound, before, node_order
+            )
     if log is not None:
         log.late = True  # whatever fails from here on was judged after the preemptor's placement
     real: list[Task] = []
