@@ -74,7 +74,10 @@ def _searched(monkeypatch: pytest.MonkeyPatch, snap: Snapshot, signatures: bool)
     return names
 
 
-@pytest.mark.parametrize("seed", [3, 88])
+# Seeds whose tree has a failed search followed by a job of its leaf that is not easier. Tree 88
+# was one until the search took KAI's node-local generator first (issue 28, class E): there the
+# job's search now succeeds on one node's victims, so no later job is skipped; 143 is one now.
+@pytest.mark.parametrize("seed", [3, 143])
 def test_a_job_not_easier_than_a_failed_one_is_not_searched(
     monkeypatch: pytest.MonkeyPatch, seed: int
 ) -> None:

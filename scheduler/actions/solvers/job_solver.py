@@ -1,5 +1,6 @@
 """The search for one preemptor's step (KAI's ``job_solver.go``): a capacity screen over the
-victim stream, then the greedy scenario and the shortest working prefix.
+victim stream, KAI's node-local generator for a one-task step on a short stream, then the greedy
+scenario and the shortest working prefix.
 
 The prefix answer wins unless the greedy one evicts strictly fewer tasks.
 """
@@ -12,11 +13,22 @@ from scheduler.actions.solvers.allocate_order import PendingHeads
 from scheduler.actions.solvers.budget import out_of_time, spend
 from scheduler.actions.solvers.free_capacity import FreeTracker, usable_nodes
 from scheduler.actions.solvers.scenario import Contribution, Outcome
-from scheduler.actions.solvers.scenario_generators import greedy_scenario, shortest_prefix
+from scheduler.actions.solvers.scenario_generators import (
+    greedy_scenario,
+    node_local,
+    shortest_prefix,
+)
 from scheduler.actions.solvers.simulation import SolveLog, simulate
 from scheduler.model import Job, Task
 from scheduler.session import Session
 from scheduler.statement import Statement
+
+# KAI's generators walk the victim stream one prefix at a time (a simulation or more per
+# prefix): linear in the stream
+# where the prefix search below is logarithmic. Longer streams (large clusters: thousands of
+# victim jobs) keep the prefix search, whose answer is the same wherever one victim node suffices
+# and the victims not needed are re-placed where they ran; docs/kai-agreement.md.
+KAI_GENERATORS_MAX_STREAM = 64
 
 
 def solve(
@@ -43,6 +55,15 @@ def solve(
             tracker.add(t)
         lo += 1
     lo = max(lo, 1)
+    if len(tasks) == 1 and len(stream) <= KAI_GENERATORS_MAX_STREAM:
+        # KAI tries its node-local generator first and the multi-node one only when it finds
+        # nothing (the generators registered by sg-nodelocalgreedy, then sg-multinodegang).
+        # (KAI's multi-node generator is not modelled yet: after the node-local one, the greedy
+        # and prefix search below stand in for it.)
+        tried: set[frozenset[str]] = set()
+        found = node_local(session, stmt, job, tasks, stream, validate, heads, moves_only, lo, tried, log)
+        if found is not None or out_of_time(session):
+            return found
     greedy = (
         greedy_scenario(session, stmt, job, tasks, stream) if len(tasks) > 1 or len(stream) > 32 else None
     )

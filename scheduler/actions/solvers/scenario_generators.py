@@ -1,6 +1,7 @@
 """Scenario generation (§3.9): which victim sets a search simulates.
 
-Two generators propose victim sets:
+For a one-task step on a short victim stream, KAI's own node-local generator comes first
+(``node_local``: plugins/nodelocalgreedy). Otherwise two generators propose victim sets:
 
 * a node-local greedy one (``greedy_scenario``): task by task, the node that needs the fewest
   victim tasks to take it (this is what keeps large gangs cheap: whole nodes of small jobs are
@@ -230,3 +231,56 @@ def shortest_prefix(
         return best_out
     stmt.rollback(cp)
     return attempt(best)
+
+
+def node_local(
+    session: Session,
+    stmt: Statement,
+    job: Job,
+    tasks: list[Task],
+    stream: list[Contribution],
+    validate: Callable[[Outcome], bool],
+    heads: PendingHeads | None,
+    moves_only: bool,
+    lo: int,
+    tried: set[frozenset[str]],
+    log: SolveLog | None = None,
+) -> Outcome | None:
+    """KAI's first scenario generator (``plugins/nodelocalgreedy/generator.go``): the victim
+    stream is accumulated one contribution at a time (``PodAccumulatedScenarioBuilder``); for each
+    prefix that passes the capacity screen (``stream[:k]``, ``k >= lo``: KAI's accumulated
+    idle-GPU filter), one scenario per node the latest victim job has a task on (node names in
+    order): every victim job of the prefix with a victim task on that node, all its contributions
+    (``VictimsTasksFromNodes``: gangs stay whole). The first scenario that works wins; a victim set
+    already simulated for this step is not simulated again (``tried``: KAI's failed-scenario
+    fingerprints, kept across the generators of one step).
+    So a preemptor that fits on one node evicts only that node's victims, the first node (in victim
+    order) that can take it, rather than a prefix spread over every node."""
+    on_node: dict[str, list[str]] = {}  # node -> victim jobs with a victim task there, first seen first
+    groups: dict[str, list[int]] = {}  # victim job -> its contributions' indexes in the prefix
+    for k, c in enumerate(stream, start=1):
+        groups.setdefault(c.job.name, []).append(k - 1)
+        for t in c.tasks:
+            node = session.placements[t.name].node
+            if node is not None and c.job.name not in on_node.setdefault(node, []):
+                on_node[node].append(c.job.name)
+        if k < lo:
+            continue
+        nodes = sorted({p.node for t in c.job.tasks if (p := session.placements[t.name]).node is not None})
+        for node in nodes:
+            if out_of_time(session):
+                return None
+            jobs = on_node.get(node)
+            if not jobs:
+                continue
+            picked = [stream[i] for i in sorted(i for j in jobs for i in groups[j])]
+            key = frozenset(t.name for p in picked for t in p.tasks)
+            if key in tried:
+                continue
+            tried.add(key)
+            out = simulate(
+                session, stmt, job, tasks, picked, validate, heads, moves_only, log, node_order=True
+            )
+            if out is not None:
+                return out
+    return None

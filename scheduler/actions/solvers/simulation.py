@@ -9,14 +9,14 @@ from dataclasses import dataclass
 
 from scheduler import gang
 from scheduler.actions.allocate import capacity_error, place_task, step_request
-from scheduler.actions.solvers.allocate_order import AllocateOrder, PendingHeads, order_jobs, order_keys
+from scheduler.actions.solvers.allocate_order import AllocateOrder, PendingHeads
 from scheduler.actions.solvers.budget import PLACE_UNITS, spend
 from scheduler.actions.solvers.scenario import Contribution, Outcome
 from scheduler.fit import AMOUNT_EPS
 from scheduler.model import Job, Task, TaskState
 from scheduler.placement import best_fit
 from scheduler.session import Session
-from scheduler.state import EPS
+from scheduler.state import EPS, Placement
 from scheduler.statement import Statement
 from scheduler.topology import node_sets
 
@@ -50,10 +50,25 @@ def _max_free(session: Session) -> tuple[int, float, float, float, float]:
 
 
 def _replace_victims(
-    session: Session, stmt: Statement, job: Job, tasks: list[Task], bound: list[float]
+    session: Session,
+    stmt: Statement,
+    job: Job,
+    tasks: list[Task],
+    bound: list[float],
+    before: dict[str, Placement],
+    node_order: bool,
 ) -> None:
-    """Re-place evicted tasks of one victim job (pipeline-only); a task whose best node is the one
-    it ran on is simply un-evicted. A gang that cannot reach its minimum stays evicted.
+    """Re-place evicted tasks of one victim job (pipeline-only) through the normal node order, as
+    KAI's ``AllocateJob(isPipelineOnly)`` does: a task whose best node is the one it ran on (on its
+    own devices, for a fractional task) is un-evicted there (``Statement.Pipeline`` of a task
+    already on the node unevicts it, back to the status it had: a task allocated earlier in this
+    cycle is Allocated again); a better node elsewhere pipelines it there, even while its own room
+    is still free. A gang that cannot reach its minimum stays evicted. ``before``: the victims'
+    placements before the scenario's evictions.
+
+    ``node_order`` False (the greedy and prefix scenarios, which take in victims KAI's narrower
+    scenarios would not evict): a task whose own room is still free is un-evicted first, which
+    stands in for KAI not evicting it at all.
 
     ``bound`` is ``_max_free`` taken at some point since the last time room was freed, or empty
     until a task needs it: re-placing only takes room, so a later reading is as valid a screen
@@ -63,7 +78,7 @@ def _replace_victims(
     for t in tasks:
         if capacity_error(session, job, step_request(session, [t])):
             continue  # its queue's room went to the preemptor (a limit, non-preemptible quota)
-        if stmt.unevict(t):  # §3.9: a task whose own room is still free is simply un-evicted
+        if not node_order and stmt.unevict(t):
             continue
         if not bound:
             bound[:] = _max_free(session)
@@ -85,8 +100,16 @@ def _replace_victims(
             bound[:] = _max_free(session)  # tighten the screen for the victims that follow
             continue
         ns, fit = found
-        # Its own room is taken (``room_left`` was False above), even when the best node is the
-        # one it ran on: it is pipelined onto the devices found, never put back on its own.
+        # KAI's Statement.Pipeline onto the node the task is on un-evicts it, unless a fractional
+        # task was given another GPU group there (then it moves, Pipelined).
+        own = before[t.name]
+        if ns.name == own.node and (not t.is_fractional or fit.devices == own.devices):
+            if own.status == TaskState.ALLOCATED:
+                # evicted back to Pending (``Statement.evict``): its room is idle again
+                stmt.place(t, ns.name, fit.devices, pipelined=not fit.now)
+                continue
+            if stmt.unevict(t):
+                continue
         stmt.place(t, ns.name, fit.devices, pipelined=True)
     if not gang.gang_satisfied(session, job) and stmt.checkpoint() > cp:
         stmt.rollback(cp)
@@ -122,33 +145,32 @@ def simulate(
     heads: PendingHeads | None = None,
     moves_only: bool = False,
     log: SolveLog | None = None,
+    node_order: bool = False,
 ) -> Outcome | None:
     """Evict the scenario's victims, then place preemptor and re-place victims in job order.
     On failure everything is rolled back; on success the changes stay in ``stmt``.
 
-    Reclaim and preempt order the jobs as the next allocate would pop them (``AllocateOrder``:
-    queues keyed on the current state, after the virtual evictions and every re-placement, each
+    Every action orders the jobs as the next allocate would pop them (``AllocateOrder``: queues
+    keyed on the current state, after the virtual evictions and every re-placement, each
     represented by its best pending job), so a victim whose queue allocate would serve before the
     preemptor's takes its room back and the scenario fails - no reclaim that the next cycle would
     undo. Consolidation (``moves_only``: every victim must be re-placed, no queue loses anything)
-    keys the queues as they stand, each by the job itself: the pending job places before the
-    jobs it moves."""
+    orders them the same way: KAI's solver builds that order (``GetJobsToAllocate``) after the
+    evictions for every action, so a job consolidation moves may be re-placed before the pending
+    job it moves for (traced on kai_diff seed 9320, allocate + consolidation)."""
     cp = stmt.checkpoint()
     victims = [t for c in contributions for t in c.tasks]
     spend(session, PLACE_UNITS * (len(tasks) + len(victims)))
-    origin = {t.name: session.placements[t.name].node for t in victims}
+    before = {t.name: session.placements[t.name] for t in victims}
+    origin = {name: p.node for name, p in before.items()}
     by_job: dict[str, tuple[Job, list[Task]]] = {}
     for c in contributions:
         by_job.setdefault(c.job.name, (c.job, []))[1].extend(c.tasks)
     entries = [(job, tasks)] + list(by_job.values())
-    order: Iterator[tuple[Job, list[Task]]] | None = None
-    if moves_only:
-        order = iter(order_jobs(session, entries, order_keys(session, entries)))
     for t in victims:
         stmt.evict(t)
-    if order is None:
-        # job keys too after the evictions: a victim that lost its gang is below its minimum
-        order = iter(AllocateOrder(session, entries, heads).pop, None)
+    # job keys too after the evictions: a victim that lost its gang is below its minimum
+    order: Iterator[tuple[Job, list[Task]]] = iter(AllocateOrder(session, entries, heads).pop, None)
     request = step_request(session, tasks)  # a function of the tasks alone: read once
     if capacity_error(session, job, request):
         stmt.rollback(cp)
@@ -166,7 +188,9 @@ def simulate(
             bound.clear()
         else:
             popped += 1
-            _replace_victims(session, stmt, j, sorted(ts, key=lambda t: j.tasks.index(t)), bound)
+            _replace_victims(
+                session, stmt, j, sorted(ts, key=lambda t: j.tasks.index(t)), bound, before, node_order
+            )
     if log is not None:
         log.late = True  # whatever fails from here on was judged after the preemptor's placement
     real: list[Task] = []
