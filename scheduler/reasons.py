@@ -7,6 +7,9 @@ shows it says how a job or task is named (``render(reason, names)``; by default 
 text is rewritten after the fact. Each public constructor builds a ``Reason`` whose wording is the
 ``_w_`` function of the same name; parameters reach the wording already rendered (a ``Ref`` as
 ``namespace/name`` or, when ``bare``, the name alone; a nested ``Reason`` as its text).
+
+Over 500 lines on purpose: every text a user or KAI's tooling reads is worded here and nowhere
+else, each constructor beside its wording, so a text is checked against KAI's source in one place.
 """
 
 from __future__ import annotations
