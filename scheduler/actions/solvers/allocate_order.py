@@ -6,40 +6,10 @@ from __future__ import annotations
 from scheduler import gang
 from scheduler.actions.common.queues import request_of
 from scheduler.actions.solvers.victim_order import KeyMemo
-from scheduler.model import RESOURCES, Job, Task
+from scheduler.model import Job, Task
 from scheduler.ordering import JobQueue, job_key, job_request, queue_key
 from scheduler.session import Session
 from scheduler.state import QueueState
-
-
-def _path(session: Session, queue: str) -> list[QueueState]:
-    return list(reversed(session.ancestors(queue)))
-
-
-OrderKeys = dict[str, tuple[list[QueueState], list[tuple[object, ...]], tuple[object, ...]]]
-
-
-def order_keys(session: Session, entries: list[tuple[Job, list[Task]]]) -> OrderKeys:
-    """Queue keys along each job's path and its job key, taken once per job in the state before
-    the scenario's virtual evictions (consolidation: a victim's queue keeps what it holds, since
-    every victim must be re-placed), each queue keyed with the job's own request."""
-    keys: OrderKeys = {}
-    paths: dict[str, list[QueueState]] = {}
-    cache: dict[tuple[str, tuple[float, ...]], tuple[object, ...]] = {}
-    for job, tasks in entries:
-        path = paths.get(job.queue)
-        if path is None:
-            path = paths[job.queue] = _path(session, job.queue)
-        req = request_of(session, tasks)
-        shape = tuple(req[r] for r in RESOURCES)
-        qkeys = []
-        for q in path:
-            k = cache.get((q.name, shape))
-            if k is None:
-                k = cache[(q.name, shape)] = queue_key(q, req, session.capacity)
-            qkeys.append(k)
-        keys[job.name] = (path, qkeys, job_key(session, job))
-    return keys
 
 
 class PendingHeads:
@@ -195,43 +165,3 @@ class AllocateOrder:
             for qs in self.session.ancestors(leaf):
                 self.live[qs.name] -= 1
             return entry
-
-
-def order_jobs(
-    session: Session, entries: list[tuple[Job, list[Task]]], keys: OrderKeys
-) -> list[tuple[Job, list[Task]]]:
-    """Normal job order (§4.1, §4.2) of the preemptor and the victim jobs, by ``order_keys``."""
-
-    def cmp(a: tuple[Job, list[Task]], b: tuple[Job, list[Task]]) -> int:
-        pa, ka, ja = keys[a[0].name]
-        pb, kb, jb = keys[b[0].name]
-        for i in range(min(len(pa), len(pb))):
-            if pa[i].name != pb[i].name:
-                if ka[i] != kb[i]:
-                    return -1 if ka[i] < kb[i] else 1
-                ta = (pa[i].queue.created_index, pa[i].name)
-                tb = (pb[i].queue.created_index, pb[i].name)
-                return -1 if ta < tb else 1
-        if ja != jb:
-            return -1 if ja < jb else 1
-        return 0
-
-    # Each leaf queue is represented by its best job (job order); the best head goes next.
-    per_leaf: dict[str, list[tuple[Job, list[Task]]]] = {}
-    for e in entries:
-        per_leaf.setdefault(e[0].queue, []).append(e)
-    for lst in per_leaf.values():
-        lst.sort(key=lambda e: keys[e[0].name][2], reverse=True)
-    out: list[tuple[Job, list[Task]]] = []
-    while per_leaf:
-        best: tuple[Job, list[Task]] | None = None
-        for lst in per_leaf.values():
-            if best is None or cmp(lst[-1], best) < 0:
-                best = lst[-1]
-        assert best is not None
-        out.append(best)
-        lst = per_leaf[best[0].queue]
-        lst.pop()
-        if not lst:
-            del per_leaf[best[0].queue]
-    return out
