@@ -17,7 +17,7 @@ export TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
 TEST_SQLITE_URL ?= sqlite:///$(CURDIR)/var/test-sqlite.sqlite3
 SQLITE_TESTS := tests/browser tests/portal/pages tests/portal/previews tests/portal/reports tests/portal/history tests/portal/scheduling
 
-.PHONY: install run test lint typecheck pytest prodcheck services bench bench-kwok scenarios clean helm k8s-build k8s-up k8s-down
+.PHONY: install run test lint typecheck pytest prodcheck services bench bench-kwok scenarios clean helm k8s-build k8s-up k8s-down kai-up kai-down
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) on PATH"; exit 1; }
@@ -87,6 +87,16 @@ k8s-up:
 k8s-down:
 	deploy/k8s-testbed/k8s-down.sh
 
+# KAI Scheduler's own scheduler, binder, podgrouper, queue and podgroup controllers, built from a
+# KAI checkout (not on the Go module proxy) and run out of cluster on the k8s-up cluster, to compare
+# with the portal (deploy/kai-testbed/, docs/kai-parity.md). Never at the same time as the portal's loop.
+KAI_SRC ?=
+kai-up:
+	deploy/kai-testbed/kai-up.sh "$(KAI_SRC)"
+
+kai-down:
+	deploy/kai-testbed/kai-down.sh
+
 bench: install
 	$(PY) -m scheduler.bench
 
@@ -96,6 +106,7 @@ bench-kwok: install
 	nice -n 5 $(PY) benchmarks/kwok_throughput.py --nodes 1000 --pods 10000
 
 clean:
+	-deploy/kai-testbed/kai-down.sh
 	-deploy/k8s-testbed/k8s-down.sh
 	-K8S_DIR=var/k8s-test deploy/k8s-testbed/k8s-down.sh
 	rm -rf $(VENV) staticfiles var
