@@ -170,8 +170,9 @@ def view(pods: list[dict[str, Any]], podgroups: list[dict[str, Any]], queues: li
     }
 
 
-def diff(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
-    """Lines saying where two views differ: objects or paths only one side has, values that differ."""
+def diff(a: dict[str, Any], b: dict[str, Any], ignore_reasons: Iterable[str] = ()) -> list[str]:
+    """Lines saying where two views differ: objects or paths only one side has, values that differ;
+    events with a reason in ``ignore_reasons`` (one that comes and goes between runs) left out."""
     out: list[str] = []
     for section in ("pods", "podgroups", "queues"):
         left, right = a.get(section) or {}, b.get(section) or {}
@@ -189,8 +190,13 @@ def diff(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
                     out.append(f"{section}/{name} {path}: only in B ({right[name][path]!r})")
                 elif left[name][path] != right[name][path]:
                     out.append(f"{section}/{name} {path}: A {left[name][path]!r} != B {right[name][path]!r}")
-    left_events = {json.dumps(e, sort_keys=True) for e in a.get("events") or []}
-    right_events = {json.dumps(e, sort_keys=True) for e in b.get("events") or []}
+    ignored = set(ignore_reasons)
+    left_events = {
+        json.dumps(e, sort_keys=True) for e in a.get("events") or [] if e.get("reason") not in ignored
+    }
+    right_events = {
+        json.dumps(e, sort_keys=True) for e in b.get("events") or [] if e.get("reason") not in ignored
+    }
     out += [f"event only in A: {e}" for e in sorted(left_events - right_events)]
     out += [f"event only in B: {e}" for e in sorted(right_events - left_events)]
     return out
@@ -323,6 +329,22 @@ def settled_pods(current: dict[str, Any]) -> bool:
                for p in current["pods"].values())  # fmt: skip
 
 
+class _Dumper(yaml.SafeDumper):
+    """Multi-line strings (KAI's top-owner-metadata annotation is YAML in a string) as literal blocks."""
+
+
+def _str(dumper: yaml.SafeDumper, text: str) -> yaml.Node:
+    style = "|" if "\n" in text else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", text, style=style)
+
+
+_Dumper.add_representer(str, _str)
+
+
+def dump(data: dict[str, Any]) -> str:
+    return yaml.dump(data, Dumper=_Dumper, sort_keys=False, width=120, allow_unicode=True)
+
+
 def run(args: argparse.Namespace) -> int:
     kai_src = Path(args.kai_src).resolve() if args.kai_src else None
     scenario = Scenario(Path(args.scenario), kai_src)
@@ -355,7 +377,7 @@ def run(args: argparse.Namespace) -> int:
     assert last is not None
     header = {"scenario": scenario.name, "scheduler": label, "settled": settled,
               "settle_seconds": scenario.settle_seconds}  # fmt: skip
-    text = yaml.safe_dump({**header, **last}, sort_keys=False, width=120, allow_unicode=True)
+    text = dump({**header, **last})
     if args.out:
         Path(args.out).write_text(text)
         state = "settled" if settled else "NOT settled"
@@ -414,10 +436,13 @@ def main(argv: list[str] | None = None) -> int:
     d = sub.add_parser("diff", help="compare two views: paths only one has, values that differ")
     d.add_argument("a")
     d.add_argument("b")
+    racy = "leave out events with this reason (repeatable), e.g. KAI's racy PodGrouperWarning"
+    d.add_argument("--ignore-event-reason", action="append", default=[], metavar="REASON", help=racy)
     args = parser.parse_args(argv)
     if args.command == "run":
         return run(args)
-    lines = diff(yaml.safe_load(Path(args.a).read_text()), yaml.safe_load(Path(args.b).read_text()))
+    views = (yaml.safe_load(Path(path).read_text()) for path in (args.a, args.b))
+    lines = diff(*views, ignore_reasons=args.ignore_event_reason)
     print("\n".join(lines) if lines else "the two views are identical")
     return 1 if lines else 0
 

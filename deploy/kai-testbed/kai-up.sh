@@ -29,7 +29,7 @@ mkdir -p "$dir"
 dir="$(cd "$dir" && pwd)"
 name="${KAI_SCHEDULER_NAME:-kai-scheduler}"
 
-if kai_running "$dir"; then
+if kai_running "$dir" >/dev/null; then
   echo "kai-testbed: KAI already running ($(kai_running "$dir")); make kai-down first to restart"
   exit 0
 fi

@@ -248,3 +248,6 @@ def test_diff_names_every_path_and_value_that_differs_and_nothing_else() -> None
         'event only in A: {"object": "Pod/gpu-pod", "reason": "Bound"}',
     ]
     assert compare.diff(kai, kai) == []
+    assert compare.diff(kai, portal, ignore_reasons=["Bound"])[-1] == (
+        "queues/default-queue status.allocated.gpu: A '1' != B '2'"
+    )
