@@ -154,6 +154,33 @@ def normalise_event(event: dict[str, Any]) -> dict[str, str]:
     }
 
 
+def stable_pod_names(pods: list[dict[str, Any]]) -> dict[str, str]:
+    """Generated pod names (a Job's ``batch-job-min-member-6h9z7``) -> ``<generateName><i>``, the
+    pods of one generateName numbered in the order of their normalised fields, so that runs with
+    the same outcome name them alike. Pods named by the user keep their names."""
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for pod in pods:
+        if prefix := pod["metadata"].get("generateName"):
+            groups.setdefault(prefix, []).append(pod)
+    out = {}
+    for prefix, members in groups.items():
+        members.sort(key=lambda p: json.dumps(normalise_object(p, POD_PATHS), sort_keys=True, default=str))
+        out.update({p["metadata"]["name"]: f"{prefix}<{i}>" for i, p in enumerate(members)})
+    return out
+
+
+def _renamed(value: Any, names: dict[str, str]) -> Any:
+    """``value`` with every generated pod name in its keys and strings replaced (longest first)."""
+    if isinstance(value, dict):
+        return {_renamed(k, names): _renamed(v, names) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_renamed(v, names) for v in value]
+    if isinstance(value, str):
+        for name in sorted(names, key=len, reverse=True):
+            value = value.replace(name, names[name])
+    return value
+
+
 def view(pods: list[dict[str, Any]], podgroups: list[dict[str, Any]], queues: list[dict[str, Any]],
          events: list[dict[str, Any]]) -> dict[str, Any]:  # fmt: skip
     """The normalised view of one run (without its header)."""
@@ -161,13 +188,18 @@ def view(pods: list[dict[str, Any]], podgroups: list[dict[str, Any]], queues: li
     def by_name(objects: list[dict[str, Any]], keep: Iterable[str] | None = None) -> dict[str, Any]:
         return {mask_text(o["metadata"]["name"]): normalise_object(o, keep) for o in objects}
 
-    unique = {json.dumps(e, sort_keys=True): e for e in map(normalise_event, events)}
-    return {
-        "pods": by_name(pods, POD_PATHS),
-        "podgroups": by_name(podgroups),
-        "queues": by_name(queues),
-        "events": [unique[k] for k in sorted(unique)],
-    }
+    names = stable_pod_names(pods)
+    normalised = _renamed([normalise_event(e) for e in events], names)
+    unique = {json.dumps(e, sort_keys=True): e for e in normalised}
+    return _renamed(
+        {
+            "pods": dict(sorted(by_name(pods, POD_PATHS).items())),
+            "podgroups": by_name(podgroups),
+            "queues": by_name(queues),
+            "events": [unique[k] for k in sorted(unique)],
+        },
+        names,
+    )
 
 
 def diff(a: dict[str, Any], b: dict[str, Any], ignore_reasons: Iterable[str] = ()) -> list[str]:

@@ -20,6 +20,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 BED = ROOT / "deploy" / "kai-testbed"
@@ -251,3 +252,54 @@ def test_diff_names_every_path_and_value_that_differs_and_nothing_else() -> None
     assert compare.diff(kai, portal, ignore_reasons=["Bound"])[-1] == (
         "queues/default-queue status.allocated.gpu: A '1' != B '2'"
     )
+
+
+def job_pod(name: str, node: str | None) -> dict[str, Any]:
+    spec = {"schedulerName": "kai-scheduler", **({"nodeName": node} if node else {})}
+    return {"metadata": {"name": name, "generateName": "train-", "uid": UID_A}, "spec": spec,
+            "status": {"phase": "Running" if node else "Pending"}}  # fmt: skip
+
+
+def test_generated_pod_names_are_numbered_by_what_happened_to_the_pods_everywhere_in_the_view() -> None:
+    """A Job's pods get random names each run: the view numbers them in the order of their fields
+    (so the same outcome gives the same names) and uses those names in events too."""
+    created = {
+        "involvedObject": {"kind": "Job", "name": "train"},
+        "type": "Normal",
+        "reason": "SuccessfulCreate",
+    }
+
+    def events(*names: str) -> list[dict[str, Any]]:
+        return [{**created, "message": f"Created pod: {name}"} for name in names]
+
+    first = compare.view([job_pod("train-x7k2p", "n1"), job_pod("train-ab9zq", None)], [], [],
+                         events("train-x7k2p", "train-ab9zq"))  # fmt: skip
+    second = compare.view([job_pod("train-4hh5d", None), job_pod("train-q2w3e", "n1")], [], [],
+                          events("train-q2w3e", "train-4hh5d"))  # fmt: skip
+    assert first == second
+    assert first["pods"] == {
+        "train-<0>": {
+            "spec.nodeName": "n1",
+            "spec.schedulerName": "kai-scheduler",
+            "status.phase": "Running",
+        },
+        "train-<1>": {"spec.schedulerName": "kai-scheduler", "status.phase": "Pending"},
+    }
+    assert [e["message"] for e in first["events"]] == ["Created pod: train-<0>", "Created pod: train-<1>"]
+
+
+def test_the_committed_kai_reference_is_normalised() -> None:
+    """docs/kai-parity/*-kai.yaml were dumped by compare.py from KAI's own run: no UID, timestamp or
+    resourceVersion of that run is left in them, so a portal run can be diffed against them."""
+    references = sorted((ROOT / "docs" / "kai-parity").glob("*-kai.yaml"))
+    assert references, "no KAI reference committed under docs/kai-parity/"
+    for path in references:
+        text = path.read_text()
+        assert not compare.UID_RE.search(text), path
+        assert not re.search(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}", text), path
+        data = yaml.safe_load(text)
+        assert data["scheduler"].startswith("kai") and data["settled"] is True, path
+        assert data["pods"] and data["podgroups"] and data["queues"], path
+        for objects in (data["podgroups"], data["queues"]):
+            for fields in objects.values():
+                assert fields.get("metadata.resourceVersion", "<masked>") == "<masked>", path
