@@ -27,7 +27,7 @@ flock 9
 if complete; then echo "$bin"; exit 0; fi
 
 started=$(date +%s)
-echo "kai-testbed: building KAI (${KAI_COMPONENTS[*]}) from $src into $bin (first time for this source; ~10-20 min on 2 cores)" >&2
+echo "kai-testbed: building KAI (${KAI_COMPONENTS[*]}) from $src into $bin (first time for this source; 10-40 min on 2 cores)" >&2
 tmp="$cache/bin.partial"
 rm -rf "$tmp"; mkdir -p "$tmp"
 pkgs=(); for t in "${KAI_COMPONENTS[@]}"; do pkgs+=("./cmd/$t"); done
