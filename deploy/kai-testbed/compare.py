@@ -191,7 +191,7 @@ def view(pods: list[dict[str, Any]], podgroups: list[dict[str, Any]], queues: li
     names = stable_pod_names(pods)
     normalised = _renamed([normalise_event(e) for e in events], names)
     unique = {json.dumps(e, sort_keys=True): e for e in normalised}
-    return _renamed(
+    renamed: dict[str, Any] = _renamed(
         {
             "pods": dict(sorted(by_name(pods, POD_PATHS).items())),
             "podgroups": by_name(podgroups),
@@ -200,6 +200,7 @@ def view(pods: list[dict[str, Any]], podgroups: list[dict[str, Any]], queues: li
         },
         names,
     )
+    return renamed
 
 
 def diff(a: dict[str, Any], b: dict[str, Any], ignore_reasons: Iterable[str] = ()) -> list[str]:
@@ -259,8 +260,9 @@ class Kubectl:
         out = self("get", *args, "-o", "json", "--show-managed-fields", check=False)
         if not out.strip():
             return []
-        got = json.loads(out)
-        return got.get("items", [got])  # one object named: kubectl prints it bare
+        got: dict[str, Any] = json.loads(out)
+        items: list[dict[str, Any]] = got.get("items", [got])  # one object named: kubectl prints it bare
+        return items
 
 
 class Scenario:
@@ -473,8 +475,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command == "run":
         return run(args)
-    views = (yaml.safe_load(Path(path).read_text()) for path in (args.a, args.b))
-    lines = diff(*views, ignore_reasons=args.ignore_event_reason)
+    a, b = (yaml.safe_load(Path(path).read_text()) for path in (args.a, args.b))
+    lines = diff(a, b, ignore_reasons=args.ignore_event_reason)
     print("\n".join(lines) if lines else "the two views are identical")
     return 1 if lines else 0
 
