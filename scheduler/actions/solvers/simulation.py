@@ -108,6 +108,10 @@ def _replace_victims(
         if ns.name == own.node and (not t.is_fractional or fit.devices == own.devices):
             if stmt.unevict(t, own.status):
                 continue
+            if own.status == TaskState.ALLOCATED and session.placements[t.name].status == TaskState.PENDING:
+                # a fraction allocated this cycle went back to Pending (``Statement.evict``)
+                stmt.place(t, ns.name, fit.devices, pipelined=not fit.now)
+                continue
             if not t.is_fractional:
                 stmt.place(t, ns.name, fit.devices, pipelined=True)
                 stmt.set_status(t, own.status)
