@@ -235,6 +235,12 @@ class Job(ValidatedModel):
     def is_terminal(self) -> bool:
         return self.state not in JobState.active()
 
+    @property
+    def pod_namespace(self) -> str:
+        """The namespace its pods are in: the cluster's, else (simulated) its queue's name, as the
+        scheduling messages name them (two jobs of one name in two namespaces told apart)."""
+        return self.namespace or self.queue.name
+
     def clean(self) -> None:
         if self.priority is None and self.priority_class in PRIORITY_VALUES:
             self.priority = PRIORITY_VALUES[PriorityClass(self.priority_class)]
