@@ -14,9 +14,10 @@ import os
 BENCH_MARK = "kai-portal benchmark database: emptied and reseeded by benchmarks/"
 
 
-def ensure_postgres_database(script: str) -> None:
-    """Create ``TEST_DATABASE_URL``'s database (marked as the benchmarks') if it does not exist;
-    refuse one that exists without the mark, and any other engine (SystemExit, saying why)."""
+def ensure_postgres_database(script: str, fresh: bool = False) -> None:
+    """Create ``TEST_DATABASE_URL``'s database (marked as the benchmarks') if it does not exist
+    (``fresh``: also when it is the benchmarks' own, dropped first); refuse one that exists without
+    the mark, and any other engine (SystemExit, saying why)."""
     import dj_database_url
     import psycopg
     from psycopg import sql
@@ -33,6 +34,9 @@ def ensure_postgres_database(script: str) -> None:
         found = admin.execute(
             "SELECT shobj_description(oid, 'pg_database') FROM pg_database WHERE datname = %s", [name]
         ).fetchone()
+        if found is not None and found[0] == BENCH_MARK and fresh:  # its own: dropped for a fresh schema
+            admin.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(name)))
+            found = None
         if found is None:
             admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
             admin.execute(

@@ -64,3 +64,26 @@ def test_a_database_that_does_not_exist_is_created_marked_and_accepted_again(dat
             [database_name],
         ).fetchone()
     assert row == (BENCH_MARK,)
+
+
+def test_the_page_benchmark_drops_only_a_database_a_benchmark_made(database_name: str) -> None:
+    """page_render.py starts from a fresh schema: it drops and recreates its own database only."""
+    from benchmarks import page_render
+
+    with _connect("postgres") as admin:
+        admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(database_name)))
+    with _connect(database_name) as someone:
+        someone.execute("CREATE TABLE precious (id int)")
+    with pytest.raises(SystemExit, match="which a benchmark did not create"):
+        page_render.ensure_database()
+    with _connect(database_name) as someone:
+        assert someone.execute("SELECT count(*) FROM precious").fetchone() == (0,)  # still there
+
+    with _connect("postgres") as admin:
+        admin.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(database_name)))
+    page_render.ensure_database()  # made, marked
+    with _connect(database_name) as own:
+        own.execute("CREATE TABLE leftover (id int)")
+    page_render.ensure_database()  # its own: dropped and made again
+    with _connect(database_name) as own:
+        assert own.execute("SELECT to_regclass('leftover')").fetchone() == (None,)
