@@ -1,22 +1,54 @@
-"""The PostgreSQL database a benchmark measures (``TEST_DATABASE_URL``), created when missing."""
+"""The PostgreSQL database a benchmark measures (``TEST_DATABASE_URL``): one it created itself.
+
+The benchmarks that call this empty every table of that database before they seed it. A
+database they did not create (a developer's, a test run's, production's, named by a
+``TEST_DATABASE_URL`` left set in a shell) is refused before anything is touched: the benchmark
+creates its database when it does not exist and marks it as its own (a comment on the
+database), and later runs accept only a database carrying that mark.
+"""
 
 from __future__ import annotations
 
 import os
 
+BENCH_MARK = "kai-portal benchmark database: emptied and reseeded by benchmarks/"
 
-def ensure_postgres_database(script: str) -> None:
-    """Create ``TEST_DATABASE_URL``'s database if it does not exist; refuse any other engine."""
+
+def ensure_postgres_database(script: str, fresh: bool = False) -> None:
+    """Create ``TEST_DATABASE_URL``'s database (marked as the benchmarks') if it does not exist
+    (``fresh``: also when it is the benchmarks' own, dropped first); refuse one that exists without
+    the mark, and any other engine (SystemExit, saying why)."""
     import dj_database_url
     import psycopg
+    from psycopg import sql
 
     cfg = dj_database_url.parse(os.environ["TEST_DATABASE_URL"])
     if cfg["ENGINE"] != "django.db.backends.postgresql":
         raise SystemExit(f"{script} measures PostgreSQL: set TEST_DATABASE_URL to a postgres:// URL")
+    name = str(cfg["NAME"])
     admin = psycopg.connect(
         host=cfg["HOST"], port=cfg["PORT"] or 5432, user=cfg["USER"], password=cfg["PASSWORD"] or None,
         dbname="postgres", autocommit=True,
     )  # fmt: skip
-    if not admin.execute("SELECT 1 FROM pg_database WHERE datname = %s", [cfg["NAME"]]).fetchone():
-        admin.execute(f'CREATE DATABASE "{cfg["NAME"]}"')
-    admin.close()
+    try:
+        found = admin.execute(
+            "SELECT shobj_description(oid, 'pg_database') FROM pg_database WHERE datname = %s", [name]
+        ).fetchone()
+        if found is not None and found[0] == BENCH_MARK and fresh:  # its own: dropped for a fresh schema
+            admin.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(name)))
+            found = None
+        if found is None:
+            admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+            admin.execute(
+                sql.SQL("COMMENT ON DATABASE {} IS {}").format(sql.Identifier(name), sql.Literal(BENCH_MARK))
+            )
+        elif found[0] != BENCH_MARK:
+            raise SystemExit(
+                f"{script} empties every table of the database it measures, and TEST_DATABASE_URL names "
+                f"{name!r}, which a benchmark did not create: refused, nothing was touched. Set "
+                "TEST_DATABASE_URL to a database that does not exist yet (the benchmark creates it and "
+                "marks it as its own), e.g. postgres://postgres@127.0.0.1:5432/kai_bench_kwok, or drop "
+                f"{name!r} yourself if it is a benchmark's from before the mark."
+            )
+    finally:
+        admin.close()

@@ -22,7 +22,8 @@ Writes ``benchmarks/kwok-throughput.md`` (the previous run's figures beside the 
     TEST_REDIS_URL=redis://127.0.0.1:6379/6 \\
     nice -n 5 .venv/bin/python benchmarks/kwok_throughput.py --nodes 1000 --pods 10000
 
-(``make bench-kwok``). The database is emptied first: give it one of its own.
+(``make bench-kwok``). The database is emptied first, so it must be one a benchmark created:
+one that does not exist yet is created and marked; any other is refused untouched (bench_db.py).
 """
 
 from __future__ import annotations

@@ -20,8 +20,8 @@ Pages never compute the forecast; the loop stores it (``forecast_store``).
     TEST_REDIS_URL=redis://127.0.0.1:6379/13 \\
     .venv/bin/python benchmarks/page_render.py [--runs 20]
 
-The database named by TEST_DATABASE_URL (PostgreSQL: dropped and recreated;
-or an SQLite file for ``make run``'s database) is always reseeded.
+The database named by TEST_DATABASE_URL (PostgreSQL: dropped and recreated, only if a benchmark
+created it, see bench_db.py; or an SQLite file for ``make run``'s database) is always reseeded.
 """
 
 from __future__ import annotations
@@ -52,18 +52,13 @@ LOOP_WARMUP_S = 20.0  # the loop runs this long before timing starts (first refr
 
 def ensure_database() -> None:
     import dj_database_url
-    import psycopg
 
-    cfg = dj_database_url.parse(os.environ["TEST_DATABASE_URL"])
-    if cfg["ENGINE"] != "django.db.backends.postgresql":
+    from benchmarks.bench_db import ensure_postgres_database
+
+    if dj_database_url.parse(os.environ["TEST_DATABASE_URL"])["ENGINE"] != "django.db.backends.postgresql":
         return  # SQLite: the file is created on connect
-    admin = psycopg.connect(
-        host=cfg["HOST"], port=cfg["PORT"] or 5432, user=cfg["USER"], password=cfg["PASSWORD"] or None,
-        dbname="postgres", autocommit=True,
-    )  # fmt: skip
-    admin.execute(f'DROP DATABASE IF EXISTS "{cfg["NAME"]}" WITH (FORCE)')  # always a fresh schema
-    admin.execute(f'CREATE DATABASE "{cfg["NAME"]}"')
-    admin.close()
+    # Always a fresh schema, in a database the benchmarks made (any other is refused untouched).
+    ensure_postgres_database("page_render.py", fresh=True)
 
 
 def seed() -> None:

@@ -19,6 +19,10 @@ Environment variables (all optional unless noted):
     cycle lock), ``CELERY_BROKER_URL`` (defaults to REDIS_URL)
 ``CLUSTER_BACKEND`` (``simulated`` | ``kubernetes``, default simulated),
 ``SCHEDULER_NAME`` (default ``kai-scheduler``), ``CYCLE_SECONDS`` (default 5),
+``QUEUE_LABEL_KEY`` (default ``kai.scheduler/queue``; KAI's ``--queue-label-key`` /
+    ``global.queueLabelKey``): the one pod and owner label naming a pod's queue in kubernetes
+    mode (``runai/queue`` for workloads labelled before KAI v0.6); a pod without it goes to
+    ``default-queue``, as KAI's podgrouper puts it,
 ``JOB_NAMESPACE_MODE`` (``team`` | ``queue`` | ``fixed``, default team), ``JOB_NAMESPACE``
     (for fixed, default ``default``), ``JOB_NAMESPACE_PREFIX`` (none), ``JOB_NAMESPACE_CREATE``
     (off): where portal jobs' pods go in kubernetes mode,
@@ -52,6 +56,7 @@ Environment variables (all optional unless noted):
 
 from __future__ import annotations
 
+import re
 import secrets
 from datetime import timedelta
 from pathlib import Path
@@ -252,6 +257,14 @@ CLUSTER_BACKEND = env_str("CLUSTER_BACKEND", "simulated")
 if CLUSTER_BACKEND not in {"simulated", "kubernetes"}:
     raise ImproperlyConfigured(f"CLUSTER_BACKEND={CLUSTER_BACKEND!r}: use 'simulated' or 'kubernetes'")
 SCHEDULER_NAME = env_str("SCHEDULER_NAME", "kai-scheduler")
+# KAI reads one queue label key (cmd/scheduler --queue-label-key, the podgrouper's too); its default.
+QUEUE_LABEL_KEY = env_str("QUEUE_LABEL_KEY", "kai.scheduler/queue").strip()
+_LABEL_KEY = r"([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?"
+if not re.fullmatch(_LABEL_KEY, QUEUE_LABEL_KEY):
+    raise ImproperlyConfigured(
+        f"QUEUE_LABEL_KEY={QUEUE_LABEL_KEY!r} is not a label key: use a key such as "
+        "'kai.scheduler/queue' (KAI's default) or 'runai/queue' (KAI before v0.6)"
+    )
 CYCLE_SECONDS = env_int("CYCLE_SECONDS", 5, minimum=1)
 # Kubernetes mode: only the holder of a coordination.k8s.io Lease binds (cluster/leader_election.py).
 # The namespace is the worker's own (the chart sets it); the lease name defaults to

@@ -162,9 +162,10 @@ def fit_error(counts: Mapping[str, int], base: str = NO_NODES) -> Reason:
 
 @_wording
 def _w_fit_error(counts: Sequence[tuple[str, int]], base: str) -> str:
+    # KAI's TasksFitErrors.Error(): the base alone (no full stop) when no node gave a reason.
     entries = sorted(f"{n} {reason}" for reason, n in counts)
     if not entries:
-        return base + "."
+        return base
     return f"{base}: " + ". \n".join(entries) + "."
 
 

@@ -11,6 +11,13 @@ The cluster is the source of truth for nodes and pods there:
   ``kai.scheduler/batch-min-member`` annotation (else 1) and its pods' placement
   rules (node selector, tolerations, node affinity); each pod's phase, node, uid
   and GPU devices are copied onto its ``Pod`` row;
+* a job's ``created_at`` is when its group began in the cluster (KAI orders a queue's jobs by
+  priority, then their PodGroup's creation time): the creationTimestamp of its top owner
+  (``ObservedPod.job_created_at``), else of its earliest pod; never the time of the sync,
+  which on a fresh install would put a whole backlog in the order the rows were written. A
+  row already holding a later time (written by a sync before this rule) takes the cluster's
+  when its pods are seen again; a row never moves later (a pod re-created, a portal job's
+  submit time before its pods);
 * the gang minimum is never capped to the pods seen so far: a batch Job whose
   pods appear over several cycles waits until its minimum exist (KAI: the
   PodGroup is not ready until minMember pods exist), so ``task_count`` is at
@@ -69,7 +76,7 @@ NODE_FIELDS = [
     "pool", "cpu_millicores", "memory_mib", "schedulable", "ready", "labels", "max_pods", "taints",
     "external_gpus", "external_cpu_millicores", "external_memory_mib", "external_pods", "updated_at",
 ]  # fmt: skip
-JOB_READ = ("pk", "cluster_key", "state", "task_count", "min_member")
+JOB_READ = ("pk", "cluster_key", "state", "task_count", "min_member", "created_at")
 POD_READ = ("pk", "job_id", "name", "uid", "index", "state", "node_id", "releasing_since", "started_at")
 POD_WRITE = ["uid", "state", "node", "releasing_since", "started_at", "updated_at"]
 UNKNOWN_GPU_MEMORY_MIB = 1  # "not synced": no GPU-memory request fits (ObservedNode.gpu_memory_mib None)
@@ -330,8 +337,13 @@ class _PodWrites:
         wanted_min = _min_member(pods)
         min_member = job.min_member if wanted_min is None else wanted_min
         task_count = max(next_index, job.task_count, min_member)
-        if (task_count, min_member) != (job.task_count, job.min_member):
-            Job.objects.filter(pk=job.pk).update(task_count=task_count, min_member=min_member)
+        arrived = _arrived(pods)
+        created_at = arrived if arrived is not None and arrived < job.created_at else job.created_at
+        if (task_count, min_member, created_at) != (job.task_count, job.min_member, job.created_at):
+            Job.objects.filter(pk=job.pk).update(
+                task_count=task_count, min_member=min_member, created_at=created_at
+            )
+            job.created_at = created_at
             self.touched.add(job.pk)
 
     def save(self) -> set[int]:
@@ -377,6 +389,13 @@ def _queue_missing(pods: list[ObservedPod]) -> list[PodEvent]:
         for pod in sorted(pods, key=lambda p: p.name)
         if pod.status == TaskStatus.PENDING
     ]
+
+
+def _arrived(pods: list[ObservedPod]) -> datetime | None:
+    """When the pods' group began in the cluster: its top owner's creationTimestamp, else the
+    earliest pod's (an owner that could not be read)."""
+    moments = [m for m in (p.job_created_at or p.created_at for p in pods) if m is not None]
+    return min(moments) if moments else None
 
 
 def _min_member(pods: list[ObservedPod]) -> int | None:
@@ -433,4 +452,7 @@ def _new_job(key: str, pods: list[ObservedPod], queues: dict[str, Queue]) -> Job
         tolerations=[dict(t) for t in first.tolerations],
         node_affinity=dict(first.node_affinity),
     )
+    arrived = _arrived(pods)
+    if arrived is not None:
+        job.created_at = arrived
     return job

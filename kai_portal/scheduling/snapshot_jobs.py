@@ -298,7 +298,9 @@ def to_engine_job(
         priority=job.priority,
         preemptible=explicit.get(job.preemptibility),  # type: ignore[call-overload]
         min_available=max(job.min_member, 1),
-        created_s=_age(now, job.created_at) or 0.0,
+        # Signed: a cluster's creationTimestamp may be ahead of this worker's clock, and ages
+        # clamped to 0 would turn arrival order into name order.
+        created_s=(now - job.created_at).total_seconds() if job.created_at is not None else 0.0,
         last_start_s=_age(now, job.started_at),
         tasks=tasks,
         namespace=namespace,

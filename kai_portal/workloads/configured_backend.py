@@ -26,7 +26,9 @@ def get_backend(clock: Callable[[], datetime] | None = None) -> ClusterBackend:
             # Imported here: the kubernetes client is never loaded in simulated mode for this.
             from kai_portal.cluster.backends.kubernetes import GpuSharing, KubernetesBackend
 
-            backend = KubernetesBackend(scheduler_name=settings.SCHEDULER_NAME)
+            backend = KubernetesBackend(
+                scheduler_name=settings.SCHEDULER_NAME, queue_label_keys=(settings.QUEUE_LABEL_KEY,)
+            )
             backend.gpu_sharing = GpuSharing(
                 backend.core,
                 scheduler_name=settings.SCHEDULER_NAME,

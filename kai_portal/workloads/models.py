@@ -8,6 +8,7 @@ from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import Q
+from django.utils import timezone
 
 from kai_portal.core.fields import WholeNumberField
 from kai_portal.core.validation import ValidatedModel
@@ -146,7 +147,10 @@ class Job(ValidatedModel):
 
     state = models.CharField(max_length=16, choices=JobState.choices, default=JobState.PENDING)
     message = models.TextField(blank=True, help_text="Latest job-level scheduling message.")
-    created_at = models.DateTimeField(auto_now_add=True)
+    # When the job arrived: the submit, or for a job read from a cluster the creationTimestamp of
+    # its top owner (cluster/sync.py), which KAI's job order reads. Not auto_now_add, which would
+    # overwrite the cluster's time with the sync's.
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
     updated_at = models.DateTimeField(auto_now=True)
     started_at = models.DateTimeField(null=True, blank=True, help_text="Last start (for min-runtimes).")
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -230,6 +234,12 @@ class Job(ValidatedModel):
     @property
     def is_terminal(self) -> bool:
         return self.state not in JobState.active()
+
+    @property
+    def pod_namespace(self) -> str:
+        """The namespace its pods are in: the cluster's, else (simulated) its queue's name, as the
+        scheduling messages name them (two jobs of one name in two namespaces told apart)."""
+        return self.namespace or self.queue.name
 
     def clean(self) -> None:
         if self.priority is None and self.priority_class in PRIORITY_VALUES:

@@ -15,7 +15,8 @@ from typing import Any
 import django_filters
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
-from django.db.models import Count, Q, QuerySet
+from django.db.models import Count, F, Q, QuerySet, Value
+from django.db.models.functions import Coalesce, NullIf
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import render
 
@@ -31,6 +32,7 @@ from kai_portal.workloads.models import Job
 PAGE_SIZE = 100
 COLUMNS = [  # (sort key, model path, header)
     ("name", "name", "Name"),
+    ("namespace", "shown_namespace", "Namespace"),
     ("queue", "queue__name", "Queue"),
     ("team", "queue__team__name", "Team"),
     ("state", "state", "State"),
@@ -53,7 +55,11 @@ class WorkloadFilterSet(JobFilterSet):
 
 
 def filtered_jobs(request: HttpRequest) -> tuple[WorkloadFilterSet, QuerySet[Job]]:
-    filterset = WorkloadFilterSet(request.GET, queryset=Job.objects.visible_to(request.user), request=request)
+    # Sorted and shown as Job.pod_namespace: the cluster's namespace, else the queue's name.
+    visible = Job.objects.visible_to(request.user).annotate(
+        shown_namespace=Coalesce(NullIf(F("namespace"), Value("")), F("queue__name"))
+    )
+    filterset = WorkloadFilterSet(request.GET, queryset=visible, request=request)
     jobs = filterset.qs.select_related("queue__team", "submitter", "node_pool").annotate(
         pods_running=Count("pods", filter=Q(pods__state__in=[PodState.RUNNING, PodState.BOUND]))
     )
@@ -117,12 +123,14 @@ def workload_csv(request: HttpRequest) -> StreamingHttpResponse:
     writer = csv.writer(_Echo())
 
     def lines() -> Iterator[str]:
-        yield writer.writerow(["uid", "name", "queue", "team", "state", "pool", "tasks", "running_pods",
-                               "gang_minimum", "gpu_request", "cpu_millicores", "memory_mib", "priority",
-                               "submitter", "created_at", "started_at", "finished_at"])  # fmt: skip
+        yield writer.writerow(["uid", "name", "namespace", "queue", "team", "state", "pool", "tasks",
+                               "running_pods", "gang_minimum", "gpu_request", "cpu_millicores",
+                               "memory_mib", "priority", "submitter", "created_at", "started_at",
+                               "finished_at"])  # fmt: skip
         for job in jobs.iterator(chunk_size=500):
             yield writer.writerow([
-                job.uid, job.name, job.queue.name, job.queue.team.name if job.queue.team else "", job.state,
+                job.uid, job.name, job.pod_namespace, job.queue.name,
+                job.queue.team.name if job.queue.team else "", job.state,
                 job.node_pool.name if job.node_pool else "", job.task_count, getattr(job, "pods_running", 0),
                 job.min_member, _gpu_text(job), job.cpu_millicores, job.memory_mib, job.priority,
                 job.submitter.username if job.submitter else "", _iso(job.created_at), _iso(job.started_at),

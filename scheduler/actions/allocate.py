@@ -231,7 +231,8 @@ def allocate_step(session: Session, job: Job) -> bool:
         )
         return False
 
-    failure: tuple[Task, Reason] | None = None
+    # (the failing task, its pod fit error, the job's text for it)
+    failure: tuple[Task, Reason, Reason] | None = None
     for node_set in sets:
         stmt = session.statement()
         failure = None
@@ -244,7 +245,7 @@ def allocate_step(session: Session, job: Job) -> bool:
                     text = reasons.gang_partial(before + i, job.gang_min, error)
                 else:
                     text = reasons.pod_not_found(Ref(task.name, job.namespace), error)
-                failure = (task, text)
+                failure = (task, error, text)
                 break
         if failure is None:
             _pipeline_partial_gang(session, stmt, job, tasks)
@@ -253,8 +254,10 @@ def allocate_step(session: Session, job: Job) -> bool:
         stmt.rollback()
 
     assert failure is not None
-    task, text = failure
-    session.task_reasons[task.name] = text
+    task, error, text = failure
+    # KAI's status updater: the pod's event and condition carry its own fit error; the job's
+    # "Resources were not found for pod ..." goes to the PodGroup (kai-semantics.md section 8).
+    session.task_reasons[task.name] = error
     add_job_error(session, job, reasons.POD_SCHEDULING_ERRORS, text)
     return False
 

@@ -172,8 +172,9 @@ def test_the_quickstart_pod_applied_by_two_users_is_named_as_it_is_in_every_mess
     nodes: Nodes, kai_queues: Callable[[str], list[str]],
 ) -> None:  # fmt: skip
     """Every user applies gpu-pod.yaml in their own namespace, so two pods share the name. KAI's
-    messages name each by its namespace and own name ("Resources were not found for pod
-    team-b/gpu-pod due to: ..."), never by a name made up inside the scheduler."""
+    messages name each by its namespace and own name (the job's: "Resources were not found for
+    pod team-b/gpu-pod due to: ..."), never by a name made up inside the scheduler; the pod's
+    own event and condition carry its fit error, as KAI's do."""
     core = cluster.core
     kai_queues(f"{QUICKSTART}/default-queues.yaml")
     node = nodes.kwok("cordoned", gpus=8, spec={"unschedulable": True})
@@ -188,10 +189,11 @@ def test_the_quickstart_pod_applied_by_two_users_is_named_as_it_is_in_every_mess
     wait_until(explained, "both gpu-pods to be told why they wait", timeout=60, every=0.5)
     for ns in users:
         [message] = events(cluster, ns, "Unschedulable")["gpu-pod"]
-        assert message == (
-            f"Resources were not found for pod {ns}/gpu-pod due to: no nodes with enough resources "
-            "were found: 1 node is unschedulable."
-        ), message
+        assert message == "no nodes with enough resources were found: 1 node is unschedulable.", message
+        assert Job.objects.get(namespace=ns).message == (
+            f"PodSchedulingErrors: Resources were not found for pod {ns}/gpu-pod due to: no nodes with "
+            "enough resources were found: 1 node is unschedulable."
+        )
         pod = core.read_namespaced_pod("gpu-pod", ns)
         assert pod.spec.node_name is None
         scheduled = condition(pod, "PodScheduled")

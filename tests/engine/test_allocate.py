@@ -48,21 +48,24 @@ def status(result: CycleResult, task: str) -> TaskState:
 def test_gang_is_all_or_nothing() -> None:
     r = run([Node("n0", gpus=3)], [job("g", n=4, min_available=4)])
     assert all(status(r, f"g-{i}") == TaskState.PENDING for i in range(4))
+    # The pod that found no node says its own fit error (KAI's pod event); the gang's text is the job's.
     assert r.tasks["g-3"].text() == (
-        "Resources were found for 3 pods while 4 are required for gang scheduling. Additional pods cannot be "
-        "scheduled due to: no nodes with enough resources were found: "
+        "no nodes with enough resources were found: 1 node(s) didn't have enough resources: GPUs."
+    )
+    assert r.job_message("g") == (
+        "PodSchedulingErrors: Resources were found for 3 pods while 4 are required for gang scheduling. "
+        "Additional pods cannot be scheduled due to: no nodes with enough resources were found: "
         "1 node(s) didn't have enough resources: GPUs."
     )
-    assert r.job_message("g").startswith("PodSchedulingErrors: Resources were found for 3 pods")
 
 
 def test_elastic_job_takes_what_fits_above_minimum() -> None:
     r = run([Node("n0", gpus=3)], [job("e", n=5, min_available=2)])
     assert [status(r, f"e-{i}") for i in range(5)].count(TaskState.ALLOCATED) == 3
-    assert (
-        r.tasks["e-3"].text() is not None
-        and "Resources were not found for pod default/e-3" in r.tasks["e-3"].text()
+    assert r.tasks["e-3"].text() == (
+        "no nodes with enough resources were found: 1 node(s) didn't have enough resources: GPUs."
     )
+    assert "Resources were not found for pod default/e-3 due to: no nodes" in r.job_message("e")
 
 
 def test_binpack_fills_fullest_node_and_spread_the_emptiest() -> None:
@@ -105,7 +108,7 @@ def test_node_selector_and_cordon_and_max_pods() -> None:
     assert r.tasks["s-0"].node == "good"
     r = run(nodes[:3], [job("s", node_selector={"type": "h100"})])
     assert r.tasks["s-0"].text() == (
-        "Resources were not found for pod default/s-0 due to: no nodes with enough resources were found: "
+        "no nodes with enough resources were found: "
         "1 node is unschedulable. \n1 node(s) didn't match Pod's node affinity/selector. \n"
         "1 node(s) pod number exceeded."
     )

@@ -166,8 +166,9 @@ def test_pending_job_message_explains_eviction_actions_and_keeps_fit_error() -> 
     assert "no nodes with enough resources were found" in msg
     assert "cannot be reclaimed" not in msg
     assert any("Resources cannot be reclaimed from other queues" in render(n) for n in r.job_notes["b1"])
-    assert r.tasks["b1-0"].text() is not None and r.tasks["b1-0"].text().startswith(
-        "Resources were not found"
+    # The pod's own text is its fit error, as KAI's pod event says it (the job's goes to the PodGroup).
+    assert r.tasks["b1-0"].text() == (
+        "no nodes with enough resources were found: 1 node(s) didn't have enough resources: GPUs."
     )
 
 

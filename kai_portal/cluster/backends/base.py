@@ -144,6 +144,10 @@ class ObservedPod:
     min_member: int | None = None
     # The numeric priority of priority_class in this cluster (None: the portal's built-in value)
     priority: int | None = None
+    # When the pod's group began, as KAI's job order reads it (its PodGroup's creation time): the
+    # creationTimestamp of the object the group is named for (the top owner; the PodGroup a pod
+    # names, when earlier). None: the pod's own ``created_at`` stands in.
+    job_created_at: datetime | None = None
 
     @property
     def key(self) -> tuple[str, str]:

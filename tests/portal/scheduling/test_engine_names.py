@@ -32,11 +32,13 @@ def test_two_teams_train_jobs_pending_reasons_name_their_own_pods(loop, db) -> N
     for queue in ("vision", "nlp"):
         pod = Pod.objects.get(job__queue__name=queue)
         assert pod.name == "train-0"
-        assert pod.reason == (
-            f"Resources were not found for pod {queue}/train-0 due to: no nodes with enough resources "
-            "were found: 1 node is unschedulable."
-        )
+        # The pod's own text is its fit error (KAI's pod event); the job's names the pod.
+        assert pod.reason == "no nodes with enough resources were found: 1 node is unschedulable."
         assert pod.decisions.get().message == pod.reason
+        assert pod.job.message == (
+            f"PodSchedulingErrors: Resources were not found for pod {queue}/train-0 due to: no nodes "
+            "with enough resources were found: 1 node is unschedulable."
+        )
 
 
 def _index() -> SnapshotIndex:
@@ -67,8 +69,7 @@ def test_renamed_jobs_and_tasks_are_worded_with_their_own_names_in_every_text() 
     why = reasons.victim_lower_priority(1, 2, Ref("build.v2-8", bare=True, kind="job"), "q")
 
     assert index.text(pending) == (
-        "Resources were not found for pod team-a/build.v2-0 due to: "
-        "no nodes with enough resources were found."
+        "Resources were not found for pod team-a/build.v2-0 due to: no nodes with enough resources were found"
     )
     assert index.text(kept) == render(kept)  # a job the snapshot did not rename keeps its name
     assert index.text(message) == (

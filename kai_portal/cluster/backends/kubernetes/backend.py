@@ -55,7 +55,8 @@ class KubernetesBackend:
         self,
         api_client: client.ApiClient | None = None,
         scheduler_name: str = "kai-scheduler",
-        queue_label_keys: Sequence[str] = ("kai.scheduler/queue", "runai/queue"),
+        # KAI's default (constants.DefaultQueueLabel); the legacy runai/queue only when configured.
+        queue_label_keys: Sequence[str] = ("kai.scheduler/queue",),
         pool_label: str = "kai.scheduler/node-pool",
         namespace: str = "default",
         watch_timeout_seconds: int = 1,

@@ -11,6 +11,9 @@ says when a cycle needs it):
 - Fail closed: the holder counts itself leader only until ``renew_deadline`` after the start of
   its last successful renewal, and ``renew_deadline < lease_duration``, so a holder that cannot
   renew (API unreachable, partitioned) stops binding before anyone else may take over.
+- The Lease's namespace (``LEADER_ELECTION_NAMESPACE``, ``kai-portal``: deploy/rbac and the chart
+  make it) may be missing on a bare cluster. The elector creates it when its account may; else
+  every cycle is skipped with a refusal saying what to create (lease_namespace.py).
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from kubernetes.client.exceptions import ApiException
 
 from ..base import LeaseConfig
 from .client import CALL_ERRORS, release
+from .lease_namespace import LeaseNamespace
 
 logger = logging.getLogger(__name__)
 
@@ -39,6 +43,7 @@ class LeaderElector:
         self, api_client: client.ApiClient, config: LeaseConfig, clock: Callable[[], float] = time.monotonic
     ) -> None:
         self.coordination = client.CoordinationV1Api(api_client)
+        self.namespace = LeaseNamespace(client.CoreV1Api(api_client))
         self.config = config
         self.clock = clock
         self._lock = threading.Lock()
@@ -80,7 +85,12 @@ class LeaderElector:
         try:
             record = self._read()
         except CALL_ERRORS as error:
-            return self._failed(error)
+            if not self._absent_namespace(error):
+                return self._failed(error)
+            refusal = self.namespace.create(self.config.namespace)
+            if refusal is not None:
+                return self._failed_with(refusal)
+            record = None  # a namespace just made holds no Lease
         if record is None:
             return self._write(started, None, _lease_body(self.config, None, _now(), 0))
         spec = record.get("spec") or {}
@@ -117,7 +127,9 @@ class LeaderElector:
         record: dict[str, Any] = json.loads(response.data)
         return record
 
-    def _write(self, started: float, record: dict[str, Any] | None, body: dict[str, Any]) -> bool:
+    def _write(
+        self, started: float, record: dict[str, Any] | None, body: dict[str, Any], make_namespace: bool = True
+    ) -> bool:
         try:
             lease = _lease_model(body)
             if record is None:
@@ -134,6 +146,11 @@ class LeaderElector:
                 with self._lock:
                     self._renewed_at, self.last_error = None, None
                 return False
+            if record is None and make_namespace and self._absent_namespace(error):
+                refusal = self.namespace.create(self.config.namespace)
+                if refusal is not None:
+                    return self._failed_with(refusal)
+                return self._write(started, None, body, make_namespace=False)
             return self._failed(error)
         except CALL_ERRORS as error:
             return self._failed(error)
@@ -144,9 +161,21 @@ class LeaderElector:
             self._observed_at = started
         return True
 
+    def _absent_namespace(self, error: Exception) -> bool:
+        """``error`` comes of the Lease's namespace not existing: a 404, or a 403 for an account
+        whose Role lives in that namespace (the read is refused before the server looks)."""
+        return (
+            isinstance(error, ApiException)
+            and error.status in (403, 404)
+            and self.namespace.missing(self.config.namespace)
+        )
+
     def _failed(self, error: Exception) -> bool:
         """A round that reached no decision: a holder stays leader until its renew deadline."""
         text = f"{error.status} {error.reason}" if isinstance(error, ApiException) else repr(error)
+        return self._failed_with(text)
+
+    def _failed_with(self, text: str) -> bool:
         with self._lock:
             self.last_error = text
         logger.warning("cannot reach the lease %s: %s", self.lease, text)

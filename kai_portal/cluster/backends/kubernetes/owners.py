@@ -41,6 +41,11 @@ here, on owner objects the backend reads (``OwnerReader``). What is kept from KA
   classes exist is only known at observe time, so the candidates are kept in order.
 * preemptibility: the ``kai.scheduler/preemptibility`` label of the owners, then the
   pod's; unset means "by priority" (KAI: priority >= 100 is non-preemptible).
+* age: KAI orders a queue's jobs by their PodGroup's creationTimestamp, and the podgrouper
+  makes the PodGroup as the first pod of its owner appears. The portal takes the
+  creationTimestamp of the object the group is named for: the top owner (the Job a CronJob
+  made; the pod itself for a bare pod or a Deployment's replica), so a job keeps its age
+  when its pods are re-created and a backlog seen in one cycle keeps its arrival order.
 Left out: KAI's per-kind defaults ConfigMap, MPIJob's WaitForWorkersReady launcher
 rule, sub-groups, topology annotations, and the "skip top owner" kinds (Argo, run.ai).
 
@@ -59,12 +64,14 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from kubernetes import client
 
 from ..base import JobRef
 from .client import CALL_ERRORS
+from .objects import parse_time
 
 Json = Mapping[str, Any]
 # (namespace, ownerReference) -> the owner object as JSON, or None when it cannot be read.
@@ -130,6 +137,8 @@ class Grouping:
     priority_candidates: tuple[str, ...] = ()
     default_priority_class: str = TRAIN
     preemptibility: str | None = None
+    # The creationTimestamp of the object the group is named for (None: unknown; the pod's own).
+    created_at: datetime | None = None
 
 
 def api_group(api_version: str) -> str:
@@ -148,7 +157,8 @@ def group_pod(raw: Json, queue_label_keys: Sequence[str], read: OwnerReader) -> 
     namespace, pod_name = meta.get("namespace", ""), meta.get("name", "")
     first = owner_ref(meta)
     if first is None:  # plugins/podjob: the pod is its own top owner
-        return _default(raw, raw, [raw], queue_label_keys, JobRef(namespace, "Pod", pod_name))
+        grouping = _default(raw, raw, [raw], queue_label_keys, JobRef(namespace, "Pod", pod_name))
+        return _with(grouping, created_at=_created(raw))
     chain = _owner_chain(namespace, first, read)
     if not chain:
         # Not even the pod's own owner is readable: its pods still belong together.
@@ -161,15 +171,16 @@ def group_pod(raw: Json, queue_label_keys: Sequence[str], read: OwnerReader) -> 
         # plugins/deployment/deployment_grouper.go: PodGroup "pg-<pod>-<pod uid>" owned by the
         # pod, priority from the Deployment only, default inference.
         grouping = _default(raw, top, [top], queue_label_keys, JobRef(namespace, "Pod", pod_name))
-        return _with(grouping, default_priority_class=INFERENCE)
+        return _with(grouping, default_priority_class=INFERENCE, created_at=_created(raw))
     if (group, kind) == ("batch", "CronJob") and len(chain) >= 2:
         job_obj = chain[-2]  # plugins/cronjobs: the Job the CronJob made is the group
         name = (job_obj.get("metadata") or {}).get("name", "")
-        return _default(raw, job_obj, [job_obj], queue_label_keys, JobRef(namespace, "Job", name))
+        grouping = _default(raw, job_obj, [job_obj], queue_label_keys, JobRef(namespace, "Job", name))
+        return _with(grouping, created_at=_created(job_obj))
     # The hub hands every owner to the default grouper; the kind plugins call it with the top
     # owner alone, so only the top owner's labels count there (KAI's GetPodGroupMetadata calls).
     owners = [top] if (group, kind) in PLUGIN_KINDS else chain
-    grouping = _default(raw, top, owners, queue_label_keys, job)
+    grouping = _with(_default(raw, top, owners, queue_label_keys, job), created_at=_created(top))
     if (group, kind) == ("batch", "Job"):
         return _with(grouping, min_member=as_int(_annotations(top).get(BATCH_MIN_MEMBER_ANNOTATION)))
     if group == "kubeflow.org" and kind in KUBEFLOW_REPLICA_SPECS:
@@ -302,6 +313,10 @@ def _lws(pod: Json, top: Json, grouping: Grouping) -> Grouping:
     return _with(grouping, job=job, min_member=minimum)
 
 
+def _created(obj: Json) -> datetime | None:
+    return parse_time((obj.get("metadata") or {}).get("creationTimestamp"))
+
+
 def _labels(obj: Json) -> Mapping[str, str]:
     return (obj.get("metadata") or {}).get("labels") or {}
 
@@ -417,7 +432,10 @@ class OwnerCache:
         owner: Json = {
             "apiVersion": api_version,
             "kind": kind,
-            "metadata": {k: meta.get(k) for k in ("name", "uid", "labels", "annotations", "ownerReferences")},
+            "metadata": {
+                k: meta.get(k)
+                for k in ("name", "uid", "labels", "annotations", "ownerReferences", "creationTimestamp")
+            },
             # Only the kinds whose grouping reads their spec keep it (a pod template is large).
             "spec": raw.get("spec") if (group, kind) in CUSTOM_OWNERS else {},
             "status": {},

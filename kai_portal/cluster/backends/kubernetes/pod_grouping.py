@@ -12,16 +12,22 @@ inference (125); the portal uses those values for those names when the cluster h
 such class, so a cluster without KAI behaves as one with KAI's chart.
 Preemptibility (common/podgroup/preemptible.go): explicit value, else priority >= 100
 is non-preemptible; the engine applies that rule from ``priority`` when unset here.
+
+Age (the job order's creation time, framework/session_plugins.go JobOrderFn): KAI reads the
+PodGroup's creationTimestamp. A pod of an existing PodGroup takes the earlier of the
+PodGroup's and its top owner's (a PodGroup made for pods that already existed, by KAI's
+podgrouper or the portal, must not make them younger); other pods their top owner's.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 from typing import Any
 
 from ..base import ObservedPod
-from .objects import POD_GROUP_ANNOTATION
+from .objects import POD_GROUP_ANNOTATION, parse_time
 from .owners import Grouping, Json, as_int
 
 BUILTIN_PRIORITIES = {"train": 50, "build-preemptible": 75, "build": 100, "inference": 125}
@@ -36,6 +42,7 @@ class PodGroupSpec:
     queue: str | None = None
     priority_class: str | None = None
     preemptibility: str | None = None
+    created_at: datetime | None = None
 
 
 def parse_pod_group(raw: Json) -> tuple[tuple[str, str], PodGroupSpec]:
@@ -48,6 +55,7 @@ def parse_pod_group(raw: Json) -> tuple[tuple[str, str], PodGroupSpec]:
         queue=spec.get("queue") or None,
         priority_class=spec.get("priorityClassName") or None,
         preemptibility=preemptibility if preemptibility in ("preemptible", "non-preemptible") else None,
+        created_at=parse_time(meta.get("creationTimestamp")),
     )
 
 
@@ -109,6 +117,7 @@ def finish_pod(
             priority_class=spec.priority_class,
             priority=classes.value(spec.priority_class),
             preemptibility=spec.preemptibility,
+            job_created_at=_earliest(spec.created_at, grouping.created_at),
         )
     changes: dict[str, Any] = {}
     if not pod_group:  # an annotation naming a PodGroup not (yet) created still groups the pods
@@ -121,8 +130,14 @@ def finish_pod(
         priority_class=name,
         priority=priority,
         preemptibility=grouping.preemptibility,
+        job_created_at=grouping.created_at,
         **changes,
     )
+
+
+def _earliest(*moments: datetime | None) -> datetime | None:
+    known = [m for m in moments if m is not None]
+    return min(known) if known else None
 
 
 def _priority(pod: ObservedPod, grouping: Grouping, classes: PriorityClasses) -> tuple[str, int]:

@@ -55,6 +55,12 @@ class JobSerializer(serializers.ModelSerializer):
         required=False, allow_null=True, min_value=-1_000_000, max_value=1_000_000,
         help_text="Empty = the value of the priority class.",
     )  # fmt: skip
+    namespace = serializers.CharField(
+        source="pod_namespace",
+        read_only=True,
+        help_text="The namespace of the job's pods (in simulated mode, its queue's name, as the "
+        "scheduling messages name it).",
+    )
     pods = serializers.SerializerMethodField()
     warnings = serializers.SerializerMethodField(
         help_text="Things about the request that are allowed but probably not meant, e.g. GPU memory "
@@ -67,14 +73,14 @@ class JobSerializer(serializers.ModelSerializer):
     class Meta:
         model = Job
         fields = [
-            "uid", "name", "queue", "team", "submitter", "node_pool", "priority_class", "priority",
-            "preemptibility", "task_count", "min_member", "gpu_count", "gpu_fraction", "gpu_memory_mib",
-            "gpu_fraction_devices", "cpu_millicores", "memory_mib", "image", "command", "duration",
-            "restart_policy", "state", "message", "pods", "created_at", "updated_at", "started_at",
-            "finished_at", "forecast", "warnings",
+            "uid", "name", "namespace", "queue", "team", "submitter", "node_pool", "priority_class",
+            "priority", "preemptibility", "task_count", "min_member", "gpu_count", "gpu_fraction",
+            "gpu_memory_mib", "gpu_fraction_devices", "cpu_millicores", "memory_mib", "image", "command",
+            "duration", "restart_policy", "state", "message", "pods", "created_at", "updated_at",
+            "started_at", "finished_at", "forecast", "warnings",
         ]  # fmt: skip
         read_only_fields = [
-            "uid", "state", "message", "created_at", "updated_at", "started_at", "finished_at",
+            "uid", "namespace", "state", "message", "created_at", "updated_at", "started_at", "finished_at",
             "warnings",
         ]  # fmt: skip
         # Bounds come from the model's validators (workloads/limits.py), shared with the form.
