@@ -18,6 +18,11 @@ class Command(BaseCommand):
         parser.add_argument("--once", action="store_true", help="Run one cycle and exit.")
         parser.add_argument("--cycles", type=int, default=0, help="Stop after this many cycles (0 = never).")
         parser.add_argument("--interval", type=float, default=None, help="Seconds between cycles.")
+        parser.add_argument(
+            "--poll", action="store_true",
+            help="A cycle every CYCLE_SECONDS and nothing else (the loop before issue 29; the reference "
+                 "of benchmarks/kwok_latency.py).",
+        )  # fmt: skip
 
     def handle(self, *args: Any, **options: Any) -> None:
         interval = options["interval"] or float(settings.CYCLE_SECONDS)
