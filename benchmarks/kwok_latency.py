@@ -184,6 +184,8 @@ def measure(core: Any, api_client: Any, args: argparse.Namespace, tag: str) -> d
         watch.stop.set()
         with contextlib.suppress(Exception):
             core.delete_namespace(namespace, propagation_policy="Background")
+    # The burst's cycles are those after the last single pod's bind (each single was deleted).
+    burst["after_singles"] = max(watch.bound.get(f"single-{i:03d}", 0.0) for i in range(args.samples))
     return {"singles": singles, **summary(singles), "burst": burst}
 
 
@@ -313,18 +315,32 @@ def portal_scheduler(env: dict[str, str], loop: str, log: Path) -> Iterator[subp
 
 
 def binding_cycles(database_url: str, burst: dict[str, Any], wall_offset: float) -> int | None:
-    """Cycles of the portal that bound pods and overlapped the burst (first create to last bind)."""
+    """Cycles of the portal that bound pods after the last single pod's bind: the burst's."""
     import psycopg
 
-    start = datetime.fromtimestamp(burst["started"] + wall_offset, UTC)
-    end = datetime.fromtimestamp(burst["ended"] + wall_offset, UTC)
+    after = datetime.fromtimestamp(burst["after_singles"] + wall_offset, UTC)
     with psycopg.connect(database_url) as conn:
         row = conn.execute(
-            "SELECT count(*) FROM scheduling_schedulingcycle WHERE allocated_count > 0 "
-            "AND finished_at >= %s AND started_at <= %s",
-            [start, end],
+            "SELECT count(*) FROM scheduling_schedulingcycle WHERE allocated_count > 0 AND started_at > %s",
+            [after],
         ).fetchone()
     return int(row[0]) if row else None
+
+
+def wait_first_cycle(database_url: str, proc: subprocess.Popen[bytes], log: Path) -> None:
+    """The scheduler process is up (Django loaded, first lists made) once a cycle succeeded."""
+    import psycopg
+
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise SystemExit(f"the portal's scheduler exited ({proc.returncode}); see {log}")
+        with psycopg.connect(database_url) as conn:
+            row = conn.execute("SELECT count(*) FROM scheduling_schedulingcycle WHERE status = 'succeeded'")
+            if (row.fetchone() or (0,))[0]:
+                return
+        time.sleep(0.5)
+    raise SystemExit(f"no scheduling cycle succeeded in 300 s; see {log}")
 
 
 def ensure_namespace(core: Any, name: str) -> None:
@@ -448,7 +464,8 @@ def main(argv: list[str] | None = None) -> int:
                     before = [round(x, 2) for x in os.getloadavg()]
                     log = REPO / "var" / f"kwok-latency-{loop}.log"
                     log.parent.mkdir(exist_ok=True)
-                    with portal_scheduler(env, loop, log):
+                    with portal_scheduler(env, loop, log) as proc:
+                        wait_first_cycle(database_url, proc, log)
                         result = measure(core, api_client, args, loop)
                     wall_offset = time.time() - time.monotonic()
                     burst = result["burst"]

@@ -19,6 +19,8 @@ Environment variables (all optional unless noted):
     cycle lock), ``CELERY_BROKER_URL`` (defaults to REDIS_URL)
 ``CLUSTER_BACKEND`` (``simulated`` | ``kubernetes``, default simulated),
 ``SCHEDULER_NAME`` (default ``kai-scheduler``), ``CYCLE_SECONDS`` (default 5),
+``CYCLE_DEBOUNCE_MS`` (100) and ``CYCLE_DEBOUNCE_MAX_MS`` (1000): the scheduler process's wait after
+    a change before its cycle (kubernetes mode, ``manage.py run_scheduler``),
 ``JOB_NAMESPACE_MODE`` (``team`` | ``queue`` | ``fixed``, default team), ``JOB_NAMESPACE``
     (for fixed, default ``default``), ``JOB_NAMESPACE_PREFIX`` (none), ``JOB_NAMESPACE_CREATE``
     (off): where portal jobs' pods go in kubernetes mode,
@@ -253,6 +255,11 @@ if CLUSTER_BACKEND not in {"simulated", "kubernetes"}:
     raise ImproperlyConfigured(f"CLUSTER_BACKEND={CLUSTER_BACKEND!r}: use 'simulated' or 'kubernetes'")
 SCHEDULER_NAME = env_str("SCHEDULER_NAME", "kai-scheduler")
 CYCLE_SECONDS = env_int("CYCLE_SECONDS", 5, minimum=1)
+# The scheduler process in kubernetes mode (manage.py run_scheduler, scheduling/event_loop.py) starts
+# a cycle when its watches report a change, once no other change came for CYCLE_DEBOUNCE_MS (so a
+# burst lands in one cycle), and never later than CYCLE_DEBOUNCE_MAX_MS after the first change.
+CYCLE_DEBOUNCE_MS = env_int("CYCLE_DEBOUNCE_MS", 100, minimum=0)
+CYCLE_DEBOUNCE_MAX_MS = env_int("CYCLE_DEBOUNCE_MAX_MS", 1000, minimum=0)
 # Kubernetes mode: only the holder of a coordination.k8s.io Lease binds (cluster/leader_election.py).
 # The namespace is the worker's own (the chart sets it); the lease name defaults to
 # kai-portal-<SCHEDULER_NAME>, the identity to the host name (the pod's name). As client-go:

@@ -107,8 +107,20 @@ class KubernetesBackend:
 
     # ----- observe -------------------------------------------------------
 
+    def start_watches(self, on_change: Callable[[str], None]) -> None:
+        """Nodes, pods, PodGroups, PriorityClasses and Queue objects followed by informers in
+        background threads (ChangeFeed); ``observe`` then reads them without waiting on a watch."""
+        self.cache.start_watches(on_change)
+        self._queue_objects.start_watch(on_change)
+
+    def stop_watches(self) -> None:
+        self.cache.stop_watches()
+        if self._queue_objects.informer is not None:
+            self._queue_objects.informer.stop()
+
     def observe(self) -> ClusterState:
-        """Return nodes, our pods and what other pods hold; lists once, then follows watches."""
+        """Return nodes, our pods and what other pods hold: what the background watches applied
+        (start_watches), else a list once and then short watch windows each call."""
         self.cache.refresh()
         self.binder.with_own_binds(self.cache.pods)
         return self.cache.state()
