@@ -53,6 +53,12 @@ class Trigger:
                 self._reasons.append(reason)
             self._changed.notify_all()
 
+    @property
+    def pending(self) -> int:
+        """Changes reported and not yet taken by ``wait``."""
+        with self._changed:
+            return self._count
+
     def wait(self, timeout: float, quiet: float, longest: float) -> tuple[list[str], int]:
         """The changes since the last call (reasons kept, count), waiting up to ``timeout`` s for
         the first; once there is one, until ``quiet`` s pass with no other, or ``longest`` s since
@@ -94,6 +100,13 @@ class EventLoop:
     # Each cycle's start, in order (kept for the tests and the log; bounded).
     starts: list[CycleStart] = field(default_factory=list)
     on_cycle: Callable[[CycleStart], None] | None = None
+    # Set while the loop waits for a change (no cycle running).
+    waiting: threading.Event = field(default_factory=threading.Event)
+
+    @property
+    def idle(self) -> bool:
+        """Waiting, with no change reported that a cycle has not yet taken."""
+        return self.waiting.is_set() and not self.trigger.pending
 
     def run(self, cycles: int = 0) -> None:
         """Start the watches, then run cycles until ``stop`` is set (or ``cycles`` have run)."""
@@ -110,7 +123,9 @@ class EventLoop:
                 if cycles and done >= cycles:
                     return
                 left = self.interval - (time.monotonic() - started)
+                self.waiting.set()
                 reasons, changes = self.trigger.wait(left, self.quiet, self.longest)
+                self.waiting.clear()
                 if not changes:
                     reasons = [PERIODIC]
         finally:
