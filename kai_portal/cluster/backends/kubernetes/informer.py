@@ -82,6 +82,11 @@ class Informer:
         if watcher is not None:
             watcher.stop()
 
+    def join(self, timeout: float | None = None) -> bool:
+        """Wait for the thread to end (after ``stop``); True when it has."""
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
+
     @property
     def stopped(self) -> bool:
         return self._stopped.is_set()
