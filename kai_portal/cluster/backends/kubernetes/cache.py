@@ -98,19 +98,25 @@ class ClusterCache:
 
     # ----- background watches (issue 29) -------------------------------------------------------
 
-    def start_watches(self, on_change: Callable[[str], None]) -> dict[str, Informer]:
-        """Follow nodes, pods, PodGroups and PriorityClasses in background threads from now on."""
+    def start_watches(
+        self, on_change: Callable[[str], None], api_client: client.ApiClient
+    ) -> dict[str, Informer]:
+        """Follow nodes, pods, PodGroups and PriorityClasses in background threads from now on.
+
+        ``api_client`` is the watches' own: each open watch holds a pooled connection for minutes,
+        and on the cycle's client they would leave the binds too few (each bind past the pool's
+        size then opens, and drops, a connection of its own)."""
         if self._live is not None:
             return self._informers
-        live = ClusterCache(self.core, self.lister, self.owners, self.scheduler_name, self.queue_label_keys,
-                            self.pool_label)  # fmt: skip
+        live = ClusterCache(client.CoreV1Api(api_client), self.lister, self.owners, self.scheduler_name,
+                            self.queue_label_keys, self.pool_label)  # fmt: skip
         group, version, plural = POD_GROUP_API
         sources: dict[str, tuple[Callable[..., Any], Callable[[], str | None], Any]] = {
-            "nodes": (self.core.list_node, live._list_nodes, live._apply_node),
-            "pods": (self.core.list_pod_for_all_namespaces, live._list_pods, live._apply_pod),
-            "podgroups": (partial(self.custom.list_cluster_custom_object, group, version, plural),
+            "nodes": (live.core.list_node, live._list_nodes, live._apply_node),
+            "pods": (live.core.list_pod_for_all_namespaces, live._list_pods, live._apply_pod),
+            "podgroups": (partial(live.custom.list_cluster_custom_object, group, version, plural),
                           live._list_pod_groups_live, live._apply_pod_group_live),
-            "priorityclasses": (self.scheduling.list_priority_class, live._list_priority_classes_live,
+            "priorityclasses": (live.scheduling.list_priority_class, live._list_priority_classes_live,
                                 live._apply_priority_class_live),
         }  # fmt: skip
         self._live = live
@@ -122,9 +128,11 @@ class ClusterCache:
             informer.start()
         return self._informers
 
-    def stop_watches(self) -> None:
+    def stop_watches(self) -> list[Informer]:
+        """Stop the informers (their threads end after the current event); returns them."""
         for informer in self._informers.values():
             informer.stop()
+        return list(self._informers.values())
 
     @property
     def watching(self) -> bool:

@@ -81,6 +81,15 @@ class Informer:
         watcher = self._watcher
         if watcher is not None:
             watcher.stop()
+            # The open response, closed under the reading thread so a quiet watch ends now (the
+            # client keeps it as ``_resp``; without it the watch ends at its timeout).
+            response = getattr(watcher, "_resp", None)
+            close = getattr(response, "close", None)
+            if close is not None:
+                try:
+                    close()
+                except Exception:  # noqa: BLE001 - a socket already gone is what we wanted
+                    logger.debug("closing the watch of %s", self.name, exc_info=True)
 
     def join(self, timeout: float | None = None) -> bool:
         """Wait for the thread to end (after ``stop``); True when it has."""
@@ -156,6 +165,8 @@ class Informer:
         return events
 
     def _failed(self, error: BaseException, backoff: float) -> float:
+        if self._stopped.is_set():  # the watch closed by stop(): no failure
+            return backoff
         problem = error_text(error) if isinstance(error, Exception) else str(error)
         if problem != self.problem:  # once per distinct problem, not every retry
             logger.warning("watch of %s failed (%s); retrying in %.1f s", self.name, problem, backoff)

@@ -59,9 +59,12 @@ class QueueObjects:
 
     # ----- read -----------------------------------------------------------
 
-    def start_watch(self, on_change: Callable[[str], None]) -> Informer:
-        """Follow the Queue objects in a background thread from now on (``observe`` reads it)."""
+    def start_watch(self, on_change: Callable[[str], None], api_client: client.ApiClient) -> Informer:
+        """Follow the Queue objects in a background thread from now on (``observe`` reads it), on
+        ``api_client`` (the watches' own connection pool)."""
         if self.informer is None:
+            # The list and the watch on that pool (this process makes no Queue writes; the web does).
+            self.custom = client.CustomObjectsApi(api_client)
             self.informer = Informer(
                 "queues", self._list_call(), self._relist, self._apply, self._lock, on_change
             )
