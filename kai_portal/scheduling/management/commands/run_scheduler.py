@@ -42,7 +42,7 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         interval = options["interval"] or float(settings.CYCLE_SECONDS)
         limit = 1 if options["once"] else options["cycles"]
-        if settings.CLUSTER_BACKEND == "kubernetes" and not options["poll"]:
+        if settings.CLUSTER_BACKEND == "kubernetes" and not options.get("poll"):
             backend = get_backend()
             if isinstance(backend, ChangeFeed):
                 self._on_change(backend, interval, limit)
