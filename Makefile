@@ -17,7 +17,7 @@ export TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
 TEST_SQLITE_URL ?= sqlite:///$(CURDIR)/var/test-sqlite.sqlite3
 SQLITE_TESTS := tests/browser tests/portal/pages tests/portal/previews tests/portal/reports tests/portal/history tests/portal/scheduling
 
-.PHONY: install run test lint typecheck pytest prodcheck services bench bench-kwok scenarios clean helm k8s-build k8s-up k8s-down kai-up kai-down
+.PHONY: install run test lint typecheck pytest prodcheck services bench bench-kwok bench-latency scenarios clean helm k8s-build k8s-up k8s-down kai-up kai-down
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) on PATH"; exit 1; }
@@ -104,6 +104,12 @@ bench: install
 # its own control plane in var/k8s-bench; empties the database named by TEST_DATABASE_URL).
 bench-kwok: install
 	nice -n 5 $(PY) benchmarks/kwok_throughput.py --nodes 1000 --pods 10000
+
+# Create -> bound latency on an idle 40-node KWOK cluster, and a 300-pod burst: the old loop and the
+# event-driven one side by side (starts its own control plane in var/k8s-latency and its own database,
+# dropped after). `--external` measures whatever else schedules the pods (KAI's own binaries, say).
+bench-latency: install
+	nice -n 5 $(PY) benchmarks/kwok_latency.py --nodes 40 --samples 20 --burst 300 --loop poll --loop event
 
 clean:
 	-deploy/kai-testbed/kai-down.sh

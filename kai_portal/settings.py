@@ -23,6 +23,10 @@ Environment variables (all optional unless noted):
     ``global.queueLabelKey``): the one pod and owner label naming a pod's queue in kubernetes
     mode (``runai/queue`` for workloads labelled before KAI v0.6); a pod without it goes to
     ``default-queue``, as KAI's podgrouper puts it,
+``CYCLE_DEBOUNCE_MS`` (100) and ``CYCLE_DEBOUNCE_MAX_MS`` (1000): the scheduler process's wait after
+    a change before its cycle (kubernetes mode, ``manage.py run_scheduler``), ``SCHEDULING_LOOP``
+    (``celery``: beat sends a cycle every CYCLE_SECONDS; ``process``: ``manage.py run_scheduler`` runs
+    them and beat sends none),
 ``JOB_NAMESPACE_MODE`` (``team`` | ``queue`` | ``fixed``, default team), ``JOB_NAMESPACE``
     (for fixed, default ``default``), ``JOB_NAMESPACE_PREFIX`` (none), ``JOB_NAMESPACE_CREATE``
     (off): where portal jobs' pods go in kubernetes mode,
@@ -266,6 +270,17 @@ if not re.fullmatch(_LABEL_KEY, QUEUE_LABEL_KEY):
         "'kai.scheduler/queue' (KAI's default) or 'runai/queue' (KAI before v0.6)"
     )
 CYCLE_SECONDS = env_int("CYCLE_SECONDS", 5, minimum=1)
+# The scheduler process in kubernetes mode (manage.py run_scheduler, scheduling/event_loop.py) starts
+# a cycle when its watches report a change, once no other change came for CYCLE_DEBOUNCE_MS (so a
+# burst lands in one cycle), and never later than CYCLE_DEBOUNCE_MAX_MS after the first change.
+CYCLE_DEBOUNCE_MS = env_int("CYCLE_DEBOUNCE_MS", 100, minimum=0)
+CYCLE_DEBOUNCE_MAX_MS = env_int("CYCLE_DEBOUNCE_MAX_MS", 1000, minimum=0)
+# Who runs the cycles: "celery" (beat sends run_cycle every CYCLE_SECONDS to a worker) or "process"
+# (a long-running `manage.py run_scheduler`; beat then sends none, so no worker's cycle holds the
+# cycle lock while the scheduler process wants it). The Helm chart sets "process" in kubernetes mode.
+SCHEDULING_LOOP = env_str("SCHEDULING_LOOP", "celery")
+if SCHEDULING_LOOP not in {"celery", "process"}:
+    raise ImproperlyConfigured(f"SCHEDULING_LOOP={SCHEDULING_LOOP!r}: use 'celery' or 'process'")
 # Kubernetes mode: only the holder of a coordination.k8s.io Lease binds (cluster/leader_election.py).
 # The namespace is the worker's own (the chart sets it); the lease name defaults to
 # kai-portal-<SCHEDULER_NAME>, the identity to the host name (the pod's name). As client-go:
@@ -339,6 +354,8 @@ CELERY_BEAT_SCHEDULE = {
         "options": {"queue": "default", "expires": 3600.0},
     },
 }
+if SCHEDULING_LOOP == "process":  # manage.py run_scheduler runs the cycles
+    del CELERY_BEAT_SCHEDULE["run-scheduling-cycle"]
 
 # --- REST API ---------------------------------------------------------------
 # Token auth first: its WWW-Authenticate header makes unauthenticated requests 401, not 403.

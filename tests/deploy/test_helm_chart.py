@@ -149,6 +149,9 @@ def backend_calls(paths: list[Path] = BACKENDS) -> set[tuple[str, str, str]]:
 
 
 QUEUE_OBJECTS = KUBERNETES / "queue_objects.py"
+# The methods of QueueObjects that read for the cycle: observe, and the list call its informer and
+# its watch windows share (a list followed by a watch).
+READS = frozenset({"observe", "_list_call"})
 CUSTOM_VERBS = {"list": "list", "get": "get", "create": "create", "patch": "patch", "replace": "update",
                 "delete": "delete"}  # fmt: skip
 
@@ -192,9 +195,9 @@ def queue_object_calls() -> tuple[set[tuple[str, str, str]], set[tuple[str, str,
             assert match, f"unknown client call custom.{method.attr}"
             group, plural = (constants[a.id] for a in (args[0], args[2]))  # type: ignore[attr-defined]
             verb = CUSTOM_VERBS[match.group(1)]
-            target = reads if function.name == "observe" else writes
+            target = reads if function.name in READS else writes
             target.add((group, plural, verb))
-            if function.name == "observe" and verb == "list":
+            if function.name in READS and verb == "list":
                 target.add((group, plural, "watch"))  # observe() follows its list with a watch
     assert reads and writes, "the Queue object calls could not be found; has queue_objects.py moved?"
     return reads, writes
@@ -282,6 +285,7 @@ def test_default_install_renders_every_component():
         ("ClusterRoleBinding", "kai-kai-portal-web"),
         ("ConfigMap", "kai-kai-portal"),
         ("Deployment", "kai-kai-portal-beat"),
+        ("Deployment", "kai-kai-portal-scheduler"),
         ("Deployment", "kai-kai-portal-web"),
         ("Deployment", "kai-kai-portal-webhook"),
         ("Deployment", "kai-kai-portal-worker"),
@@ -345,7 +349,9 @@ def test_the_cluster_role_is_exactly_what_the_backend_calls_and_no_wildcard():
 
 def test_commands_match_the_project_and_only_the_worker_and_web_hold_tokens():
     objects = by_kind(render(*REQUIRED))
-    web, worker, beat = (objects[("Deployment", f"kai-kai-portal-{c}")] for c in ("web", "worker", "beat"))
+    web, worker, beat, scheduler = (
+        objects[("Deployment", f"kai-kai-portal-{c}")] for c in ("web", "worker", "beat", "scheduler")
+    )
     migrate = objects[("Job", "kai-kai-portal-migrate")]
 
     assert container(web)["command"] == ["gunicorn", "kai_portal.wsgi:application"]
@@ -354,21 +360,28 @@ def test_commands_match_the_project_and_only_the_worker_and_web_hold_tokens():
     assert container(worker)["command"] == ["celery", "-A", "kai_portal", "worker"]
     assert f"--queues={queues}" in container(worker)["args"]
     assert container(beat)["command"] == ["celery", "-A", "kai_portal", "beat"]
+    # kubernetes mode: the scheduler process runs the cycles (and beat sends none); simulated: no such pod.
+    assert container(scheduler)["command"] == ["python", "manage.py", "run_scheduler"]
+    assert "run_scheduler" in get_commands()
+    assert objects[("ConfigMap", "kai-kai-portal")]["data"]["SCHEDULING_LOOP"] == "process"
     assert container(migrate)["command"][:3] == ["python", "manage.py", "migrate"]
     assert migrate["metadata"]["annotations"]["helm.sh/hook"] == "post-install,pre-upgrade"
 
     assert beat["spec"]["replicas"] == 1 and beat["spec"]["strategy"]["type"] == "Recreate"
-    pods = {"web": web, "worker": worker, "beat": beat, "migrate": migrate}
+    pods = {"web": web, "worker": worker, "beat": beat, "migrate": migrate, "scheduler": scheduler}
     tokens = {name: d["spec"]["template"]["spec"]["automountServiceAccountToken"] for name, d in pods.items()}
     # The web writes Queue objects and creates and deletes portal jobs' pods in the request
     # (kubernetes mode only), with its own account, not the scheduler's.
-    assert tokens == {"web": True, "worker": True, "beat": False, "migrate": False}
+    assert tokens == {"web": True, "worker": True, "beat": False, "migrate": False, "scheduler": True}
     accounts = {name: d["spec"]["template"]["spec"]["serviceAccountName"] for name, d in pods.items()}
     assert accounts["web"] == "kai-kai-portal-web" and accounts["worker"] == "kai-kai-portal"
+    assert accounts["scheduler"] == "kai-kai-portal"
     simulated = by_kind(render(*REQUIRED, "config.clusterBackend=simulated"))
+    assert ("Deployment", "kai-kai-portal-scheduler") not in simulated
+    assert simulated[("ConfigMap", "kai-kai-portal")]["data"]["SCHEDULING_LOOP"] == "celery"
     assert simulated[("Deployment", "kai-kai-portal-web")]["spec"]["template"]["spec"][
         "automountServiceAccountToken"] is False  # fmt: skip
-    for doc in (web, worker, beat, migrate):
+    for doc in (web, worker, beat, migrate, scheduler):
         spec = doc["spec"]["template"]["spec"]
         assert spec["securityContext"]["runAsNonRoot"] is True
         assert container(doc)["securityContext"]["readOnlyRootFilesystem"] is True
@@ -406,7 +419,7 @@ def test_every_variable_the_chart_sets_is_read_by_the_settings():
         "REDIS_URL": "redis://redis:6379/0",
         "METRICS_TOKEN": "scrape-me",
     }
-    for component in ("web", "worker", "beat"):
+    for component in ("web", "worker", "beat", "scheduler"):
         env_from = container(objects[("Deployment", f"kai-kai-portal-{component}")])["envFrom"]
         assert env_from == [
             {"configMapRef": {"name": "kai-kai-portal"}},

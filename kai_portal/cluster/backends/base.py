@@ -434,3 +434,19 @@ class LeaseHolder(Protocol):
     def guard_writes(self, guard: Callable[[], str | None] | None) -> None:
         """Check ``guard`` before each write of a cycle: a non-None answer refuses the write."""
         ...
+
+
+@runtime_checkable
+class ChangeFeed(Protocol):
+    """A backend that can follow its cluster in the background (issue 29: the Kubernetes backend's
+    informers) and say when something changed that a cycle should act on: the scheduler process
+    (``manage.py run_scheduler``) starts a cycle on each change instead of only every CYCLE_SECONDS."""
+
+    def start_watches(self, on_change: Callable[[str], None]) -> None:
+        """Keep the watches open from now on; call ``on_change`` (from their threads) with a few
+        words saying what changed. ``observe`` then reads what they applied, opening no watch."""
+        ...
+
+    def stop_watches(self) -> None:
+        """Stop the watches (their threads end after their current event)."""
+        ...

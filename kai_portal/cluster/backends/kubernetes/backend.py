@@ -88,6 +88,7 @@ class KubernetesBackend:
         self._queue_objects = QueueObjects(self.api_client, self.lister)
         # Leader election (cluster/leader_election.py): this backend's candidate, made on first use.
         self.elector: Elector | None = None
+        self._watch_client: client.ApiClient | None = None  # the background watches' (start_watches)
 
     @property
     def scheduler_name(self) -> str:
@@ -108,8 +109,31 @@ class KubernetesBackend:
 
     # ----- observe -------------------------------------------------------
 
+    def start_watches(self, on_change: Callable[[str], None]) -> None:
+        """Nodes, pods, PodGroups, PriorityClasses and Queue objects followed by informers in
+        background threads (ChangeFeed); ``observe`` then reads them without waiting on a watch."""
+        if self._watch_client is None:
+            # A pool of their own: an open watch holds its connection (cache.start_watches).
+            self._watch_client = client.ApiClient(self.api_client.configuration)
+        self.cache.start_watches(on_change, self._watch_client)
+        self._queue_objects.start_watch(on_change, self._watch_client)
+
+    def stop_watches(self) -> None:
+        """Stop the informers, wait for their threads, and close the watches' connections."""
+        informers = [*self.cache.stop_watches(), self._queue_objects.informer]
+        for informer in informers:
+            if informer is not None:
+                informer.stop()
+        for informer in informers:
+            if informer is not None:
+                informer.join(10)
+        if self._watch_client is not None:
+            self._watch_client.close()
+            self._watch_client = None
+
     def observe(self) -> ClusterState:
-        """Return nodes, our pods and what other pods hold; lists once, then follows watches."""
+        """Return nodes, our pods and what other pods hold: what the background watches applied
+        (start_watches), else a list once and then short watch windows each call."""
         self.cache.refresh()
         self.binder.with_own_binds(self.cache.pods)
         return self.cache.state()

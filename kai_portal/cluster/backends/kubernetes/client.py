@@ -84,7 +84,7 @@ class Lister:
         resource_version: str | None,
         relist: Callable[[], str | None],
         list_call: Callable[..., Any],
-        apply_event: Callable[[str, dict[str, Any]], None],
+        apply_event: Callable[[str, dict[str, Any]], object],
         window: float | None = None,
         **selectors: str,
     ) -> str | None:
@@ -102,7 +102,7 @@ class Lister:
         self,
         resource_version: str,
         list_call: Callable[..., Any],
-        apply_event: Callable[[str, dict[str, Any]], None],
+        apply_event: Callable[[str, dict[str, Any]], object],
         window: float | None = None,
         **selectors: str,
     ) -> str:

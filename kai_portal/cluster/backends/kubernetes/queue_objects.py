@@ -2,7 +2,10 @@
 
 Reading follows the Kubernetes backend's nodes: the first ``observe`` lists every Queue object
 and keeps the list's resourceVersion, later ones apply a short watch from it (a 410 re-lists);
-the list/watch plumbing is the backend's own (``client.Lister``), not a second copy.
+the list/watch plumbing is the backend's own (``client.Lister``), not a second copy. In the
+scheduler process (``start_watch``, issue 29) an informer keeps the watch open in the background
+instead and ``observe`` returns what it has applied; every change of an object is a reason for a
+cycle (``on_change``).
 
 Writing carries the resourceVersion the portal last read as a precondition (a JSON merge patch
 with ``metadata.resourceVersion``; a delete with ``preconditions``), so a change made in the
@@ -14,6 +17,8 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
+from collections.abc import Callable
 from functools import partial
 from typing import Any
 
@@ -21,6 +26,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from .client import CALL_ERRORS, Lister, error_text, release
+from .informer import Informer
 
 logger = logging.getLogger(__name__)
 
@@ -48,8 +54,30 @@ class QueueObjects:
         self._objects: dict[str, dict[str, Any]] = {}
         self._resource_version: str | None = None
         self._last_problem: str | None = None
+        self._lock = threading.Lock()
+        self.informer: Informer | None = None
 
     # ----- read -----------------------------------------------------------
+
+    def start_watch(self, on_change: Callable[[str], None], api_client: client.ApiClient) -> Informer:
+        """Follow the Queue objects in a background thread from now on (``observe`` reads it), on
+        ``api_client`` (the watches' own connection pool)."""
+        if self.informer is None:
+            # The list and the watch on that pool (this process makes no Queue writes; the web does).
+            self.custom = client.CustomObjectsApi(api_client)
+            self.informer = Informer(
+                "queues", self._list_call(), self._relist, self._apply, self._lock, on_change
+            )
+            self.informer.start()
+        return self.informer
+
+    def _list_call(self) -> Callable[..., object]:
+        return partial(self.custom.list_cluster_custom_object, GROUP, VERSION, PLURAL)
+
+    def _relist(self) -> str | None:
+        items, resource_version = self.lister.list_all(self._list_call())
+        self._objects = {item["metadata"]["name"]: item for item in items}
+        return resource_version
 
     def observe(self) -> dict[str, dict[str, Any]] | None:
         """Every Queue object by name, or None when they cannot be read this cycle.
@@ -57,15 +85,12 @@ class QueueObjects:
         None (a missing CRD, a refused or failed call) means "unknown", never "no queues": the
         caller must then leave the portal's queues alone rather than delete them.
         """
-        list_call = partial(self.custom.list_cluster_custom_object, GROUP, VERSION, PLURAL)
-
-        def relist() -> str | None:
-            items, resource_version = self.lister.list_all(list_call)
-            self._objects = {item["metadata"]["name"]: item for item in items}
-            return resource_version
-
+        if self.informer is not None:
+            return self._watched()
         try:
-            self._resource_version = self.lister.sync(self._resource_version, relist, list_call, self._apply)
+            self._resource_version = self.lister.sync(
+                self._resource_version, self._relist, self._list_call(), self._apply
+            )
         except CALL_ERRORS as error:
             problem = error_text(error)
             if problem != self._last_problem:  # once per distinct problem, not every cycle
@@ -76,14 +101,25 @@ class QueueObjects:
         self._last_problem = None
         return dict(self._objects)
 
-    def _apply(self, event_type: str, raw: dict[str, Any]) -> None:
+    def _watched(self) -> dict[str, dict[str, Any]] | None:
+        """The informer's objects; None (unknown) until its list has succeeded, and while a list
+        after a failure has not (the informer logs why)."""
+        assert self.informer is not None
+        if not self.informer.synced.is_set() or self.informer.resource_version is None:
+            return None
+        with self._lock:
+            return dict(self._objects)
+
+    def _apply(self, event_type: str, raw: dict[str, Any]) -> bool:
         name = (raw.get("metadata") or {}).get("name")
         if not name:
-            return
+            return False
         if event_type == "DELETED":
-            self._objects.pop(name, None)
-        else:
-            self._objects[name] = raw
+            return self._objects.pop(name, None) is not None
+        before = self._objects.get(name)
+        self._objects[name] = raw
+        # What the portal reads of a queue; a status written by a controller asks no cycle.
+        return before is None or _read_part(before) != _read_part(raw)
 
     # ----- write ----------------------------------------------------------
 
@@ -108,7 +144,13 @@ class QueueObjects:
         """A merge patch; ``body.metadata.resourceVersion`` is the precondition (``since`` names it)."""
         try:
             response = self.custom.patch_cluster_custom_object(
-                GROUP, VERSION, PLURAL, name, body, _preload_content=False, _content_type=MERGE_PATCH,
+                GROUP,
+                VERSION,
+                PLURAL,
+                name,
+                body,
+                _preload_content=False,
+                _content_type=MERGE_PATCH,
                 _request_timeout=WRITE_TIMEOUT,
             )
         except ApiException as error:
@@ -155,3 +197,7 @@ def _unavailable(name: str, error: Exception) -> str:
         f"the Queue object '{name}' could not be written to the cluster ({error_text(error)}); "
         "nothing was saved. Try again, or ask an administrator to check the portal's access to the cluster."
     )
+
+
+def _read_part(obj: dict[str, Any]) -> tuple[Any, Any]:
+    return obj.get("spec"), (obj.get("metadata") or {}).get("labels")

@@ -1,4 +1,12 @@
-"""``manage.py run_scheduler``: the scheduling loop in this process, no Celery needed."""
+"""``manage.py run_scheduler``: the scheduling loop in this process, no Celery needed.
+
+In kubernetes mode this is the scheduler process (KAI's scheduler binary; issue 29): the
+backend's watches stay open in background threads and a cycle starts when the cluster changed
+(a new pending pod, a pod finished or deleted, a node or queue changed), after a quiet period of
+``CYCLE_DEBOUNCE_MS`` (at most ``CYCLE_DEBOUNCE_MAX_MS``), and at least every ``CYCLE_SECONDS``
+(event_loop.py). Every cycle takes the same cycle lock, leader Lease and fencing token as a Celery
+worker's. With the simulated cluster, or ``--poll``, it runs a cycle every ``CYCLE_SECONDS``.
+"""
 
 from __future__ import annotations
 
@@ -8,33 +16,73 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
 
+from kai_portal.cluster.backends import ChangeFeed, ClusterBackend
+from kai_portal.history.models import SchedulingCycle
 from kai_portal.scheduling.cycle import run_scheduling_cycle
+from kai_portal.scheduling.event_loop import CycleStart, EventLoop
+from kai_portal.workloads.configured_backend import get_backend
 
 
 class Command(BaseCommand):
-    help = "Run a scheduling cycle every CYCLE_SECONDS (the in-process alternative to Celery beat + worker)."
+    help = (
+        "Run the scheduling loop in this process (the alternative to Celery beat + worker; in kubernetes "
+        "mode, a cycle on each change the watches report and at least every CYCLE_SECONDS)."
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--once", action="store_true", help="Run one cycle and exit.")
         parser.add_argument("--cycles", type=int, default=0, help="Stop after this many cycles (0 = never).")
         parser.add_argument("--interval", type=float, default=None, help="Seconds between cycles.")
+        parser.add_argument(
+            "--poll", action="store_true",
+            help="A cycle every CYCLE_SECONDS and nothing else, also in kubernetes mode (the loop before "
+                 "issue 29, whose cycles open watch windows; the reference of benchmarks/kwok_latency.py).",
+        )  # fmt: skip
 
     def handle(self, *args: Any, **options: Any) -> None:
         interval = options["interval"] or float(settings.CYCLE_SECONDS)
         limit = 1 if options["once"] else options["cycles"]
+        if settings.CLUSTER_BACKEND == "kubernetes" and not options.get("poll"):
+            backend = get_backend()
+            if isinstance(backend, ChangeFeed):
+                self._on_change(backend, interval, limit)
+                return
+        self._poll(interval, limit)
+
+    def _on_change(self, backend: ClusterBackend, interval: float, limit: int) -> None:
+        loop = EventLoop(
+            backend,
+            interval=interval,
+            quiet=settings.CYCLE_DEBOUNCE_MS / 1000,
+            longest=settings.CYCLE_DEBOUNCE_MAX_MS / 1000,
+            run_cycle=lambda b: run_scheduling_cycle(backend=b),
+            on_cycle=self._report_start,
+        )
+        loop.run(cycles=limit)
+
+    def _report_start(self, start: CycleStart) -> None:
+        if start.cycle is None:
+            self.stderr.write(f"cycle failed: {start.error}")
+            return
+        more = f" (+{start.changes - len(start.reasons)} more)" if start.changes > len(start.reasons) else ""
+        self._report(start.cycle, f"; after: {', '.join(start.reasons[:3])}{more}")
+
+    def _poll(self, interval: float, limit: int) -> None:
         done = 0
         while True:
             started = time.monotonic()
             try:
-                cycle = run_scheduling_cycle()
-                self.stdout.write(
-                    f"cycle {cycle.pk} {cycle.status}: {cycle.allocated_count} allocated, "
-                    f"{cycle.evicted_count} evicted, {cycle.unschedulable_count} pending "
-                    f"({cycle.duration_ms} ms)"
-                )
+                self._report(run_scheduling_cycle())
             except Exception as error:  # keep the loop alive; the cycle row has the traceback
                 self.stderr.write(f"cycle failed: {error}")
             done += 1
             if limit and done >= limit:
                 return
             time.sleep(max(0.0, interval - (time.monotonic() - started)))
+
+    def _report(self, cycle: SchedulingCycle, why: str = "") -> None:
+        self.stdout.write(
+            f"cycle {cycle.pk} {cycle.status}: {cycle.allocated_count} allocated, "
+            f"{cycle.evicted_count} evicted, {cycle.unschedulable_count} pending "
+            f"({cycle.duration_ms} ms){why}"
+        )
