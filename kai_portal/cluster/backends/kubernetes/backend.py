@@ -40,8 +40,10 @@ from .evictor import Evictor, evict_event, evictor_annotations
 from .gpu_sharing import GpuSharing
 from .lease import LeaderElector
 from .owners import OwnerCache
+from .pod_groups import PodGroupWriter
 from .portal_jobs import PortalJobs
 from .queue_objects import QueueObjects
+from .queue_status import QueueStatusWriter
 from .status import StatusUpdater
 
 
@@ -85,6 +87,10 @@ class KubernetesBackend:
         self.status = StatusUpdater(self.core, self.caller, self.cache, scheduler_name, self.bind_concurrency)
         self.jobs = PortalJobs(self.core, self.caller, self.lister, scheduler_name, self.queue_label_keys)
         self._queue_objects = QueueObjects(self.api_client, self.lister)
+        # The objects KAI's tooling reads: PodGroups (podgrouper, podgroup controller) and Queue.status.
+        custom = client.CustomObjectsApi(self.api_client)
+        self.pod_groups = PodGroupWriter(custom, self.caller, self.cache, self.bind_concurrency)
+        self.queue_status = QueueStatusWriter(custom, self.caller, self.bind_concurrency)
         # Leader election (cluster/leader_election.py): this backend's candidate, made on first use.
         self.elector: Elector | None = None
 
@@ -134,9 +140,24 @@ class KubernetesBackend:
                 evicted = evict_event(eviction)
                 report.add(self.status.post_event(evicted, annotations=evictor_annotations(eviction)))
         notes = [self.binder.bind_event(b, r) for b, r in zip(binds, bound, strict=True)]
-        for result in self.status.note_all(notes + self.status.events_to_post(events)):
+        notes += [self.binder.bound_event(b) for b, r in zip(binds, bound, strict=True) if r.ok]
+        for result in self.write_kai_objects(binds, bound, events):
+            report.add(result)
+        events = self.pod_groups.retarget(events)
+        for result in self.status.note_all(
+            notes + self.status.events_to_post(events, self.pod_groups.known())
+        ):
             report.add(result)
         return report
+
+    def write_kai_objects(
+        self, binds: list[Bind], bound: list[OperationResult], events: list[PodEvent]
+    ) -> list[OperationResult]:
+        """PodGroups and Queue.status as KAI's podgrouper and controllers write them (after the
+        binds, so a bind never waits for them; before the events, so a PodGroup's have it)."""
+        results = self.pod_groups.write(binds, bound, events)
+        groups = [plan.pods for plan in self.pod_groups.plans.values()]
+        return results + self.queue_status.write(self._queue_objects.cached(), groups)
 
     # ----- submit / cancel / namespaces (NamespaceManager) -----------------
 

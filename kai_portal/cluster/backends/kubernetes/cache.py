@@ -105,6 +105,14 @@ class ClusterCache:
             external=external,
         )
 
+    def groupings(self) -> dict[tuple[str, str], Grouping]:
+        """Each of our pods' grouping by owners, with the PodGroup KAI's podgrouper would write."""
+        return {key: grouping for key, (_, grouping) in self._grouped.items()}
+
+    def pod_group_specs(self) -> dict[tuple[str, str], PodGroupSpec]:
+        """The PodGroups in the cluster, by (namespace, name), as last listed or watched."""
+        return dict(self._pod_groups)
+
     def _orphaned(self, pod: ObservedPod) -> bool:
         """A live pod bound to a node that no longer exists.
 

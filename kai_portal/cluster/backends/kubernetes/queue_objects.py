@@ -76,6 +76,10 @@ class QueueObjects:
         self._last_problem = None
         return dict(self._objects)
 
+    def cached(self) -> dict[str, dict[str, Any]]:
+        """The Queue objects as the last ``observe`` left them (no call; empty before the first)."""
+        return dict(self._objects)
+
     def _apply(self, event_type: str, raw: dict[str, Any]) -> None:
         name = (raw.get("metadata") or {}).get("name")
         if not name:
@@ -110,7 +114,7 @@ class QueueObjects:
             response = self.custom.patch_cluster_custom_object(
                 GROUP, VERSION, PLURAL, name, body, _preload_content=False, _content_type=MERGE_PATCH,
                 _request_timeout=WRITE_TIMEOUT,
-            )
+            )  # fmt: skip
         except ApiException as error:
             if error.status in (404, 409):
                 raise QueueObjectConflict(_changed(name, since, gone=error.status == 404)) from None
