@@ -180,14 +180,16 @@ def custom_write_calls(paths: list[Path]) -> set[tuple[str, str, str]]:
         tree = ast.parse(path.read_text())
         constants = module_constants(tree)
         for node in ast.walk(tree):
-            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-                    and isinstance(node.func.value, ast.Attribute) and node.func.value.attr == "custom"):  # fmt: skip
+            func = node.func if isinstance(node, ast.Call) else None
+            if not (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Attribute)
+                    and func.value.attr == "custom"):  # fmt: skip
                 continue
-            match = CUSTOM_WRITE.fullmatch(node.func.attr)
+            match = CUSTOM_WRITE.fullmatch(func.attr)
             if not match:
                 continue
             plural_at = 3 if match.group(2) == "namespaced" else 2
-            group, plural = (constants[a.id] for a in (node.args[0], node.args[plural_at]))  # type: ignore[attr-defined]
+            args = node.args  # type: ignore[attr-defined]
+            group, plural = (constants[a.id] for a in (args[0], args[plural_at]))
             calls.add((group, plural + ("/status" if match.group(3) else ""), match.group(1)))
     return calls
 
@@ -257,7 +259,8 @@ def portal_job_calls() -> set[tuple[str, str, str]]:
         for function in ast.walk(tree)
         if isinstance(function, ast.FunctionDef) and function.name in WEB_METHODS
         for node in ast.walk(function)
-        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Attribute)
+        if isinstance(node, ast.Attribute)
+        and isinstance(node.value, ast.Attribute)
         and node.value.attr == "core"  # fmt: skip
     }
     assert methods, "submit / cancel make no calls; has portal_jobs.py moved?"

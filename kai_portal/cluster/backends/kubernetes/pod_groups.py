@@ -28,6 +28,7 @@ which replaces the status the portal wrote before (a stale resource name cannot 
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -54,6 +55,9 @@ UNSCHEDULABLE_ON_NODE_POOL = "UnschedulableOnNodePool"
 KNOWN_REASONS = ("NonPreemptibleOverQuota", "OverLimit", "PreemptionDelayNotElapsed", "QueueDoesNotExist")
 NON_PREEMPTIBLE_PRIORITY = 100  # KAI: a group without preemptibility is non-preemptible from here up
 DEFAULT_PRIORITY = 50
+# A cluster without KAI's PodGroup CRD (404) or a role without the writes (403): the writes pause
+# this long after one failure is reported, instead of failing for every group every cycle.
+UNAVAILABLE_PAUSE_SECONDS = 60.0
 STATE_LIMIT = 20_000  # groups remembered; forgetting one costs one idempotent status write
 GPU, GPU_MEMORY = "nvidia.com/gpu", "run.ai/gpu.memory"
 FINISHED = (TaskStatus.SUCCEEDED, TaskStatus.FAILED)
@@ -90,6 +94,7 @@ class PodGroupWriter:
         # (namespace, job name) -> PodGroup name: the cycle's PodGroup events are about jobs.
         self.names: dict[tuple[str, str], str] = {}
         self.plans: dict[tuple[str, str], PodGroupPlan] = {}
+        self._paused_until = 0.0
 
     # ----- what to write -------------------------------------------------
 
@@ -134,6 +139,8 @@ class PodGroupWriter:
         """Create the missing PodGroups, then write each of ours whose status or start changed."""
         done_binds = [b for b, r in zip(binds, bound, strict=True) if r.ok]
         plans = self.plan({(b.namespace, b.pod): b.node for b in done_binds})
+        if time.monotonic() < self._paused_until:
+            return []
         now = datetime.now(UTC).replace(microsecond=0)
         started = {self._group_of(b.namespace, b.pod) for b in done_binds}
         waiting = {
@@ -143,7 +150,7 @@ class PodGroupWriter:
         }
 
         def one(plan: PodGroupPlan) -> list[OperationResult]:
-            if not plan.ours:
+            if not plan.ours or time.monotonic() < self._paused_until:
                 return []
             results: list[OperationResult] = []
             key = (plan.namespace, plan.name)
@@ -166,6 +173,9 @@ class PodGroupWriter:
 
         todo = [p for p in plans.values() if p.ours]
         done = concurrently(self.concurrency, one, todo)
+        if time.monotonic() < self._paused_until:  # one failure says why; the rest say the same
+            failed = [r for results in done for r in results if not r.ok]
+            return failed[:1]
         if len(self._status) > STATE_LIMIT:
             self._status = {k: v for k, v in self._status.items() if k in plans}
         return [r for results in done for r in results]
@@ -200,6 +210,8 @@ class PodGroupWriter:
         )
         if result.ok:
             self._created.add((namespace, name))
+        elif result.status_code in (403, 404):  # no PodGroup CRD, or no right to write them
+            self._paused_until = time.monotonic() + UNAVAILABLE_PAUSE_SECONDS
         elif result.status_code == 409:
             # Someone else (KAI's podgrouper, a user) made it meanwhile: theirs, never changed here.
             plan = self.plans.get((namespace, name))
