@@ -109,6 +109,11 @@ class ClusterCache:
         """Each of our pods' grouping by owners, with the PodGroup KAI's podgrouper would write."""
         return {key: grouping for key, (_, grouping) in self._grouped.items()}
 
+    @property
+    def pod_groups_listed(self) -> bool:
+        """Whether PodGroups could be listed (no CRD, a cluster without KAI's, or no right: False)."""
+        return self._pod_group_rv is not None
+
     def pod_group_specs(self) -> dict[tuple[str, str], PodGroupSpec]:
         """The PodGroups in the cluster, by (namespace, name), as last listed or watched."""
         return dict(self._pod_groups)

@@ -4,6 +4,8 @@ Under KAI every workload gets a ``PodGroup`` (scheduling.run.ai/v2alpha2) within
 dashboards, ``kubectl get podgroups`` and the queue controller read them. Who writes what there,
 and what the portal writes in its place (docs/kai-objects.md lists every field):
 
+Nothing is written where PodGroups cannot be listed (a cluster without KAI's CRD).
+
 - podgrouper (pkg/podgrouper/podgroup/handler.go): creates ``pg-<owner>-<uid>`` with the owner's
   reference, the top owner's labels and annotations (plus ``kai.scheduler/top-owner-metadata``),
   ``spec.minMember``, ``queue``, ``priorityClassName``, ``preemptibility`` and
@@ -139,8 +141,8 @@ class PodGroupWriter:
         """Create the missing PodGroups, then write each of ours whose status or start changed."""
         done_binds = [b for b, r in zip(binds, bound, strict=True) if r.ok]
         plans = self.plan({(b.namespace, b.pod): b.node for b in done_binds})
-        if time.monotonic() < self._paused_until:
-            return []
+        if time.monotonic() < self._paused_until or not self.cache.pod_groups_listed:
+            return []  # a cluster without KAI's PodGroup CRD: nothing to write them to
         now = datetime.now(UTC).replace(microsecond=0)
         started = {self._group_of(b.namespace, b.pod) for b in done_binds}
         waiting = {
