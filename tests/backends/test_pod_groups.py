@@ -6,6 +6,7 @@ Writing them to a real API server is tests/cluster/test_pod_groups_written.py.
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -19,6 +20,7 @@ from kai_portal.cluster.backends.kubernetes.pod_groups import (
     desired_status,
     quantities,
 )
+from tests.cluster.kai_object_fields import ALL_LISTS
 
 from .owner_json import NS, QUEUE_KEYS, Reader, owner_object, pod_object
 
@@ -152,3 +154,11 @@ def test_the_scheduling_condition_is_set_kept_renumbered_on_new_words_and_cleare
         NS, "g", [observed("a", node="n1", status=TaskStatus.BOUND, gpu=GpuRequest(whole=8))]
     )
     assert "schedulingConditions" not in desired_status(started, changed, None, POOL, later)
+
+
+def test_docs_list_every_field_path_the_cluster_tests_require() -> None:
+    """docs/kai-objects.md holds the lists the lead compares with KAI's recording, one path a line."""
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "kai-objects.md").read_text()
+    for name, paths in ALL_LISTS.items():
+        block = doc.split(f"{name}:\n\n```\n", 1)[1].split("```", 1)[0]
+        assert block.split() == list(paths), name

@@ -9,7 +9,9 @@ In KAI's shape (pkg/scheduler/cache, pkg/binder, pkg/podgrouper, status_updater,
 - pod conditions and events: ``status.StatusUpdater`` (PodScheduled=False, aggregated and
   rate-limited Events);
 - the portal's jobs and their namespaces: ``portal_jobs.PortalJobs``;
-- KAI Queue objects: ``queue_objects.QueueObjects``; the leader-election Lease: ``lease``.
+- KAI Queue objects: ``queue_objects.QueueObjects``; the leader-election Lease: ``lease``;
+- what KAI's tooling reads (podgrouper, podgroup and queue controllers, the binder's Bound event):
+  ``pod_groups.PodGroupWriter`` and ``queue_status.QueueStatusWriter``, after the binds.
 
 Writes, each caught on its own so one bad pod never stops the others, all go through one
 ``client.Caller``, which refuses a cycle's writes once this replica has lost the lease.
