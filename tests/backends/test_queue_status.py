@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from kai_portal.cluster.backends.base import GpuRequest
+from kai_portal.cluster.backends.kubernetes.pod_groups import PodGroupPlan
 from kai_portal.cluster.backends.kubernetes.queue_status import desired_statuses, queue_usage, status_patch
 
 from .test_pod_groups import observed
@@ -23,9 +24,12 @@ def test_children_and_sums_go_up_the_tree_as_kais_controller_settles_them() -> N
         queue_object("dept"), queue_object("team-a", "dept"), queue_object("team-b", "dept"),
         queue_object("idle"))}  # fmt: skip
     groups = [
-        [observed("a", queue="team-a", node="n1", gpu=GpuRequest(whole=2), priority=100)],
-        [observed("b", queue="team-b", gpu=GpuRequest(whole=1))],
-        [observed("c", queue="team-b", node="n2", cpu_millis=500)],
+        PodGroupPlan("ns", name, [pod])
+        for name, pod in (
+            ("a", observed("a", queue="team-a", node="n1", gpu=GpuRequest(whole=2), priority=100)),
+            ("b", observed("b", queue="team-b", gpu=GpuRequest(whole=1))),
+            ("c", observed("c", queue="team-b", node="n2", cpu_millis=500)),
+        )
     ]
     statuses = desired_statuses(queues, queue_usage(groups))
     assert statuses["dept"] == {
@@ -43,7 +47,9 @@ def test_children_and_sums_go_up_the_tree_as_kais_controller_settles_them() -> N
 
 def test_a_parent_loop_in_the_objects_does_not_recurse_forever() -> None:
     queues = {"a": queue_object("a", "b"), "b": queue_object("b", "a")}
-    statuses = desired_statuses(queues, queue_usage([[observed("x", queue="a", node="n", cpu_millis=1000)]]))
+    statuses = desired_statuses(
+        queues, queue_usage([PodGroupPlan("ns", "x", [observed("x", queue="a", node="n", cpu_millis=1000)])])
+    )
     assert statuses["a"]["childQueues"] == ["b"] and statuses["b"]["childQueues"] == ["a"]
 
 

@@ -158,7 +158,7 @@ class KubernetesBackend:
         """PodGroups and Queue.status as KAI's podgrouper and controllers write them (after the
         binds, so a bind never waits for them; before the events, so a PodGroup's have it)."""
         results = self.pod_groups.write(binds, bound, events)
-        groups = [plan.pods for plan in self.pod_groups.plans.values()]
+        groups = self.pod_groups.plans.values()
         return results + self.queue_status.write(self._queue_objects.cached(), groups)
 
     # ----- submit / cancel / namespaces (NamespaceManager) -----------------

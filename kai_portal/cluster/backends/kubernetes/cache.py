@@ -105,9 +105,10 @@ class ClusterCache:
             external=external,
         )
 
-    def groupings(self) -> dict[tuple[str, str], Grouping]:
-        """Each of our pods' grouping by owners, with the PodGroup KAI's podgrouper would write."""
-        return {key: grouping for key, (_, grouping) in self._grouped.items()}
+    def grouping_of(self, key: tuple[str, str]) -> Grouping | None:
+        """One of our pods' grouping by owners, with the PodGroup KAI's podgrouper would write."""
+        grouped = self._grouped.get(key)
+        return grouped[1] if grouped is not None else None
 
     @property
     def pod_groups_listed(self) -> bool:

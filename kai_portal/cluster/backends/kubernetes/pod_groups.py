@@ -78,6 +78,14 @@ class PodGroupPlan:
     grouping: Grouping | None = None
     exists: bool = False  # a PodGroup of this name is in the cluster
     ours: bool = True  # False: written by someone else; the portal leaves it alone
+    _usage: tuple[Resources, Resources, Resources] | None = None
+
+    @property
+    def usage(self) -> tuple[Resources, Resources, Resources]:
+        """``group_usage`` of the pods, once per cycle (the PodGroup and its queue both use it)."""
+        if self._usage is None:
+            self._usage = group_usage(self.pods)
+        return self._usage
 
 
 class PodGroupWriter:
@@ -93,6 +101,10 @@ class PodGroupWriter:
         self.pool_label = cache.pool_label
         self._created: set[tuple[str, str]] = set()  # made here, until the watch shows them
         self._status: dict[tuple[str, str], dict[str, Any]] = {}  # the status last written
+        # What each group's status was last worked out from: its pods (the cache's objects, replaced
+        # when a pod changes), its waiting message, and the usage summed from them. A group whose
+        # pods and message are the same objects as then is not worked out again (50,000 pods).
+        self._seen: dict[tuple[str, str], tuple[tuple[ObservedPod, ...], str | None, Any]] = {}
         # (namespace, job name) -> PodGroup name: the cycle's PodGroup events are about jobs.
         self.names: dict[tuple[str, str], str] = {}
         self.plans: dict[tuple[str, str], PodGroupPlan] = {}
@@ -107,11 +119,10 @@ class PodGroupWriter:
         ``bound_now`` (pod key -> node): the cycle's binds, which the cache shows next cycle."""
         bound_now = bound_now or {}
         specs = self.cache.pod_group_specs()
-        groupings = self.cache.groupings()
         plans: dict[tuple[str, str], PodGroupPlan] = {}
         names: dict[tuple[str, str], str] = {}
-        for key, pod in sorted(self.cache.pods.items()):
-            grouping = groupings.get(key)
+        for key, pod in self.cache.pods.items():
+            grouping = self.cache.grouping_of(key)
             name = pod.annotations.get(POD_GROUP_ANNOTATION) or (
                 grouping.pod_group.name if grouping is not None and grouping.pod_group is not None else None
             )
@@ -130,6 +141,10 @@ class PodGroupWriter:
             )
             names.setdefault((pod.namespace, pod.job.name), name)
         self._created &= {k for k in self._created if k not in specs}  # the watch has them now
+        for key, plan in plans.items():
+            seen = self._seen.get(key)
+            if seen is not None and seen[0] == tuple(plan.pods):
+                plan._usage = seen[2]  # the same pods: the same sums
         self.plans, self.names = plans, names
         return plans
 
@@ -163,23 +178,39 @@ class PodGroupWriter:
                 if not result.ok:
                     return results
             old = self._status.get(key)
-            status = desired_status(plan, old, waiting.get(key), self.pool_label, now)
+            pods, message = tuple(plan.pods), waiting.get(key)
+            status = desired_status(plan, old, message, self.pool_label, now)
             if status != old:
                 result = self._patch_status(plan.namespace, plan.name, status)
                 results.append(result)
                 if result.ok:
                     self._status[key] = status
+            if self._status.get(key) == status:  # written (or already so): not worked out again
+                self._seen[key] = (pods, message, plan.usage)
             if key in started:
                 results.append(self._mark_started(plan.namespace, plan.name, now))
             return results
 
-        todo = [p for p in plans.values() if p.ours]
+        def settled(key: tuple[str, str], plan: PodGroupPlan) -> bool:
+            """Written, and nothing it depends on changed since (the same pod objects and words)."""
+            seen = self._seen.get(key)
+            return (
+                plan.exists
+                and key not in started
+                and seen is not None
+                and key in self._status
+                and seen[1] == waiting.get(key)
+                and seen[0] == tuple(plan.pods)
+            )
+
+        todo = [p for key, p in plans.items() if p.ours and not settled(key, p)]
         done = concurrently(self.concurrency, one, todo)
         if time.monotonic() < self._paused_until:  # one failure says why; the rest say the same
             failed = [r for results in done for r in results if not r.ok]
             return failed[:1]
-        if len(self._status) > STATE_LIMIT:
+        if len(self._status) > STATE_LIMIT or len(self._seen) > STATE_LIMIT:
             self._status = {k: v for k, v in self._status.items() if k in plans}
+            self._seen = {k: v for k, v in self._seen.items() if k in plans}
         return [r for results in done for r in results]
 
     def retarget(self, events: Iterable[PodEvent]) -> list[PodEvent]:
@@ -279,7 +310,9 @@ def desired_pod_group(plan: PodGroupPlan, pool_label: str) -> dict[str, Any]:
     else:
         # The pods name a group no owner makes (the portal's jobs): it goes when they all have gone.
         owners = [
-            {"apiVersion": "v1", "kind": "Pod", "name": p.name, "uid": p.uid} for p in plan.pods if p.uid
+            {"apiVersion": "v1", "kind": "Pod", "name": p.name, "uid": p.uid}
+            for p in sorted(plan.pods, key=lambda p: p.name)
+            if p.uid
         ]
     if USER_KEY not in labels and USER_KEY in first.labels:
         labels[USER_KEY] = first.labels[USER_KEY]
@@ -347,23 +380,6 @@ def preemptible(pods: Sequence[ObservedPod]) -> bool:
     return priority < NON_PREEMPTIBLE_PRIORITY
 
 
-def pod_resources(pod: ObservedPod, *, allocated: bool) -> Resources:
-    """A pod's requests as KAI's podgroup controller counts them (containers, shared GPUs)."""
-    out: Resources = {}
-    if pod.cpu_millis:
-        out["cpu"] = pod.cpu_millis
-    if pod.memory_mib:
-        out["memory"] = pod.memory_mib
-    gpus = pod.gpu.whole * 1000
-    if pod.gpu.fraction is not None:
-        gpus += round(pod.gpu.fraction * 1000) * max(1, pod.gpu.num_devices)
-    if gpus:
-        out[GPU] = gpus
-    if pod.gpu.memory_mib and not allocated:
-        out[GPU_MEMORY] = pod.gpu.memory_mib * max(1, pod.gpu.num_devices)
-    return out
-
-
 def add(total: Resources, more: Mapping[str, int]) -> Resources:
     for name, value in more.items():
         total[name] = total.get(name, 0) + value
@@ -388,15 +404,31 @@ def quantities(resources: Mapping[str, int]) -> dict[str, str]:
 
 
 def group_usage(pods: Sequence[ObservedPod]) -> tuple[Resources, Resources, Resources]:
-    """(requested, allocated, allocated non-preemptible) of a group's pods."""
-    requested: Resources = {}
-    allocated: Resources = {}
+    """(requested, allocated, allocated non-preemptible) of a group's pods.
+
+    Summed in plain integers (this runs for every group every cycle: 12,500 groups of 50,000 pods
+    took 0.4 s through a dict per pod)."""
+    cpu = memory = gpus = gpu_memory = 0  # requested
+    a_cpu = a_memory = a_gpus = 0  # allocated (GPU memory is allocated as a fraction of a GPU)
     for pod in pods:
         if pod.status in FINISHED:
             continue
-        add(requested, pod_resources(pod, allocated=False))
+        gpu = pod.gpu
+        devices = gpu.num_devices if gpu.num_devices > 1 else 1
+        shared = round(gpu.fraction * 1000) * devices if gpu.fraction is not None else 0
+        pod_gpus = gpu.whole * 1000 + shared
+        cpu += pod.cpu_millis
+        memory += pod.memory_mib
+        gpus += pod_gpus
+        if gpu.memory_mib:
+            gpu_memory += gpu.memory_mib * devices
         if pod.node:
-            add(allocated, pod_resources(pod, allocated=True))
+            a_cpu += pod.cpu_millis
+            a_memory += pod.memory_mib
+            a_gpus += pod_gpus
+    sums = (("cpu", cpu), ("memory", memory), (GPU, gpus), (GPU_MEMORY, gpu_memory))
+    requested = {k: v for k, v in sums if v}
+    allocated = {k: v for k, v in (("cpu", a_cpu), ("memory", a_memory), (GPU, a_gpus)) if v}
     return requested, allocated, ({} if preemptible(pods) else dict(allocated))
 
 
@@ -408,11 +440,11 @@ def desired_status(
     ``waiting`` is the cycle's Unschedulable message for the group (None: none this cycle). The
     condition is kept while the group waits, replaced (next transitionID) when its words change,
     and cleared once nothing is pending; a group with a pod allocated gets none (KAI: RUN-20673)."""
-    requested, allocated, non_preemptible = group_usage(plan.pods)
+    requested, allocated, non_preemptible = plan.usage
     resources: dict[str, Any] = {}
     for key, value in (("allocated", allocated), ("allocatedNonPreemptible", non_preemptible),
                        ("requested", requested)):  # fmt: skip
-        if quantities(value):
+        if value:
             resources[key] = quantities(value)
     status: dict[str, Any] = {"resourcesStatus": resources}
     previous = list((old or {}).get("schedulingConditions") or [])

@@ -17,9 +17,9 @@ from typing import Any
 
 from kubernetes import client
 
-from ..base import ObservedPod, OperationResult
+from ..base import OperationResult
 from .client import Caller, concurrently
-from .pod_groups import DEFAULT_QUEUE, Resources, add, group_usage, quantities
+from .pod_groups import DEFAULT_QUEUE, PodGroupPlan, Resources, add, quantities
 
 GROUP, VERSION, PLURAL = "scheduling.run.ai", "v2", "queues"
 MERGE_PATCH = "application/merge-patch+json"
@@ -27,13 +27,14 @@ RESOURCE_FIELDS = ("allocated", "allocatedNonPreemptible", "requested")
 STATUS_FIELDS = ("childQueues", *RESOURCE_FIELDS)
 
 
-def queue_usage(groups: Iterable[list[ObservedPod]]) -> dict[str, tuple[Resources, Resources, Resources]]:
+def queue_usage(groups: Iterable[PodGroupPlan]) -> dict[str, tuple[Resources, Resources, Resources]]:
     """Each queue's own (allocated, allocated non-preemptible, requested), from its pod groups."""
     out: dict[str, tuple[Resources, Resources, Resources]] = {}
-    for pods in groups:
+    for group in groups:
+        pods = group.pods
         if not pods:
             continue
-        requested, allocated, non_preemptible = group_usage(pods)
+        requested, allocated, non_preemptible = group.usage
         queue = pods[0].queue or DEFAULT_QUEUE
         total = out.setdefault(queue, ({}, {}, {}))
         add(total[0], allocated)
@@ -109,7 +110,7 @@ class QueueStatusWriter:
         self._written: dict[str, dict[str, Any]] = {}  # what was last written, until the watch shows it
 
     def write(
-        self, queues: Mapping[str, Mapping[str, Any]], groups: Iterable[list[ObservedPod]]
+        self, queues: Mapping[str, Mapping[str, Any]], groups: Iterable[PodGroupPlan]
     ) -> list[OperationResult]:
         desired = desired_statuses(queues, queue_usage(groups))
         todo = []
