@@ -43,7 +43,7 @@ def test_a_server_error_on_one_bind_is_reported_and_the_next_binds_still_happen(
     events = [json.loads(r.body) for r in emulator.request_log if r.method == "POST" and r.url.path == EVENTS]
     # Events about different pods go out side by side: their order at the server is not fixed.
     assert sorted((e["involvedObject"]["name"], e["reason"]) for e in events) == [
-        ("p1", "FailedBinding"), ("p2", "Scheduled")]
+        ("p1", "FailedBinding"), ("p2", "Bound"), ("p2", "Scheduled")]
     state = backend.observe()
     assert (state.pods["team-a", "p1"].node, state.pods["team-a", "p2"].node) == (None, "gpu-1")
 
@@ -58,6 +58,9 @@ def test_a_failed_event_write_is_reported_and_does_not_undo_the_bind(
 
     report = backend.apply([Bind("team-a", "p1", "gpu-1")], [], [])
 
+    # The PodGroup (created, its status, its start) is written after the bind; the pod's Scheduled
+    # event is refused (a fault answers once), its Bound event is written; the bind stands.
     assert [(r.operation, r.ok, r.status_code) for r in report.results] == [
-        ("bind", True, None), ("event", False, 503)]
+        ("bind", True, None), ("podgroup", True, None), ("podgroup-status", True, None),
+        ("podgroup", True, None), ("event", False, 503), ("event", True, None)]
     assert backend.observe().pods["team-a", "p1"].node == "gpu-1"

@@ -32,7 +32,10 @@ def test_bind_sets_the_node_and_devices_and_writes_a_scheduled_event(
     # The API server copies the Binding's annotations onto the pod in the same write.
     assert (pod.spec.node_name, pod.metadata.uid) == (node, uid)
     assert pod.metadata.annotations["kai.scheduler/gpu-devices"] == "0,3"
-    [event] = _events(cluster, namespace)
+    [event] = [e for e in _events(cluster, namespace) if e.reason == "Scheduled"]
+    # KAI's binder's own event beside the scheduler's.
+    [bound] = [e for e in _events(cluster, namespace) if e.reason == "Bound"]
+    assert (bound.message, bound.source.component) == (f"Pod bound successfully to node {node}", "binder")
     assert event.metadata.name.startswith("p1.")
     involved = event.involved_object
     assert (involved.kind, involved.api_version, involved.name, involved.namespace) == (
@@ -122,8 +125,9 @@ def test_binds_go_out_concurrently_each_with_its_own_result_and_event(
             assert bound.spec.node_name == node_names[i % 4]
             assert bound.metadata.annotations["kai.scheduler/gpu-devices"] == str(i % 8)
     reasons = sorted((e.involved_object.name, e.reason) for e in _events(cluster, namespace))
-    assert reasons == sorted([(p, "Scheduled") for p in pods if p != "p17"] + [("p17", "FailedBinding")])
-    assert len(report.of("event")) == 40 and all(e.ok for e in report.of("event"))
+    bound = [(p, reason) for p in pods if p != "p17" for reason in ("Bound", "Scheduled")]
+    assert reasons == sorted(bound + [("p17", "FailedBinding")])
+    assert len(report.of("event")) == 40 + 39 and all(e.ok for e in report.of("event"))
 
 
 def test_a_watch_lagging_behind_our_binds_never_shows_a_bound_pod_pending_again(
@@ -220,14 +224,15 @@ def test_every_bind_goes_out_before_any_event_and_a_failed_event_never_fails_a_b
     report = backend.apply(binds, [], [waiting])
 
     kinds = [kind for kind, _ in calls]
-    assert kinds == ["bind"] * 12 + ["event"] * 13, "an event went out before every bind had"
+    # 12 Scheduled, 12 Bound (KAI's binder's) and one Unschedulable event, after every bind.
+    assert kinds == ["bind"] * 12 + ["event"] * 25, "an event went out before every bind had"
     assert [(r.name, r.ok) for r in report.of("bind")] == [(p, True) for p in pods]
     failed = sorted((r.operation, r.name.split(".")[0], r.status_code) for r in report.failures)
-    assert failed == [("event", "p03", 500), ("event", "p07", 500)]
+    assert failed == [("event", "p03", 500)] * 2 + [("event", "p07", 500)] * 2
     for i, pod in enumerate(pods):
         assert cluster.core.read_namespaced_pod(pod, namespace).spec.node_name == node_names[i % 2]
     reasons = sorted((e.involved_object.name, e.reason) for e in _events(cluster, namespace))
-    assert reasons == sorted([(p, "Scheduled") for p in pods if p not in ("p03", "p07")]
+    assert reasons == sorted([(p, r) for p in pods if p not in ("p03", "p07") for r in ("Bound", "Scheduled")]
                              + [("waiting", "Unschedulable")])  # fmt: skip
     conditions = cluster.core.read_namespaced_pod("waiting", namespace).status.conditions or []
     assert [(c.type, c.status, c.message) for c in conditions if c.type == "PodScheduled"] == [
@@ -237,8 +242,8 @@ def test_every_bind_goes_out_before_any_event_and_a_failed_event_never_fails_a_b
 def test_writes_reuse_the_clients_connections(
     cluster: Cluster, namespace: str, nodes: Nodes, scheduler_name: str, backend: KubernetesBackend
 ) -> None:
-    """A write's answer is read even when unused, so its connection goes back to the pool: 80 writes
-    (40 binds, 40 events) open no more connections than are in flight at once. Left unread, each
+    """A write's answer is read even when unused, so its connection goes back to the pool: 120 writes
+    (40 binds, 80 events) open no more connections than are in flight at once. Left unread, each
     write opened its own (a TCP and TLS handshake per call on both sides: most of a bind's cost)."""
     node = nodes.make("gpu-1", gpus=64)
     pods = [f"p{i:02d}" for i in range(40)]
@@ -255,5 +260,5 @@ def test_writes_reuse_the_clients_connections(
     report = backend.apply([Bind(namespace, pod, node) for pod in pods], [], [])
 
     assert report.ok, report.failures
-    assert len(report.of("bind")) == 40 and len(report.of("event")) == 40
+    assert len(report.of("bind")) == 40 and len(report.of("event")) == 80  # Scheduled and Bound
     assert opened() - before <= backend.bind_concurrency

@@ -103,6 +103,13 @@ def test_the_chart_applies_and_its_service_account_runs_a_full_cycle(
     assert not cluster.can_i("get", "secrets", user=web, namespace="x")
     scheduler = f"system:serviceaccount:{chart_namespace}:{account}"
     assert cluster.can_i("watch", "queues.scheduling.run.ai", user=scheduler)
+    # The objects KAI's tooling reads: PodGroups and their status, Queue.status (and nothing more of them).
+    assert cluster.can_i("create", "podgroups.scheduling.run.ai", user=scheduler, namespace="x")
+    assert cluster.can_i("patch", "podgroups.scheduling.run.ai", subresource="status", user=scheduler,
+                         namespace="x")  # fmt: skip
+    assert cluster.can_i("patch", "queues.scheduling.run.ai", subresource="status", user=scheduler)
+    assert not cluster.can_i("delete", "podgroups.scheduling.run.ai", user=scheduler, namespace="x")
+    assert not cluster.can_i("patch", "queues.scheduling.run.ai", user=scheduler)
 
     api = config.new_client_from_config(config_file=str(kubeconfig_for(
         cluster, chart_namespace, account, tmp_path / "chart.kubeconfig")))  # fmt: skip
@@ -122,7 +129,17 @@ def test_the_chart_applies_and_its_service_account_runs_a_full_cycle(
     core.create_namespaced_pod(namespace, pod_body("borrower", scheduler_name, gpus=8, labels=low))
     cycle = run_scheduling_cycle(now=timezone.now(), backend=backend)  # observe, bind, events
     assert cycle.status == "succeeded", cycle.error
+    assert cycle.counters["apply_failures"] == 0, "a call of the cycle was refused"
     assert core.read_namespaced_pod("borrower", namespace).spec.node_name == node
+    borrower_uid = core.read_namespaced_pod("borrower", namespace).metadata.uid
+    # KAI's podgrouper's and controllers' objects, written under the chart's role: a PodGroup per
+    # workload (owned by the pod: it goes with it), with its status as of the cycle that bound it.
+    group = client.CustomObjectsApi(cluster.api).get_namespaced_custom_object(
+        "scheduling.run.ai", "v2alpha2", namespace, "podgroups", f"pg-borrower-{borrower_uid}"
+    )
+    assert group["spec"]["queue"] == "team-b"
+    assert group["status"]["resourcesStatus"] == {"allocated": {"nvidia.com/gpu": "8"},
+                                                  "requested": {"nvidia.com/gpu": "8"}}  # fmt: skip
     wait_until(lambda: core.read_namespaced_pod("borrower", namespace).status.phase == "Running", "KWOK")
 
     # team-a wants its quota back: reclaim evicts the borrower through the Eviction API, and the
@@ -132,6 +149,7 @@ def test_the_chart_applies_and_its_service_account_runs_a_full_cycle(
     for _ in range(3):
         cycle = run_scheduling_cycle(now=timezone.now(), backend=backend)
         assert cycle.status == "succeeded", cycle.error
+        assert cycle.counters["apply_failures"] == 0, "a call of the cycle was refused"
         if Pod.objects.filter(name="borrower", state__in=["releasing", "succeeded", "failed"]).exists():
             break
     assert Pod.objects.get(name="borrower").state in ("releasing", "succeeded", "failed")
@@ -139,7 +157,7 @@ def test_the_chart_applies_and_its_service_account_runs_a_full_cycle(
     failed = Decision.objects.filter(reason__in=["FailedBinding", "FailedEviction"])
     assert not failed.exists(), list(failed.values_list("reason", "message"))
     reasons = {e.reason for e in core.list_namespaced_event(namespace).items}
-    assert {"Scheduled", "Evict"} <= reasons, reasons
+    assert {"Scheduled", "Evict", "Bound"} <= reasons, reasons
     # Leader election ran on the chart's Role: the worker holds its Lease in the release's namespace.
     lease = client.CoordinationV1Api(cluster.api).read_namespaced_lease(f"kai-portal-{scheduler_name}",
                                                                          chart_namespace)  # fmt: skip

@@ -139,12 +139,58 @@ def backend_calls(paths: list[Path] = BACKENDS) -> set[tuple[str, str, str]]:
         if method in watched:
             calls.add((group, resource, "watch"))
     custom = {m for source in sources for m in re.findall(r"self\.custom\.(\w+)", source)}
-    assert custom <= {"get_namespaced_custom_object", "list_cluster_custom_object"}, custom
+    writes = {m for m in custom if CUSTOM_WRITE.fullmatch(m)}
+    assert custom - writes <= {"get_namespaced_custom_object", "list_cluster_custom_object"}, custom
+    calls |= custom_write_calls(paths)
     if "get_namespaced_custom_object" in custom:  # owners of the kinds KAI groups by
         calls |= {(group, plural, "get") for (group, _), plural in CUSTOM_OWNERS.items()}
     if "list_cluster_custom_object" in custom:  # KAI's PodGroups, listed and watched
         group, _, plural = POD_GROUP_API
         calls |= {(group, plural, "list"), (group, plural, "watch")}
+    return calls
+
+
+# The cycle's writes of KAI's objects (pod_groups.py, queue_status.py): the group and plural are
+# the call's own arguments, read as the module's constants.
+CUSTOM_WRITE = re.compile(r"(create|patch)_(namespaced|cluster)_custom_object(_status)?")
+
+
+def module_constants(tree: ast.Module) -> dict[str, str]:
+    """Module-level ``NAME = "text"`` and ``A, B = "x", "y"``."""
+    constants: dict[str, str] = {}
+    for node in tree.body:
+        if not isinstance(node, ast.Assign):
+            continue
+        target, value = node.targets[0], node.value
+        if isinstance(target, ast.Tuple) and isinstance(value, ast.Tuple):
+            pairs = list(zip(target.elts, value.elts, strict=True))
+        else:
+            pairs = [(target, value)]
+        for name, constant in pairs:
+            if isinstance(name, ast.Name) and isinstance(constant, ast.Constant):
+                constants[name.id] = constant.value
+    return constants
+
+
+def custom_write_calls(paths: list[Path]) -> set[tuple[str, str, str]]:
+    """``(API group, resource, verb)`` of each ``self.custom.<create|patch>_*_custom_object[_status]``
+    call in ``paths``; a call whose group or plural is not a module constant fails here."""
+    calls = set()
+    for path in paths:
+        tree = ast.parse(path.read_text())
+        constants = module_constants(tree)
+        for node in ast.walk(tree):
+            func = node.func if isinstance(node, ast.Call) else None
+            if not (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Attribute)
+                    and func.value.attr == "custom"):  # fmt: skip
+                continue
+            match = CUSTOM_WRITE.fullmatch(func.attr)
+            if not match:
+                continue
+            plural_at = 3 if match.group(2) == "namespaced" else 2
+            args = node.args  # type: ignore[attr-defined]
+            group, plural = (constants[a.id] for a in (args[0], args[plural_at]))
+            calls.add((group, plural + ("/status" if match.group(3) else ""), match.group(1)))
     return calls
 
 
@@ -216,7 +262,8 @@ def portal_job_calls() -> set[tuple[str, str, str]]:
         for function in ast.walk(tree)
         if isinstance(function, ast.FunctionDef) and function.name in WEB_METHODS
         for node in ast.walk(function)
-        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Attribute)
+        if isinstance(node, ast.Attribute)
+        and isinstance(node.value, ast.Attribute)
         and node.value.attr == "core"  # fmt: skip
     }
     assert methods, "submit / cancel make no calls; has portal_jobs.py moved?"

@@ -9,6 +9,8 @@
 - ``gpu_sharing`` and ``reservation``: KAI's reservation-pod protocol for shared GPUs;
 - ``portal_jobs``: the portal's own jobs as pods, and their namespaces;
 - ``queue_objects``: KAI's Queue objects; ``lease``: the leader-election Lease;
+- ``pod_groups`` and ``queue_status``: the PodGroups and ``Queue.status`` KAI's podgrouper and
+  controllers write (docs/kai-objects.md);
 - ``objects``: Kubernetes JSON parsed into the backend's plain data.
 
 The rest of the portal uses what this module exports (an import-linter contract keeps the

@@ -9,7 +9,9 @@ In KAI's shape (pkg/scheduler/cache, pkg/binder, pkg/podgrouper, status_updater,
 - pod conditions and events: ``status.StatusUpdater`` (PodScheduled=False, aggregated and
   rate-limited Events);
 - the portal's jobs and their namespaces: ``portal_jobs.PortalJobs``;
-- KAI Queue objects: ``queue_objects.QueueObjects``; the leader-election Lease: ``lease``.
+- KAI Queue objects: ``queue_objects.QueueObjects``; the leader-election Lease: ``lease``;
+- what KAI's tooling reads (podgrouper, podgroup and queue controllers, the binder's Bound event):
+  ``pod_groups.PodGroupWriter`` and ``queue_status.QueueStatusWriter``, after the binds.
 
 Writes, each caught on its own so one bad pod never stops the others, all go through one
 ``client.Caller``, which refuses a cycle's writes once this replica has lost the lease.
@@ -40,8 +42,10 @@ from .evictor import Evictor, evict_event, evictor_annotations
 from .gpu_sharing import GpuSharing
 from .lease import LeaderElector
 from .owners import OwnerCache
+from .pod_groups import PodGroupWriter
 from .portal_jobs import PortalJobs
 from .queue_objects import QueueObjects
+from .queue_status import QueueStatusWriter
 from .status import StatusUpdater
 
 
@@ -86,6 +90,10 @@ class KubernetesBackend:
         self.status = StatusUpdater(self.core, self.caller, self.cache, scheduler_name, self.bind_concurrency)
         self.jobs = PortalJobs(self.core, self.caller, self.lister, scheduler_name, self.queue_label_keys)
         self._queue_objects = QueueObjects(self.api_client, self.lister)
+        # The objects KAI's tooling reads: PodGroups (podgrouper, podgroup controller) and Queue.status.
+        custom = client.CustomObjectsApi(self.api_client)
+        self.pod_groups = PodGroupWriter(custom, self.caller, self.cache, self.bind_concurrency)
+        self.queue_status = QueueStatusWriter(custom, self.caller, self.bind_concurrency)
         # Leader election (cluster/leader_election.py): this backend's candidate, made on first use.
         self.elector: Elector | None = None
         self._watch_client: client.ApiClient | None = None  # the background watches' (start_watches)
@@ -159,9 +167,24 @@ class KubernetesBackend:
                 evicted = evict_event(eviction)
                 report.add(self.status.post_event(evicted, annotations=evictor_annotations(eviction)))
         notes = [self.binder.bind_event(b, r) for b, r in zip(binds, bound, strict=True)]
-        for result in self.status.note_all(notes + self.status.events_to_post(events)):
+        notes += [self.binder.bound_event(b) for b, r in zip(binds, bound, strict=True) if r.ok]
+        for result in self.write_kai_objects(binds, bound, events):
+            report.add(result)
+        events = self.pod_groups.retarget(events)
+        for result in self.status.note_all(
+            notes + self.status.events_to_post(events, self.pod_groups.known())
+        ):
             report.add(result)
         return report
+
+    def write_kai_objects(
+        self, binds: list[Bind], bound: list[OperationResult], events: list[PodEvent]
+    ) -> list[OperationResult]:
+        """PodGroups and Queue.status as KAI's podgrouper and controllers write them (after the
+        binds, so a bind never waits for them; before the events, so a PodGroup's have it)."""
+        results = self.pod_groups.write(binds, bound, events)
+        groups = self.pod_groups.plans.values()
+        return results + self.queue_status.write(self._queue_objects.cached(), groups)
 
     # ----- submit / cancel / namespaces (NamespaceManager) -----------------
 

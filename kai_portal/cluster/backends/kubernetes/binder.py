@@ -127,6 +127,11 @@ class Binder:
         message = f"Failed to bind pod {bind.namespace}/{bind.pod} to node {bind.node}. {result.error}"
         return PodEvent(bind.namespace, bind.pod, EventType.WARNING, "FailedBinding", message)
 
+    def bound_event(self, bind: Bind) -> PodEvent:
+        """KAI's binder's event once a pod is bound (pkg/binder: reason Bound)."""
+        message = f"Pod bound successfully to node {bind.node}"
+        return PodEvent(bind.namespace, bind.pod, EventType.NORMAL, "Bound", message)
+
     def with_own_binds(self, pods: dict[tuple[str, str], ObservedPod]) -> None:
         """Show the pods this process bound as bound (in ``pods``) until the watch does.
 

@@ -200,6 +200,20 @@ class ClusterCache:
             external=external,
         )
 
+    def grouping_of(self, key: tuple[str, str]) -> Grouping | None:
+        """One of our pods' grouping by owners, with the PodGroup KAI's podgrouper would write."""
+        grouped = self._grouped.get(key)
+        return grouped[1] if grouped is not None else None
+
+    @property
+    def pod_groups_listed(self) -> bool:
+        """Whether PodGroups could be listed (no CRD, a cluster without KAI's, or no right: False)."""
+        return self._pod_group_rv is not None
+
+    def pod_group_specs(self) -> dict[tuple[str, str], PodGroupSpec]:
+        """The PodGroups in the cluster, by (namespace, name), as last listed or watched."""
+        return dict(self._pod_groups)
+
     def _orphaned(self, pod: ObservedPod) -> bool:
         """A live pod bound to a node that no longer exists.
 

@@ -30,7 +30,9 @@ from ..base import OperationResult
 
 LIST_PAGE_SIZE = 500
 # The writes of a scheduling cycle: only the leader makes them (submit and cancel are the users').
-CYCLE_WRITES = frozenset({"bind", "evict", "event", "condition"})
+CYCLE_WRITES = frozenset(
+    {"bind", "evict", "event", "condition", "podgroup", "podgroup-status", "queue-status"}
+)
 # Errors that mean "this one call failed", as opposed to a bug in our code.
 CALL_ERRORS = (ApiException, urllib3.exceptions.HTTPError, OSError, ValueError)
 

@@ -139,6 +139,23 @@ class Grouping:
     preemptibility: str | None = None
     # The creationTimestamp of the object the group is named for (None: unknown; the pod's own).
     created_at: datetime | None = None
+    # The PodGroup KAI's podgrouper would write for this group (pod_groups.py writes it).
+    pod_group: PodGroupSource | None = None
+
+
+@dataclass(frozen=True)
+class PodGroupSource:
+    """What KAI's podgrouper names and copies a PodGroup from (defaultgrouper.GetPodGroupMetadata).
+
+    ``name`` is ``pg-<owner name>-<owner uid>`` of the plugin's owner; ``owner`` its
+    ownerReference (apiVersion, kind, name, uid); ``top`` the top owner whose labels and
+    annotations the PodGroup inherits (a Deployment's pods: the Deployment, owned by the pod)."""
+
+    name: str
+    owner: Mapping[str, str]
+    top: Mapping[str, str]  # apiVersion, kind, name, uid of the top owner (top-owner-metadata)
+    labels: Mapping[str, str]
+    annotations: Mapping[str, str]
 
 
 def api_group(api_version: str) -> str:
@@ -152,14 +169,21 @@ def readable(api_version: str, kind: str) -> bool:
 
 
 def group_pod(raw: Json, queue_label_keys: Sequence[str], read: OwnerReader) -> Grouping:
-    """The pod group KAI's pod-grouper would put this pod in (its PodGroup annotation aside)."""
+    """The pod group KAI's pod-grouper would put this pod in (its PodGroup annotation aside),
+    with the PodGroup it would write for it."""
+    meta = raw.get("metadata") or {}
+    first = owner_ref(meta)
+    chain = _owner_chain(meta.get("namespace", ""), first, read) if first is not None else []
+    grouping = _group_pod(raw, queue_label_keys, first, chain)
+    return _with(grouping, pod_group=pod_group_source(raw, grouping, first, chain))
+
+
+def _group_pod(raw: Json, queue_label_keys: Sequence[str], first: Json | None, chain: list[Json]) -> Grouping:
     meta = raw.get("metadata") or {}
     namespace, pod_name = meta.get("namespace", ""), meta.get("name", "")
-    first = owner_ref(meta)
     if first is None:  # plugins/podjob: the pod is its own top owner
         grouping = _default(raw, raw, [raw], queue_label_keys, JobRef(namespace, "Pod", pod_name))
         return _with(grouping, created_at=_created(raw))
-    chain = _owner_chain(namespace, first, read)
     if not chain:
         # Not even the pod's own owner is readable: its pods still belong together.
         return _default(raw, raw, [raw], queue_label_keys, JobRef(namespace, first["kind"], first["name"]))
@@ -195,6 +219,46 @@ def group_pod(raw: Json, queue_label_keys: Sequence[str], read: OwnerReader) -> 
     if (group, kind) == ("leaderworkerset.x-k8s.io", "LeaderWorkerSet"):
         return _lws(raw, top, grouping)
     return grouping
+
+
+def pod_group_source(raw: Json, grouping: Grouping, first: Json | None, chain: list[Json]) -> PodGroupSource:
+    """The PodGroup of ``grouping`` as KAI's plugins name it: the top owner (the pod itself for a
+    bare pod or a Deployment's replica; a CronJob's Job) owns it, LeaderWorkerSet groups add
+    ``-group-<index>`` (plugins/leaderworkerset)."""
+    pod: Json = {"apiVersion": "v1", "kind": "Pod", "metadata": raw.get("metadata") or {}}
+    top: Json = pod
+    if chain:
+        top = chain[-1]
+        if _kind(top) == ("batch", "CronJob") and len(chain) >= 2:
+            top = chain[-2]
+    elif first is not None:  # an unreadable owner is known by its reference only
+        top = {**first, "metadata": {"name": first["name"], "uid": first.get("uid")}}
+    owner = pod if _kind(top) == ("apps", "Deployment") else top
+    owner_meta = owner.get("metadata") or {}
+    name = f"pg-{owner_meta.get('name', '')}-{owner_meta.get('uid') or ''}"
+    if _kind(top) == ("leaderworkerset.x-k8s.io", "LeaderWorkerSet"):
+        name += grouping.job.name[len(str((top.get("metadata") or {}).get("name", ""))) :]  # -group-<index>
+    return PodGroupSource(
+        name=name,
+        owner=_reference(owner),
+        top=_reference(top),
+        labels=dict(_labels(top)),
+        annotations=dict(_annotations(top)),
+    )
+
+
+def _kind(obj: Json) -> tuple[str, str]:
+    return api_group(str(obj.get("apiVersion", ""))), str(obj.get("kind", ""))
+
+
+def _reference(obj: Json) -> dict[str, str]:
+    meta = obj.get("metadata") or {}
+    return {
+        "apiVersion": str(obj.get("apiVersion", "")),
+        "kind": str(obj.get("kind", "")),
+        "name": str(meta.get("name", "")),
+        "uid": str(meta.get("uid") or ""),
+    }
 
 
 def owner_ref(meta: Json) -> Json | None:

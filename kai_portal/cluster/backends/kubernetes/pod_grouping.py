@@ -30,6 +30,9 @@ from ..base import ObservedPod
 from .objects import POD_GROUP_ANNOTATION, parse_time
 from .owners import Grouping, Json, as_int
 
+# On the PodGroups the portal writes (pod_groups.py), so it knows them again after a restart and
+# never takes another writer's (KAI's podgrouper, a user) PodGroup for its own.
+WRITTEN_BY_LABEL, WRITTEN_BY = "kai-portal/written-by", "pod-grouper"
 BUILTIN_PRIORITIES = {"train": 50, "build-preemptible": 75, "build": 100, "inference": 125}
 DEFAULT_PRIORITY = 50  # KAI's DefaultPodGroupPriority when no PriorityClass is globalDefault
 
@@ -43,6 +46,8 @@ class PodGroupSpec:
     priority_class: str | None = None
     preemptibility: str | None = None
     created_at: datetime | None = None
+    # Written by the portal from the pods' own settings (pod_groups.py): never read back into them.
+    portal: bool = False
 
 
 def parse_pod_group(raw: Json) -> tuple[tuple[str, str], PodGroupSpec]:
@@ -56,6 +61,7 @@ def parse_pod_group(raw: Json) -> tuple[tuple[str, str], PodGroupSpec]:
         priority_class=spec.get("priorityClassName") or None,
         preemptibility=preemptibility if preemptibility in ("preemptible", "non-preemptible") else None,
         created_at=parse_time(meta.get("creationTimestamp")),
+        portal=(meta.get("labels") or {}).get(WRITTEN_BY_LABEL) == WRITTEN_BY,
     )
 
 
@@ -109,7 +115,7 @@ def finish_pod(
     """The pod as the engine should see it: its group, queue, minimum, priority, preemptibility."""
     pod_group = pod.annotations.get(POD_GROUP_ANNOTATION)
     spec = pod_groups.get((pod.namespace, pod_group)) if pod_group else None
-    if spec is not None:
+    if spec is not None and not spec.portal:
         return replace(
             pod,
             queue=spec.queue or grouping.queue,

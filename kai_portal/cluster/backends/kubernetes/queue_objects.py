@@ -101,6 +101,11 @@ class QueueObjects:
         self._last_problem = None
         return dict(self._objects)
 
+    def cached(self) -> dict[str, dict[str, Any]]:
+        """The Queue objects as the last ``observe`` left them (no call; empty before the first)."""
+        with self._lock:
+            return dict(self._objects)
+
     def _watched(self) -> dict[str, dict[str, Any]] | None:
         """The informer's objects; None (unknown) until its list has succeeded, and while a list
         after a failure has not (the informer logs why)."""
@@ -152,7 +157,7 @@ class QueueObjects:
                 _preload_content=False,
                 _content_type=MERGE_PATCH,
                 _request_timeout=WRITE_TIMEOUT,
-            )
+            )  # fmt: skip
         except ApiException as error:
             if error.status in (404, 409):
                 raise QueueObjectConflict(_changed(name, since, gone=error.status == 404)) from None

@@ -49,6 +49,9 @@ KEYS_LIMIT = 10_000  # forgetting an object only gives it a fresh bucket
 POD_GROUP_API_VERSION = "scheduling.run.ai/v2alpha2"
 EVENT_CACHE_LIMIT = 10_000
 UNSCHEDULABLE = "Unschedulable"
+# Events KAI's binder posts (its recorder's component), not the scheduler: Bound, after a bind.
+BINDER_COMPONENT = "binder"
+BINDER_REASONS = frozenset({"Bound"})
 # An Event name is a DNS subdomain: the object's name, ".", 16 hex digits of the hash.
 EVENT_NAME_LIMIT = 253
 EVENT_HASH_LENGTH = 16
@@ -169,10 +172,13 @@ class StatusUpdater:
             self._unschedulable[key] = event.message
         return result
 
-    def events_to_post(self, events: list[PodEvent]) -> list[PodEvent]:
+    def events_to_post(
+        self, events: list[PodEvent], pod_groups: set[tuple[str, str]] | None = None
+    ) -> list[PodEvent]:
         """The events that have an object to be about: every pod event, and PodGroup events of
-        groups that exist as PodGroups (KAI's podgrouper makes one for every workload; without
-        it a bare pod or a Job's pods have none, and an Event about no object only fills etcd)."""
+        groups that exist as PodGroups (KAI's podgrouper makes one for every workload, and so does
+        the portal's ``pod_groups``, whose PodGroups come as ``pod_groups``; an Event about no
+        object only fills etcd)."""
         pod_rv = self.cache.pod_rv
         if self._pod_group_members_rv != pod_rv or not self._pod_group_members_rv:
             self._pod_group_members = {
@@ -181,7 +187,8 @@ class StatusUpdater:
                 if pod.job.kind == "PodGroup"
             }
             self._pod_group_members_rv = pod_rv
-        return [e for e in events if e.kind != "PodGroup" or (e.namespace, e.name) in self._pod_group_members]
+        known = self._pod_group_members | (pod_groups or set())
+        return [e for e in events if e.kind != "PodGroup" or (e.namespace, e.name) in known]
 
     def post_event(self, event: PodEvent, annotations: dict[str, str] | None = None) -> OperationResult:
         """Create the event, or bump the count of the one already written for the same object and words.
@@ -201,7 +208,8 @@ class StatusUpdater:
             if result.ok or result.status_code != 404:
                 return result
             # The old event expired (events live about an hour): write it again.
-        body = event_body(event, name, now, self.component, annotations)
+        component = BINDER_COMPONENT if event.reason in BINDER_REASONS else self.component
+        body = event_body(event, name, now, component, annotations)
         result = self.caller.call(
             "event",
             event.namespace,

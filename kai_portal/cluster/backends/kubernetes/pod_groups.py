@@ -1,0 +1,486 @@
+"""The PodGroup objects KAI's podgrouper writes, and their status as KAI's controllers write it.
+
+Under KAI every workload gets a ``PodGroup`` (scheduling.run.ai/v2alpha2) within seconds, and
+dashboards, ``kubectl get podgroups`` and the queue controller read them. Who writes what there,
+and what the portal writes in its place (docs/kai-objects.md lists every field):
+
+Nothing is written where PodGroups cannot be listed (a cluster without KAI's CRD).
+
+- podgrouper (pkg/podgrouper/podgroup/handler.go): creates ``pg-<owner>-<uid>`` with the owner's
+  reference, the top owner's labels and annotations (plus ``kai.scheduler/top-owner-metadata``),
+  ``spec.minMember``, ``queue``, ``priorityClassName``, ``preemptibility`` and
+  ``topologyConstraint``. Here: ``desired_pod_group`` from the grouping owners.py computed (the
+  same plugins); a pod that names a PodGroup (``pod-group-name``, as the portal's own jobs do)
+  gets that name, owned by its pods. Only groups without a PodGroup get one, and a PodGroup the
+  portal did not write (KAI's podgrouper, a user's) is never changed: a create that answers 409
+  leaves the other writer's object as it is.
+- podgroup controller (pkg/podgroupcontroller): ``status.resourcesStatus``: ``requested`` (pods
+  Pending or Running), ``allocated`` (pods Running, or bound and Pending) and
+  ``allocatedNonPreemptible`` (the allocated of a non-preemptible group). Here: ``resources_status``.
+- scheduler (cache/status_updater): ``status.schedulingConditions`` (``UnschedulableOnNodePool``
+  while the group waits with nothing allocated, cleared once nothing is pending) and the
+  ``kai.scheduler/last-start-timestamp`` annotation when the group is allocated.
+
+Writes are idempotent and batched per group (create, then status only when it changed, then the
+start annotation), side by side across groups, after the cycle's binds: a bind never waits for
+a PodGroup. The status goes through the status subresource as one JSON-patch ``add /status``,
+which replaces the status the portal wrote before (a stale resource name cannot linger).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from typing import Any
+
+from kubernetes import client
+
+from ..base import Bind, ObservedPod, OperationResult, PodEvent, TaskStatus
+from .cache import ClusterCache
+from .client import Caller, concurrently, rfc3339
+from .objects import BATCH_MIN_MEMBER_ANNOTATION, POD_GROUP_ANNOTATION
+from .owners import Grouping, as_int
+from .pod_grouping import WRITTEN_BY, WRITTEN_BY_LABEL
+
+GROUP, VERSION, PLURAL, KIND = "scheduling.run.ai", "v2alpha2", "podgroups", "PodGroup"
+MERGE_PATCH, JSON_PATCH = "application/merge-patch+json", "application/json-patch+json"
+TOP_OWNER_ANNOTATION = "kai.scheduler/top-owner-metadata"
+LAST_START_ANNOTATION = "kai.scheduler/last-start-timestamp"
+USER_KEY = "user"  # copied from the pod when the owner lacks it (defaultgrouper)
+DEFAULT_QUEUE = "default-queue"  # KAI's podgrouper, for a group that names no queue
+DEFAULT_NODE_POOL = "default"
+UNSCHEDULABLE_ON_NODE_POOL = "UnschedulableOnNodePool"
+# The reasons KAI's API names (v2alpha2 UnschedulableReason); a job message starting "<one>: " is that.
+KNOWN_REASONS = ("NonPreemptibleOverQuota", "OverLimit", "PreemptionDelayNotElapsed", "QueueDoesNotExist")
+NON_PREEMPTIBLE_PRIORITY = 100  # KAI: a group without preemptibility is non-preemptible from here up
+DEFAULT_PRIORITY = 50
+# A cluster without KAI's PodGroup CRD (404) or a role without the writes (403): the writes pause
+# this long after one failure is reported, instead of failing for every group every cycle.
+UNAVAILABLE_PAUSE_SECONDS = 60.0
+STATE_LIMIT = 20_000  # groups remembered; forgetting one costs one idempotent status write
+GPU, GPU_MEMORY = "nvidia.com/gpu", "run.ai/gpu.memory"
+FINISHED = (TaskStatus.SUCCEEDED, TaskStatus.FAILED)
+# Resources as whole units the portal counts: cpu in millicores, memory and GPU memory in MiB,
+# GPUs in thousandths (a fraction of 0.5 is 500).
+Resources = dict[str, int]
+
+
+@dataclass
+class PodGroupPlan:
+    """One pod group as the portal would write its PodGroup this cycle."""
+
+    namespace: str
+    name: str
+    pods: list[ObservedPod] = field(default_factory=list)
+    grouping: Grouping | None = None
+    exists: bool = False  # a PodGroup of this name is in the cluster
+    ours: bool = True  # False: written by someone else; the portal leaves it alone
+    _usage: tuple[Resources, Resources, Resources] | None = None
+
+    @property
+    def usage(self) -> tuple[Resources, Resources, Resources]:
+        """``group_usage`` of the pods, once per cycle (the PodGroup and its queue both use it)."""
+        if self._usage is None:
+            self._usage = group_usage(self.pods)
+        return self._usage
+
+
+class PodGroupWriter:
+    """Creates the missing PodGroups and keeps the status of those the portal wrote."""
+
+    def __init__(
+        self, custom: client.CustomObjectsApi, caller: Caller, cache: ClusterCache, concurrency: int
+    ) -> None:
+        self.custom = custom
+        self.caller = caller
+        self.cache = cache
+        self.concurrency = concurrency
+        self.pool_label = cache.pool_label
+        self._created: set[tuple[str, str]] = set()  # made here, until the watch shows them
+        self._status: dict[tuple[str, str], dict[str, Any]] = {}  # the status last written
+        # What each group's status was last worked out from: its pods (the cache's objects, replaced
+        # when a pod changes), its waiting message, and the usage summed from them. A group whose
+        # pods and message are the same objects as then is not worked out again (50,000 pods).
+        self._seen: dict[tuple[str, str], tuple[tuple[ObservedPod, ...], str | None, Any]] = {}
+        # (namespace, job name) -> PodGroup name: the cycle's PodGroup events are about jobs.
+        self.names: dict[tuple[str, str], str] = {}
+        self.plans: dict[tuple[str, str], PodGroupPlan] = {}
+        self._paused_until = 0.0
+
+    # ----- what to write -------------------------------------------------
+
+    def plan(
+        self, bound_now: Mapping[tuple[str, str], str] | None = None
+    ) -> dict[tuple[str, str], PodGroupPlan]:
+        """Our pods by the PodGroup they belong to (named by their annotation, else by owners.py);
+        ``bound_now`` (pod key -> node): the cycle's binds, which the cache shows next cycle."""
+        bound_now = bound_now or {}
+        specs = self.cache.pod_group_specs()
+        plans: dict[tuple[str, str], PodGroupPlan] = {}
+        names: dict[tuple[str, str], str] = {}
+        for key, pod in self.cache.pods.items():
+            grouping = self.cache.grouping_of(key)
+            name = pod.annotations.get(POD_GROUP_ANNOTATION) or (
+                grouping.pod_group.name if grouping is not None and grouping.pod_group is not None else None
+            )
+            if not name:
+                continue
+            plan = plans.get((pod.namespace, name))
+            if plan is None:
+                spec = specs.get((pod.namespace, name))
+                exists = spec is not None or (pod.namespace, name) in self._created
+                plan = PodGroupPlan(pod.namespace, name, grouping=grouping, exists=exists)
+                plan.ours = spec.portal if spec is not None else True
+                plans[pod.namespace, name] = plan
+            node = bound_now.get(key)
+            plan.pods.append(
+                replace(pod, node=node, status=TaskStatus.BOUND) if node and not pod.node else pod
+            )
+            names.setdefault((pod.namespace, pod.job.name), name)
+        self._created &= {k for k in self._created if k not in specs}  # the watch has them now
+        for key, plan in plans.items():
+            seen = self._seen.get(key)
+            if seen is not None and seen[0] == tuple(plan.pods):
+                plan._usage = seen[2]  # the same pods: the same sums
+        self.plans, self.names = plans, names
+        return plans
+
+    # ----- writing ---------------------------------------------------------
+
+    def write(
+        self, binds: Sequence[Bind], bound: Sequence[OperationResult], events: Sequence[PodEvent]
+    ) -> list[OperationResult]:
+        """Create the missing PodGroups, then write each of ours whose status or start changed."""
+        done_binds = [b for b, r in zip(binds, bound, strict=True) if r.ok]
+        plans = self.plan({(b.namespace, b.pod): b.node for b in done_binds})
+        if time.monotonic() < self._paused_until or not self.cache.pod_groups_listed:
+            return []  # a cluster without KAI's PodGroup CRD: nothing to write them to
+        now = datetime.now(UTC).replace(microsecond=0)
+        started = {self._group_of(b.namespace, b.pod) for b in done_binds}
+        waiting = {
+            (e.namespace, self.names.get((e.namespace, e.name), e.name)): e.message
+            for e in events
+            if e.kind == "PodGroup" and e.reason == "Unschedulable"
+        }
+
+        def one(plan: PodGroupPlan) -> list[OperationResult]:
+            if not plan.ours or time.monotonic() < self._paused_until:
+                return []
+            results: list[OperationResult] = []
+            key = (plan.namespace, plan.name)
+            if not plan.exists:
+                body = desired_pod_group(plan, self.pool_label)
+                result = self._create(plan.namespace, body)
+                results.append(result)
+                if not result.ok:
+                    return results
+            old = self._status.get(key)
+            pods, message = tuple(plan.pods), waiting.get(key)
+            status = desired_status(plan, old, message, self.pool_label, now)
+            if status != old:
+                result = self._patch_status(plan.namespace, plan.name, status)
+                results.append(result)
+                if result.ok:
+                    self._status[key] = status
+            if self._status.get(key) == status:  # written (or already so): not worked out again
+                self._seen[key] = (pods, message, plan.usage)
+            if key in started:
+                results.append(self._mark_started(plan.namespace, plan.name, now))
+            return results
+
+        def settled(key: tuple[str, str], plan: PodGroupPlan) -> bool:
+            """Written, and nothing it depends on changed since (the same pod objects and words)."""
+            seen = self._seen.get(key)
+            return (
+                plan.exists
+                and key not in started
+                and seen is not None
+                and key in self._status
+                and seen[1] == waiting.get(key)
+                and seen[0] == tuple(plan.pods)
+            )
+
+        todo = [p for key, p in plans.items() if p.ours and not settled(key, p)]
+        done = concurrently(self.concurrency, one, todo)
+        if time.monotonic() < self._paused_until:  # one failure says why; the rest say the same
+            failed = [r for results in done for r in results if not r.ok]
+            return failed[:1]
+        if len(self._status) > STATE_LIMIT or len(self._seen) > STATE_LIMIT:
+            self._status = {k: v for k, v in self._status.items() if k in plans}
+            self._seen = {k: v for k, v in self._seen.items() if k in plans}
+        return [r for results in done for r in results]
+
+    def retarget(self, events: Iterable[PodEvent]) -> list[PodEvent]:
+        """The cycle's PodGroup events, about the PodGroup objects (a job's events name the job)."""
+        out = []
+        for event in events:
+            name = self.names.get((event.namespace, event.name)) if event.kind == "PodGroup" else None
+            out.append(replace(event, name=name) if name and name != event.name else event)
+        return out
+
+    def known(self) -> set[tuple[str, str]]:
+        """The PodGroups that exist now (or were made this cycle), by (namespace, name)."""
+        return {key for key, plan in self.plans.items() if plan.exists} | self._created
+
+    def _group_of(self, namespace: str, pod: str) -> tuple[str, str] | None:
+        cached = self.cache.pods.get((namespace, pod))
+        if cached is None:
+            return None
+        return namespace, self.names.get((namespace, cached.job.name), "")
+
+    def _create(self, namespace: str, body: dict[str, Any]) -> OperationResult:
+        name = body["metadata"]["name"]
+        result = self.caller.call(
+            "podgroup",
+            namespace,
+            name,
+            lambda: self.custom.create_namespaced_custom_object(
+                GROUP, VERSION, namespace, PLURAL, body, _preload_content=False
+            ),
+        )
+        if result.ok:
+            self._created.add((namespace, name))
+        elif result.status_code in (403, 404):  # no PodGroup CRD, or no right to write them
+            self._paused_until = time.monotonic() + UNAVAILABLE_PAUSE_SECONDS
+        elif result.status_code == 409:
+            # Someone else (KAI's podgrouper, a user) made it meanwhile: theirs, never changed here.
+            plan = self.plans.get((namespace, name))
+            if plan is not None:
+                plan.ours, plan.exists = False, True
+            return OperationResult("podgroup", namespace, name, ok=True)
+        return result
+
+    def _patch_status(self, namespace: str, name: str, status: dict[str, Any]) -> OperationResult:
+        # JSON patch "add" replaces /status whole, so a resource or condition dropped is gone.
+        body = [{"op": "add", "path": "/status", "value": status}]
+        return self.caller.call(
+            "podgroup-status",
+            namespace,
+            name,
+            lambda: self.custom.patch_namespaced_custom_object_status(
+                GROUP,
+                VERSION,
+                namespace,
+                PLURAL,
+                name,
+                body,
+                _preload_content=False,
+                _content_type=JSON_PATCH,
+            ),
+        )
+
+    def _mark_started(self, namespace: str, name: str, now: datetime) -> OperationResult:
+        body = {"metadata": {"annotations": {LAST_START_ANNOTATION: rfc3339(now)}}}
+        return self.caller.call(
+            "podgroup",
+            namespace,
+            name,
+            lambda: self.custom.patch_namespaced_custom_object(
+                GROUP,
+                VERSION,
+                namespace,
+                PLURAL,
+                name,
+                body,
+                _preload_content=False,
+                _content_type=MERGE_PATCH,
+            ),
+        )
+
+
+# ----- the objects, as pure functions of the plan ----------------------------
+
+
+def desired_pod_group(plan: PodGroupPlan, pool_label: str) -> dict[str, Any]:
+    """The PodGroup KAI's podgrouper would create for ``plan``."""
+    first = plan.pods[0]
+    source = plan.grouping.pod_group if plan.grouping is not None else None
+    named_by_pods = first.annotations.get(POD_GROUP_ANNOTATION) == plan.name
+    labels: dict[str, str] = dict(source.labels) if source is not None and not named_by_pods else {}
+    annotations: dict[str, str] = {}
+    if USER_KEY in first.annotations:
+        annotations[USER_KEY] = first.annotations[USER_KEY]
+    if source is not None and not named_by_pods:
+        annotations[TOP_OWNER_ANNOTATION] = top_owner_metadata(source.top)
+        annotations.update(source.annotations)
+        owners = [dict(source.owner)]
+    else:
+        # The pods name a group no owner makes (the portal's jobs): it goes when they all have gone.
+        owners = [
+            {"apiVersion": "v1", "kind": "Pod", "name": p.name, "uid": p.uid}
+            for p in sorted(plan.pods, key=lambda p: p.name)
+            if p.uid
+        ]
+    if USER_KEY not in labels and USER_KEY in first.labels:
+        labels[USER_KEY] = first.labels[USER_KEY]
+    if pool_label not in labels and pool_label in first.labels:
+        labels[pool_label] = first.labels[pool_label]
+    labels[WRITTEN_BY_LABEL] = WRITTEN_BY
+    spec: dict[str, Any] = {
+        "minMember": min_member(plan.pods),
+        "queue": first.queue or DEFAULT_QUEUE,
+        "priorityClassName": first.priority_class or "",
+        "topologyConstraint": {},
+    }
+    if first.preemptibility:
+        spec["preemptibility"] = first.preemptibility
+    if not spec["priorityClassName"]:
+        del spec["priorityClassName"]
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": KIND,
+        "metadata": {
+            "name": plan.name,
+            "namespace": plan.namespace,
+            "labels": labels,
+            "annotations": annotations,
+            "ownerReferences": owners,
+        },
+        "spec": spec,
+    }
+
+
+def top_owner_metadata(top: Mapping[str, str]) -> str:
+    """``kai.scheduler/top-owner-metadata``: the top owner as YAML (name, uid, group, version, kind)."""
+    group, _, version = top.get("apiVersion", "").rpartition("/")
+    fields = (("name", top.get("name", "")), ("uid", top.get("uid", "")), ("group", group),
+              ("version", version), ("kind", top.get("kind", "")))  # fmt: skip
+    return "".join(f"{key}: {_yaml_scalar(value)}\n" for key, value in fields)
+
+
+def _yaml_scalar(value: str) -> str:
+    plain = re.fullmatch(r"[A-Za-z_][\w.-]*", value) and value.lower() not in (
+        "true",
+        "false",
+        "null",
+        "yes",
+        "no",
+    )
+    return value if plain else '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def min_member(pods: Sequence[ObservedPod]) -> int:
+    """The group's minimum as its owner or the pods' ``batch-min-member`` give it, else 1."""
+    first = pods[0]
+    if first.min_member is not None:
+        return first.min_member
+    declared = as_int(first.annotations.get(BATCH_MIN_MEMBER_ANNOTATION))
+    return declared if declared is not None and declared >= 1 else 1
+
+
+def preemptible(pods: Sequence[ObservedPod]) -> bool:
+    """KAI's podgroup controller: the explicit preemptibility, else priority below 100."""
+    first = pods[0]
+    if first.preemptibility:
+        return first.preemptibility == "preemptible"
+    priority = first.priority if first.priority is not None else DEFAULT_PRIORITY
+    return priority < NON_PREEMPTIBLE_PRIORITY
+
+
+def add(total: Resources, more: Mapping[str, int]) -> Resources:
+    for name, value in more.items():
+        total[name] = total.get(name, 0) + value
+    return total
+
+
+def quantities(resources: Mapping[str, int]) -> dict[str, str]:
+    """Resources as Kubernetes quantities, zeros left out (an empty ResourceList is omitted)."""
+    out = {}
+    for name, value in sorted(resources.items()):
+        if not value:
+            continue
+        if name == "cpu":
+            out[name] = str(value // 1000) if value % 1000 == 0 else f"{value}m"
+        elif name == "memory":
+            out[name] = f"{value}Mi"
+        elif name == GPU:
+            out[name] = str(value // 1000) if value % 1000 == 0 else f"{value}m"
+        else:
+            out[name] = str(value)
+    return out
+
+
+def group_usage(pods: Sequence[ObservedPod]) -> tuple[Resources, Resources, Resources]:
+    """(requested, allocated, allocated non-preemptible) of a group's pods.
+
+    Summed in plain integers (this runs for every group every cycle: 12,500 groups of 50,000 pods
+    took 0.4 s through a dict per pod)."""
+    cpu = memory = gpus = gpu_memory = 0  # requested
+    a_cpu = a_memory = a_gpus = 0  # allocated (GPU memory is allocated as a fraction of a GPU)
+    for pod in pods:
+        if pod.status in FINISHED:
+            continue
+        gpu = pod.gpu
+        devices = gpu.num_devices if gpu.num_devices > 1 else 1
+        shared = round(gpu.fraction * 1000) * devices if gpu.fraction is not None else 0
+        pod_gpus = gpu.whole * 1000 + shared
+        cpu += pod.cpu_millis
+        memory += pod.memory_mib
+        gpus += pod_gpus
+        if gpu.memory_mib:
+            gpu_memory += gpu.memory_mib * devices
+        if pod.node:
+            a_cpu += pod.cpu_millis
+            a_memory += pod.memory_mib
+            a_gpus += pod_gpus
+    sums = (("cpu", cpu), ("memory", memory), (GPU, gpus), (GPU_MEMORY, gpu_memory))
+    requested = {k: v for k, v in sums if v}
+    allocated = {k: v for k, v in (("cpu", a_cpu), ("memory", a_memory), (GPU, a_gpus)) if v}
+    return requested, allocated, ({} if preemptible(pods) else dict(allocated))
+
+
+def desired_status(
+    plan: PodGroupPlan, old: Mapping[str, Any] | None, waiting: str | None, pool_label: str, now: datetime
+) -> dict[str, Any]:
+    """The status KAI's podgroup controller and scheduler would leave on the group now.
+
+    ``waiting`` is the cycle's Unschedulable message for the group (None: none this cycle). The
+    condition is kept while the group waits, replaced (next transitionID) when its words change,
+    and cleared once nothing is pending; a group with a pod allocated gets none (KAI: RUN-20673)."""
+    requested, allocated, non_preemptible = plan.usage
+    resources: dict[str, Any] = {}
+    for key, value in (("allocated", allocated), ("allocatedNonPreemptible", non_preemptible),
+                       ("requested", requested)):  # fmt: skip
+        if value:
+            resources[key] = quantities(value)
+    status: dict[str, Any] = {"resourcesStatus": resources}
+    previous = list((old or {}).get("schedulingConditions") or [])
+    pending = any(p.status in (TaskStatus.PENDING, TaskStatus.GATED) and not p.node for p in plan.pods)
+    if not pending:
+        return status
+    if waiting is not None and not allocated:
+        pool = (plan.pods[0].labels.get(pool_label) or DEFAULT_NODE_POOL) if plan.pods else DEFAULT_NODE_POOL
+        last = previous[-1] if previous else None
+        same = last is not None and last.get("message") == waiting and last.get("nodePool") == pool
+        if not same:
+            transition = int(last.get("transitionID") or 0) + 1 if last is not None else 1
+            previous = [c for c in previous if c.get("nodePool") != pool] + [
+                scheduling_condition(pool, waiting, transition, now)
+            ]
+    if previous:
+        status["schedulingConditions"] = previous
+    return status
+
+
+def scheduling_condition(pool: str, message: str, transition: int, now: datetime) -> dict[str, Any]:
+    """KAI's UnschedulableOnNodePool condition for a message of the cycle."""
+    reasons = []
+    for line in message.split("\n"):
+        code, sep, text = line.partition(": ")
+        if sep and code in KNOWN_REASONS:
+            reasons.append({"reason": code, "message": text})
+        elif line:
+            reasons.append({"message": line})
+    return {
+        "type": UNSCHEDULABLE_ON_NODE_POOL,
+        "nodePool": pool,
+        "reason": "Unschedulable",
+        "message": message,
+        "reasons": reasons,
+        "lastTransitionTime": rfc3339(now),
+        "status": "True",
+        "transitionID": str(transition),
+    }
