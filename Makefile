@@ -17,7 +17,7 @@ export TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
 TEST_SQLITE_URL ?= sqlite:///$(CURDIR)/var/test-sqlite.sqlite3
 SQLITE_TESTS := tests/browser tests/portal/pages tests/portal/previews tests/portal/reports tests/portal/history tests/portal/scheduling
 
-.PHONY: install run test lint typecheck pytest prodcheck services bench bench-kwok scenarios clean helm k8s-build k8s-up k8s-down
+.PHONY: install run test lint typecheck pytest prodcheck services bench bench-kwok bench-openb scenarios clean helm k8s-build k8s-up k8s-down
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) on PATH"; exit 1; }
@@ -94,6 +94,12 @@ bench: install
 # its own control plane in var/k8s-bench; empties the database named by TEST_DATABASE_URL).
 bench-kwok: install
 	nice -n 5 $(PY) benchmarks/kwok_throughput.py --nodes 1000 --pods 10000
+
+# Placement quality on the Alibaba GPU-sharing trace beside the FGD paper's table (engine only;
+# about 20 min with 2 jobs; OPENB_ARGS="--seeds 42 --traces default" for a quick look).
+OPENB_ARGS ?= --seeds 42-51 --spread-seeds 42-43 --jobs 2
+bench-openb: install
+	nice -n 5 $(PY) -m scheduler.bench.openb $(OPENB_ARGS) --timing --out benchmarks/openb.md
 
 clean:
 	-deploy/k8s-testbed/k8s-down.sh
