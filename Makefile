@@ -17,7 +17,7 @@ export TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
 TEST_SQLITE_URL ?= sqlite:///$(CURDIR)/var/test-sqlite.sqlite3
 SQLITE_TESTS := tests/browser tests/portal/pages tests/portal/previews tests/portal/reports tests/portal/history tests/portal/scheduling
 
-.PHONY: install run test lint typecheck pytest prodcheck services bench bench-kwok bench-latency scenarios clean helm k8s-build k8s-up k8s-down kai-up kai-down
+.PHONY: install run test lint typecheck pytest prodcheck services bench bench-kwok bench-latency bench-openb scenarios clean helm k8s-build k8s-up k8s-down kai-up kai-down
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) on PATH"; exit 1; }
@@ -110,6 +110,12 @@ bench-kwok: install
 # dropped after). `--external` measures whatever else schedules the pods (KAI's own binaries, say).
 bench-latency: install
 	nice -n 5 $(PY) benchmarks/kwok_latency.py --nodes 40 --samples 20 --burst 300 --loop poll --loop event
+
+# Placement quality on the Alibaba GPU-sharing trace beside the FGD paper's table (engine only;
+# about 20 min with 2 jobs; OPENB_ARGS="--seeds 42 --traces default" for a quick look).
+OPENB_ARGS ?= --seeds 42-51 --spread-seeds 42-43 --jobs 2
+bench-openb: install
+	nice -n 5 $(PY) -m scheduler.bench.openb $(OPENB_ARGS) --timing --out benchmarks/openb.md
 
 clean:
 	-deploy/kai-testbed/kai-down.sh

@@ -15,6 +15,8 @@ UNLIMITED = -1.0
 DEFAULT_POOL = "default"
 # Node label that names a node pool; a job's node selector may name it too.
 POOL_LABEL = "kai.scheduler/node-pool"
+# Placement strategies: KAI's two, and the fragmentation-aware one (scheduler/fragmentation.py).
+PLACEMENTS: tuple[str, ...] = ("binpack", "spread", "fragmentation")
 DEFAULT_ACTIONS: tuple[str, ...] = ("allocate", "consolidation", "reclaim", "preempt", "stalegangeviction")
 
 
@@ -358,9 +360,13 @@ class Config:
     # None = ``placement``.
     gpu_placement: str | None = None
     cpu_placement: str | None = None
+    # The workload's request shapes for the ``fragmentation`` strategy, as (gpu, cpu_millis,
+    # memory_mib, weight); None = the session's own tasks (scheduler/fragmentation.py).
+    fragmentation_requests: tuple[tuple[float, float, float, float], ...] | None = None
 
     def strategy(self, needs_gpu: bool) -> str:
-        """binpack or spread for a task that needs a GPU (whole, fraction, memory) or not."""
+        """binpack, spread or fragmentation (``PLACEMENTS``) for a task that needs a GPU (whole,
+        fraction, memory) or not."""
         chosen = self.gpu_placement if needs_gpu else self.cpu_placement
         return chosen or self.placement
 

@@ -1,13 +1,15 @@
 """Choosing a node for one task (kai-semantics.md §4.5): every fitting node scored (shared GPU
 group, fits now, binpack or spread, the job's preferences) and the best one taken, through the
-node index where it gives the same answer faster. Whether a task fits a node, and on which
+node index where it gives the same answer faster. Under the ``fragmentation`` option the
+resource part of the score is ``scheduler.fragmentation``'s instead (its own cache is the fast
+path). Whether a task fits a node, and on which
 devices, is ``scheduler.fit``."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from scheduler import rules
+from scheduler import fragmentation, rules
 from scheduler.fit import Fit, Rules, node_fit
 from scheduler.model import Job, Task
 from scheduler.node_index import index_of
@@ -67,6 +69,8 @@ def score_nodes(
     This is the reference rule; :func:`best_fit` finds its first element without scanning every
     node where it can (tests/engine/test_node_search.py checks they agree)."""
     gpu = task.needs_gpu
+    if fragmentation.applies(session, task):
+        return _score_fragmentation(session, task, fits, selector, extra)
     spread = session.config.strategy(gpu) == "spread"
     frees = {ns.name: _free_and_total(ns, gpu) for ns, _ in fits}
     having = [f for f, total in frees.values() if total > 0]
@@ -86,6 +90,33 @@ def score_nodes(
         return node_score(fit, gpu, spread, not ns.devices, free, total, mn, mx, base)
 
     return sorted(fits, key=lambda item: (-score(item), item[0].name))
+
+
+def _score_fragmentation(
+    session: Session,
+    task: Task,
+    fits: Sequence[tuple[NodeState, Fit]],
+    selector: Rules | None,
+    extra: Mapping[str, float] | None,
+) -> list[tuple[NodeState, Fit]]:
+    """``score_nodes`` under the fragmentation strategy: the job's preferences and ``extra`` as
+    there, then ``fragmentation.resource_score`` in place of the GPU-sharing and binpack parts
+    (with the device it chooses for a fraction)."""
+    job = selector if isinstance(selector, Job) else None
+    held: set[str] | None = None
+    if job is not None and job.affinity_key and job.affinity_weight:
+        held = rules.job_domains(session, job, job.affinity_key)
+    soft = job is not None and (job.has_preferences or session.soft_taints)
+
+    scored = []
+    for ns, fit in fits:
+        base = rules.preference(session, ns.node, job, held) if soft and job is not None else 0.0
+        if extra:
+            base += extra.get(ns.name, 0.0)
+        score, chosen = fragmentation.resource_score(session, ns, task, fit)
+        scored.append((-(base + score), ns.name, ns, chosen))
+    scored.sort(key=lambda x: (x[0], x[1]))
+    return [(ns, fit) for _, _, ns, fit in scored]
 
 
 def scan_fits(
@@ -123,11 +154,17 @@ def best_fit(
     extra: Mapping[str, float] | None = None,
 ) -> tuple[NodeState, Fit] | None:
     """Same answer as :func:`best_fit_reference`, fast for whole-GPU tasks under binpack on the
-    whole pool; other cases (fractional, CPU-only, spread, a topology subset, a job whose node
+    whole pool, and for a task placed by fragmentation on the whole pool (its per-shape score
+    cache); other cases (fractional, CPU-only, spread, a topology subset, a job whose node
     scores depend on preferences) scan every node. Required rules (taints, affinity,
     anti-affinity) are filters, which the index checks node by node like the reference."""
     scored = bool(extra) or (isinstance(selector, Job) and (selector.has_preferences or session.soft_taints))
     if not scored and len(nodes) == len(session.nodes):
+        if fragmentation.applies(session, task):
+            # Its cache is per task shape and node selector: a job with other rules scans.
+            if not (isinstance(selector, Job) and selector.has_rules):
+                return fragmentation.best(session, task, selector)
+            return best_fit_reference(session, task, selector, nodes, extra)
         binpack_gpu = session.config.strategy(True) != "spread"
         if task.whole_gpus and binpack_gpu:
             return index_of(session).best_whole(task, selector)

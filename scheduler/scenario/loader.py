@@ -13,6 +13,7 @@ import yaml
 from scheduler.model import (
     DEFAULT_ACTIONS,
     DEFAULT_POOL,
+    PLACEMENTS,
     RESOURCES,
     TAINT_EFFECTS,
     Config,
@@ -41,6 +42,7 @@ CONFIG_KEYS = {
     "reclaimer_saturation_multiplier",
     "pool_saturation_multiplier",
     "node_local_max_stream",
+    "fragmentation_requests",
 }
 NODE_KEYS = {
     "name",
@@ -95,10 +97,14 @@ def _config(data: Mapping[str, Any], path: str) -> Config:
         cfg.now = _parse_now(c["now"])
     for key in ("placement", "gpu_placement", "cpu_placement"):
         value = c.get(key)
-        if value is not None and value not in ("binpack", "spread"):
-            raise ScenarioError(f"{path}: config.{key} must be binpack or spread, not {value!r}")
+        if value is not None and value not in PLACEMENTS:
+            raise ScenarioError(
+                f"{path}: config.{key} must be binpack, spread or fragmentation, not {value!r}"
+            )
     cfg.gpu_placement = c.get("gpu_placement")
     cfg.cpu_placement = c.get("cpu_placement")
+    if "fragmentation_requests" in c:
+        cfg.fragmentation_requests = _fragmentation_requests(c["fragmentation_requests"], path)
     mult = c.get("reclaimer_saturation_multiplier", 1.0)
     pools = c.get("pool_saturation_multiplier") or {}
     if not isinstance(pools, dict):
@@ -117,6 +123,27 @@ def _config(data: Mapping[str, Any], path: str) -> Config:
         cfg.node_local_max_stream = cap
     cfg.pool_saturation_multiplier = {str(k): float(v) for k, v in pools.items()}
     return cfg
+
+
+def _fragmentation_requests(data: Any, path: str) -> tuple[tuple[float, float, float, float], ...]:
+    """config.fragmentation_requests: a list of {gpu, cpu_millis, memory_mib, weight}
+    (docs/scenario-extensions.md)."""
+    keys = ("gpu", "cpu_millis", "memory_mib", "weight")
+    out = []
+    for i, item in enumerate(as_list(data, "config.fragmentation_requests", path)):
+        where = f"config.fragmentation_requests[{i}]"
+        d = check_keys(item, set(keys), where, path)
+        values = [d.get(k, 1 if k == "weight" else 0) for k in keys]
+        if any(isinstance(v, bool) or not isinstance(v, int | float) or v < 0 for v in values):
+            raise ScenarioError(
+                f"{path}: {where}: gpu, cpu_millis, memory_mib and weight must be numbers >= 0"
+            )
+        out.append((float(values[0]), float(values[1]), float(values[2]), float(values[3])))
+    if not out or sum(r[3] for r in out) <= 0:
+        raise ScenarioError(
+            f"{path}: config.fragmentation_requests needs at least one request with a weight above 0"
+        )
+    return tuple(out)
 
 
 def _taint(data: Any, where: str, path: str) -> Taint:

@@ -97,7 +97,9 @@ def test_split_strategies_and_per_pool_multiplier() -> None:
     assert (cfg.strategy(True), cfg.strategy(False), cfg.any_spread) == ("binpack", "spread", True)
     assert Config(placement="spread").strategy(True) == "spread"
     assert (cfg.saturation_multiplier("p"), cfg.saturation_multiplier("other")) == (2.0, 1.0)
-    with pytest.raises(ScenarioError, match="gpu_placement must be binpack or spread"):
+    with pytest.raises(
+        ScenarioError, match="gpu_placement must be binpack, spread or fragmentation, not 'pack'"
+    ):
         parse({**_scenario({}), "config": {"gpu_placement": "pack"}})
     with pytest.raises(ScenarioError, match="saturation multiplier must be a number >= 1"):
         parse({**_scenario({}), "config": {"pool_saturation_multiplier": {"p": 0.5}}})
