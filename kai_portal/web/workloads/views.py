@@ -153,6 +153,10 @@ def _job_context(job: Job, user: Any) -> dict[str, Any]:
         .order_by("index")[:500]
     )
     latest_message = JobMessage.objects.filter(job=job).select_related("cycle").order_by("-cycle_id").first()
+    if job.state != JobState.PENDING:
+        # A JobMessage row says why the job waited; once it runs (or ended) only the job's own
+        # message is current (the cycle clears it when the job starts).
+        latest_message = None
     job_forecast = None
     if job.state == JobState.PENDING:
         job_forecast = forecast_store.describe(forecast_store.stored_or_not_yet(job), user)
