@@ -496,8 +496,14 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "filters": {"expected_refusal": {"()": "kai_portal.core.log_filters.ExpectedRefusalFilter"}},
+    "handlers": {
+        "console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["expected_refusal"]}
+    },
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
+    # Django's own default config (DEBUG) gives "django" a console handler of its own as well as
+    # the root's: every request warning was printed twice. One handler, the root's.
+    "loggers": {"django": {"handlers": [], "level": env_str("LOG_LEVEL", "INFO"), "propagate": True}},
 }
 
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.contrib.auth.models import AbstractUser
 from django.db import models
+from django.utils import timezone
 
 
 class User(AbstractUser):
@@ -25,7 +26,8 @@ class ApiToken(models.Model):
 
     Only the SHA-256 hash of the secret is stored; the secret itself is shown
     once, when the token is created (``accounts.tokens.create_token``). The
-    prefix is kept in clear so people can tell their tokens apart. A read-only
+    prefix is kept in clear so people can tell their tokens apart. An expiry is
+    optional (``expires_at``; an expired token answers 401). A read-only
     token may only read. A revoked token answers 401 from then on.
     """
 
@@ -37,6 +39,9 @@ class ApiToken(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     last_used_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
+    expires_at = models.DateTimeField(
+        null=True, blank=True, help_text="After this moment the token answers 401; empty: it never expires."
+    )
 
     class Meta:
         ordering = ["-created_at"]
@@ -48,3 +53,7 @@ class ApiToken(models.Model):
     @property
     def is_active(self) -> bool:
         return self.revoked_at is None
+
+    @property
+    def is_expired(self) -> bool:
+        return self.expires_at is not None and self.expires_at <= timezone.now()

@@ -3,15 +3,16 @@
 Scheme: ``Authorization: Bearer <secret>`` (``Token <secret>`` also works).
 Secrets look like ``kai_<43 url-safe characters>``; the database keeps only
 their SHA-256 and the first 12 characters. Authentication with a revoked or
-unknown token, or with an inactive user, is a 401. ``last_used_at`` is
-refreshed at most once a minute so busy scripts do not write on every request.
+unknown token, an expired one (``expires_at``, optional) or an inactive user
+is a 401. ``last_used_at`` is refreshed at most once a minute so busy scripts
+do not write on every request.
 """
 
 from __future__ import annotations
 
 import hashlib
 import secrets
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.db.models import Q
@@ -35,8 +36,11 @@ def hash_secret(secret: str) -> str:
     return hashlib.sha256(secret.encode("utf-8")).hexdigest()
 
 
-def create_token(user: Any, name: str, *, read_only: bool = False) -> tuple[ApiToken, str]:
-    """A new token for ``user``; returns the row and the secret, which is never shown again."""
+def create_token(
+    user: Any, name: str, *, read_only: bool = False, expires_at: datetime | None = None
+) -> tuple[ApiToken, str]:
+    """A new token for ``user``; returns the row and the secret, which is never shown again.
+    With ``expires_at`` it answers 401 from that moment on."""
     secret = SECRET_PREFIX + secrets.token_urlsafe(32)
     token = ApiToken.objects.create(
         user=user,
@@ -44,6 +48,7 @@ def create_token(user: Any, name: str, *, read_only: bool = False) -> tuple[ApiT
         prefix=secret[:PREFIX_LENGTH],
         key_hash=hash_secret(secret),
         read_only=read_only,
+        expires_at=expires_at,
     )
     return token, secret
 
@@ -141,6 +146,12 @@ class ApiTokenAuthentication(authentication.BaseAuthentication):
         if token is None or not token.user.is_active:
             raise _refuse(request, secret, "Invalid or revoked token.")
         now = timezone.now()
+        if token.expires_at is not None and token.expires_at <= now:
+            raise _refuse(
+                request, secret,
+                f"This token expired at {token.expires_at:%Y-%m-%d %H:%M} UTC; create a new one on the "
+                "portal's API tokens page (/accounts/tokens/).",
+            )  # fmt: skip
         if token.last_used_at is None or now - token.last_used_at > _TOUCH_EVERY:
             ApiToken.objects.filter(pk=token.pk).filter(
                 Q(last_used_at__isnull=True) | Q(last_used_at__lt=now - _TOUCH_EVERY)

@@ -12,6 +12,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
 from kai_portal.audit.models import AuditEntry
+from kai_portal.core import units
 from kai_portal.core.htmx import page_or_fragment
 
 PAGE_SIZE = 50
@@ -19,7 +20,10 @@ PAGE_SIZE = 50
 
 def _changes(entry: AuditEntry) -> list[dict[str, Any]]:
     before, after = entry.before or {}, entry.after or {}
-    return [{"field": f, "before": before.get(f), "after": after.get(f)} for f in entry.changed_fields()]
+    return [
+        {"field": f, "before": units.plain_number(before.get(f)), "after": units.plain_number(after.get(f))}
+        for f in entry.changed_fields()
+    ]
 
 
 @login_required

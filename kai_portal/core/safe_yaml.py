@@ -211,3 +211,40 @@ def check_bounds(text: str, max_depth: int = MAX_DEPTH, max_nodes: int = MAX_NOD
 def shorten(text: str, limit: int = 300) -> str:
     """Error text that may quote user input, cut to ``limit`` characters."""
     return text if len(text) <= limit else f"{text[:limit]}… ({len(text)} characters in all)"
+
+
+# PyYAML's problems, said in a user's words (a substring of its problem -> what to do).
+_PLAIN_PROBLEMS = (
+    (
+        "mapping values are not allowed",
+        "a ':' where no key can start: put the key on its own line, or quote a value that contains ': '",
+    ),
+    ("found character '\\t'", "a tab: YAML indents with spaces only"),
+    ("but found '<block mapping start>'", "a key indented differently from the keys beside it"),
+    (
+        "but found '?'",
+        "a line that is neither a list item nor a key of the mapping it is in: check its "
+        "indentation and its '- '",
+    ),
+    ("expected ',' or ']'", "a list in [ ] that is not closed"),
+    ("expected ',' or '}'", "a mapping in { } that is not closed"),
+    ("found unexpected end of stream", "a quoted text that is not closed"),
+    ("found undefined alias", "an alias (*name) to no anchor (&name)"),
+    ("could not find expected ':'", "a key without its ':'"),
+    ("found duplicate anchor", "the same anchor (&name) twice"),
+)
+
+
+def describe(error: yaml.YAMLError) -> str:
+    """A syntax error in words, with where it is: ``line 3, column 5: a tab: YAML indents with
+    spaces only``. PyYAML's own text (its "while scanning" and marks) means little to a user."""
+    problem = str(getattr(error, "problem", None) or "")
+    words = next((plain for key, plain in _PLAIN_PROBLEMS if key in problem), None)
+    if words is None:
+        words = problem or "the text cannot be read as YAML"
+    mark = getattr(error, "problem_mark", None) or getattr(error, "context_mark", None)
+    where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+    context = getattr(error, "context_mark", None)
+    if context is not None and mark is not None and context.line != mark.line:
+        words += f" (in what starts on line {context.line + 1})"
+    return where + words

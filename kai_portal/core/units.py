@@ -32,6 +32,21 @@ def format_amount(resource: str, value: Decimal | int) -> str:
     return f"{value} {UNIT_NAMES[resource]}"
 
 
+def plain_number(value: object) -> object:
+    """A stored decimal as a person writes it: ``"8.00"`` -> ``"8"``, ``"2.50"`` -> ``"2.5"``;
+    anything that is not a decimal number (a name, None, True) unchanged."""
+    if isinstance(value, bool) or not isinstance(value, str | int | float | Decimal):
+        return value
+    try:
+        number = Decimal(str(value))
+    except ArithmeticError:
+        return value
+    if not number.is_finite():
+        return value
+    whole = number.to_integral_value()
+    return format(whole if number == whole else number.normalize(), "f")
+
+
 def cores_text(millicores: int) -> str:
     """CPU millicores as cores for people: ``1 core``, ``0.5 cores``, ``0.01 cores``, ``2 cores``."""
     cores = (Decimal(millicores) / 1000).normalize()

@@ -21,6 +21,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods
 
 from kai_portal.audit.models import AuditEntry
+from kai_portal.core import units
 from kai_portal.core.access import get_visible_or_404
 from kai_portal.core.write_throttle import throttle_writes
 from kai_portal.queues import cluster_writes
@@ -77,7 +78,7 @@ def preview(text: str) -> tuple[ImportResult, list[PlannedChange]]:
             for entry in AuditEntry.objects.filter(pk__gt=newest, content_type__model="queue").order_by("pk"):
                 before, after = entry.before or {}, entry.after or {}
                 changes = [
-                    (key, before.get(key), value)
+                    (key, units.plain_number(before.get(key)), units.plain_number(value))
                     for key, value in after.items()
                     if key not in IGNORED_FIELDS and before.get(key) != value
                 ]

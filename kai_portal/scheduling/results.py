@@ -31,7 +31,7 @@ from django.utils import timezone
 from kai_portal.cluster.backends import ApplyReport, Bind, EventType, Evict, PodEvent
 from kai_portal.core import bulk
 from kai_portal.history.models import Decision, JobMessage, SchedulingCycle
-from kai_portal.scheduling import usage
+from kai_portal.scheduling import usage, waiting
 from kai_portal.scheduling.backlog import persist_backlog
 from kai_portal.scheduling.pool_usage import record_pool_usage
 from kai_portal.scheduling.snapshot_index import CycleInput, PodRef, SnapshotIndex
@@ -104,7 +104,12 @@ def cluster_operations(inp: CycleInput, result: CycleResult) -> Operations:
         if ref is not None and outcome.status == TaskState.PENDING and outcome.reason:
             ops.events.append(
                 PodEvent(
-                    ref.namespace, ref.name, EventType.WARNING, "Unschedulable", index.text(outcome.reason)
+                    ref.namespace,
+                    ref.name,
+                    EventType.WARNING,
+                    "Unschedulable",
+                    index.text(outcome.reason),
+                    condition_reason=waiting.condition_reason(outcome.reason.code),
                 )
             )
     for name, reason in sorted(result.job_messages.items()):

@@ -13,7 +13,7 @@ from typing import Any, cast
 from django import forms
 from django.core.exceptions import ValidationError
 
-from kai_portal.queues.durations import parse_go_duration
+from kai_portal.queues.durations import format_go_duration, parse_go_duration
 from kai_portal.queues.models import Queue
 from kai_portal.workloads import limits
 from kai_portal.workloads.capacity import oversized_task_errors
@@ -42,7 +42,7 @@ class JobSubmitForm(forms.ModelForm):
         help_text="0.5 = 500 millicores.",
     )  # fmt: skip
     run_time = forms.CharField(
-        label="Declared duration", required=False, initial="30m",
+        label="Declared duration", required=False, initial=format_go_duration(limits.DEFAULT_DURATION),
         help_text="How long each task runs on the simulated cluster: 90s, 30m, 2h.",
     )  # fmt: skip
 
@@ -98,6 +98,9 @@ class JobSubmitForm(forms.ModelForm):
         queue_field.help_text = "The job runs in its queue's node pool."
         for name in ("gpu_count", "gpu_fraction", "gpu_memory_mib", "gpu_fraction_devices", "memory_mib"):
             self.fields[name].required = False
+        # The form opens on "Whole GPUs": with the model's default of 0 beside it, the defaults as
+        # shown could not be submitted.
+        self.fields["gpu_count"].initial = 1
 
     def clean_cpu_cores(self) -> int:
         cores: Decimal = self.cleaned_data["cpu_cores"]

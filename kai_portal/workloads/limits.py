@@ -21,6 +21,8 @@ MAX_CPU_MILLICORES = 10_000_000  # 10,000 cores per task
 MAX_MEMORY_MIB = 64 * 2**20  # 64 TiB per task
 MIN_DURATION = timedelta(seconds=1)
 MAX_DURATION = timedelta(days=365)
+# A job submitted without a run time (form or API) runs this long on the simulated cluster.
+DEFAULT_DURATION = timedelta(minutes=30)
 
 
 def duration_error(value: timedelta) -> str | None:

@@ -73,7 +73,7 @@ def load_document(text: str | bytes | dict[str, Any]) -> dict[str, Any]:
     try:
         docs = [d for d in safe_yaml.load_all(text, safe_yaml.manifest_bounds()) if d is not None]
     except yaml.YAMLError as exc:
-        raise ManifestError("(body)", f"is not valid YAML or JSON: {exc}") from None
+        raise ManifestError("(body)", f"is not valid YAML or JSON: {safe_yaml.describe(exc)}") from None
     except safe_yaml.TooLargeYamlError as exc:
         raise ManifestTooLarge("(body)", f"{exc} (MANIFEST_MAX_BYTES)") from None
     except safe_yaml.UnsafeYamlError as exc:

@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+from datetime import datetime
+
+from django.utils import timezone
 from rest_framework import serializers
 
 from kai_portal.accounts.models import ApiToken, User
@@ -9,8 +12,22 @@ from kai_portal.teams.models import Membership, Team
 class ApiTokenSerializer(serializers.ModelSerializer):
     class Meta:
         model = ApiToken
-        fields = ["id", "name", "prefix", "read_only", "created_at", "last_used_at", "revoked_at"]
+        fields = [
+            "id",
+            "name",
+            "prefix",
+            "read_only",
+            "created_at",
+            "last_used_at",
+            "revoked_at",
+            "expires_at",
+        ]
         read_only_fields = ["id", "prefix", "created_at", "last_used_at", "revoked_at"]
+
+    def validate_expires_at(self, value: datetime | None) -> datetime | None:
+        if value is not None and value <= timezone.now():
+            raise serializers.ValidationError("must be in the future (or left out: the token never expires).")
+        return value
 
 
 class NewApiTokenSerializer(ApiTokenSerializer):

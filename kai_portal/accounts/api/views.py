@@ -51,7 +51,10 @@ class ApiTokenViewSet(
         serializer.is_valid(raise_exception=True)
         values = serializer.validated_data
         token, secret = tokens.create_token(
-            request.user, values["name"], read_only=values.get("read_only", False)
+            request.user,
+            values["name"],
+            read_only=values.get("read_only", False),
+            expires_at=values.get("expires_at"),
         )
         data = {**ApiTokenSerializer(token).data, "token": secret}
         return Response(data, status=status.HTTP_201_CREATED)

@@ -240,6 +240,10 @@ class PodEvent:
     message: str
     kind: str = "Pod"  # or "PodGroup"
     uid: str | None = None
+    # A pending pod's PodScheduled=False reason: Unschedulable when it waits for room on a node
+    # (cluster autoscalers and Karpenter add nodes for exactly that reason), or the engine's
+    # quota code (OverLimit, NonPreemptibleOverQuota) when only its queue holds it back.
+    condition_reason: str = "Unschedulable"
 
 
 @dataclass(frozen=True)

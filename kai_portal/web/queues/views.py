@@ -251,9 +251,9 @@ def queue_detail(request: HtmxHttpRequest, name: str) -> HttpResponse:
     queue = get_visible_or_404(
         Queue.objects.visible_to(request.user).select_related("parent", "team", "node_pool"), name=name
     )
-    window = request.GET.get("window", "day")
+    window = request.GET.get("window", "")
     if window not in WINDOWS:
-        window = "day"
+        window = default_window(queue)
     resource = request.GET.get("resource", "gpu")
     if resource not in RESOURCES:
         resource = "gpu"
@@ -279,6 +279,20 @@ def queue_detail(request: HtmxHttpRequest, name: str) -> HttpResponse:
         preempt_min_runtime=queue.effective_preempt_min_runtime(),
     )
     return render(request, "queues/queue_detail.html", context)
+
+
+# The day chart's buckets are 12 minutes: with less history than this it draws a dot or two.
+SHORT_HISTORY = timedelta(hours=2)
+
+
+def default_window(queue: Queue) -> str:
+    """The window a queue page opens on: the day, unless the queue's samples are all younger than
+    SHORT_HISTORY (a fresh deployment), when the hour shows them as a line instead of a dot."""
+    since = timezone.now() - WINDOWS["day"]
+    older = UsageSample.objects.filter(
+        queue=queue, sampled_at__gte=since, sampled_at__lt=timezone.now() - SHORT_HISTORY
+    )
+    return "day" if older.exists() else "hour"
 
 
 def half_life() -> timedelta | None:

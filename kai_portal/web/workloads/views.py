@@ -26,6 +26,7 @@ from kai_portal.previews import forecast_store
 from kai_portal.previews.fitcheck import check_fit
 from kai_portal.previews.warnings import request_warnings, submit_warnings
 from kai_portal.queues.models import Queue
+from kai_portal.scheduling import waiting
 from kai_portal.teams.models import Team
 from kai_portal.workloads import cluster_jobs, lifecycle, pod_security, submission
 from kai_portal.workloads.choices import JobState, PodState
@@ -153,6 +154,10 @@ def _job_context(job: Job, user: Any) -> dict[str, Any]:
         .order_by("index")[:500]
     )
     latest_message = JobMessage.objects.filter(job=job).select_related("cycle").order_by("-cycle_id").first()
+    if job.state != JobState.PENDING:
+        # A JobMessage row says why the job waited; once it runs (or ended) only the job's own
+        # message is current (the cycle clears it when the job starts).
+        latest_message = None
     job_forecast = None
     if job.state == JobState.PENDING:
         job_forecast = forecast_store.describe(forecast_store.stored_or_not_yet(job), user)
@@ -163,6 +168,7 @@ def _job_context(job: Job, user: Any) -> dict[str, Any]:
         "pod_total": job.task_count,
         "timeline": decision_timeline(job, user),
         "latest_message": latest_message,
+        "waiting_for": waiting.waiting_for(latest_message.reason) if latest_message else "",
         "forecast": job_forecast,
         "can_cancel": not job.is_terminal and Job.objects.cancellable_by(user).filter(pk=job.pk).exists(),
     }

@@ -30,7 +30,8 @@ def test_admin_edit_saves_and_writes_an_audit_entry(world: dict, client_for: Any
     assert entry.actor_name == "root" and entry.source == "web"
     assert entry.before["gpu_quota"] == "2.00" and entry.after["gpu_quota"] == "6.00"
     audit = client_for("admin").get(f"/audit/?queue={queue.pk}").content.decode()
-    assert "gpu_quota" in audit and "6.00" in audit
+    # Whole GPU counts read as whole numbers (issue 31), not as the stored "2.00" and "6.00".
+    assert "gpu_quota" in audit and "<del>2</del> → <ins>6</ins>" in audit
 
 
 def test_limit_below_quota_is_shown_on_the_field_and_nothing_is_saved(world: dict, client_for: Any) -> None:

@@ -4,6 +4,12 @@ KAI's status updater (pkg/scheduler/cache/status_updater) writes a pending pod's
 ``PodScheduled=False`` condition (reason Unschedulable, the engine's message) and the cycle's
 events. Here:
 
+- a pod that waits only for its queue's quota or limit (the engine's ``OverLimit`` or
+  ``NonPreemptibleOverQuota``) gets that code as the condition's reason instead of
+  ``Unschedulable``: cluster-autoscaler and Karpenter add nodes only for ``PodScheduled=False``
+  with reason ``Unschedulable``, and a node added for a quota-blocked pod stays idle (KAI's
+  queue-admission-gating design gates such pods for the same reason; we keep them ungated).
+
 - pod condition: through PATCH pods/<pod>/status, as kube-scheduler and KAI write it, so cluster
   autoscalers and ``kubectl describe pod`` see why it waits. Written when the message changes, not
   every cycle.
@@ -105,8 +111,8 @@ class StatusUpdater:
         # only those get PodGroup events (a bare pod's group is no object).
         self._pod_group_members: set[tuple[str, str]] = set()
         self._pod_group_members_rv: str | None = None
-        # (namespace, pod, uid) -> the Unschedulable message last written to its PodScheduled condition
-        self._unschedulable: dict[tuple[str, str, str], str] = {}
+        # (namespace, pod, uid) -> (reason, message) last written to its PodScheduled condition
+        self._unschedulable: dict[tuple[str, str, str], tuple[str, str]] = {}
 
     def note_all(self, events: list[PodEvent]) -> list[OperationResult]:
         """Post the events, and PodScheduled=False for each pending pod explained as Unschedulable.
@@ -146,12 +152,13 @@ class StatusUpdater:
         if cached is None or cached.node:
             return None
         key = (event.namespace, event.name, cached.uid)  # a re-created pod starts clean
-        if self._unschedulable.get(key) == event.message:
+        said = (event.condition_reason, event.message)
+        if self._unschedulable.get(key) == said:
             return None
         condition = {
             "type": "PodScheduled",
             "status": "False",
-            "reason": UNSCHEDULABLE,
+            "reason": event.condition_reason,
             "message": event.message,
             "lastProbeTime": None,
             "lastTransitionTime": rfc3339(datetime.now(UTC).replace(microsecond=0)),
@@ -169,7 +176,7 @@ class StatusUpdater:
         if result.ok:
             if len(self._unschedulable) >= EVENT_CACHE_LIMIT:
                 self._unschedulable.clear()
-            self._unschedulable[key] = event.message
+            self._unschedulable[key] = said
         return result
 
     def events_to_post(

@@ -11,6 +11,7 @@ from kai_portal.previews import forecast_store
 from kai_portal.previews.serializers import ForecastSerializer
 from kai_portal.previews.warnings import request_warnings
 from kai_portal.queues.models import Queue
+from kai_portal.workloads import limits
 from kai_portal.workloads.models import Job, Pod
 
 if TYPE_CHECKING:
@@ -90,6 +91,12 @@ class JobSerializer(serializers.ModelSerializer):
         request = self.context.get("request")
         if request is not None:
             self.fields["queue"].queryset = Queue.objects.submittable_by(request.user)  # type: ignore[attr-defined]
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        # Left out, the run time is the form's default; an explicit null still means "no end".
+        if "duration" not in getattr(self, "initial_data", {}):
+            attrs["duration"] = limits.DEFAULT_DURATION
+        return attrs
 
     @extend_schema_field(PodCountsSerializer)
     def get_pods(self, job: Job) -> dict[str, int]:
