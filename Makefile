@@ -15,7 +15,8 @@ export TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
 # `make run`'s configuration (an SQLite file, DEBUG on): the browser journeys, the page,
 # forecast and scheduling-loop tests run on it too.
 TEST_SQLITE_URL ?= sqlite:///$(CURDIR)/var/test-sqlite.sqlite3
-SQLITE_TESTS := tests/browser tests/portal/pages tests/portal/previews tests/portal/reports tests/portal/history tests/portal/scheduling
+# The page tests under tests/portal/web/ only: the API's (web/api/, web/<area>/api/) run on PostgreSQL.
+SQLITE_TESTS := tests/browser tests/portal/web '--ignore-glob=tests/portal/web/*api' tests/portal/previews tests/portal/reports tests/portal/history tests/portal/scheduling
 
 .PHONY: install run test lint typecheck pytest prodcheck services bench bench-kwok bench-latency bench-openb scenarios clean helm k8s-build k8s-up k8s-down kai-up kai-down
 

@@ -123,7 +123,7 @@ def _requested(
     for job in scan:
         acc = asks.setdefault(job.queue, [])
         for task in job.tasks:
-            p = placements[task.name]
+            p = placements[task.key]
             if p.status == _PENDING:
                 shape = (
                     task.gpu,
@@ -191,19 +191,19 @@ KAI_NOTES = frozenset({reasons.PREEMPTION_DELAY_NOT_ELAPSED})
 
 
 def _job_message(session: Session, job: Job) -> Reason | None:
-    own = session.job_errors.get(job.name, [])
-    notes = session.action_notes.get(job.name)
+    own = session.job_errors.get(job.key, [])
+    notes = session.action_notes.get(job.key)
     kai_notes = [n for n in notes if n[0] in KAI_NOTES and n not in own] if notes else []
     errors = own + kai_notes
     return reasons.job_message(errors) if errors else None
 
 
 def _job_notes(session: Session, job: Job) -> list[Reason]:
-    return [reasons.note(r, m) for r, m in session.action_notes.get(job.name, []) if r not in KAI_NOTES]
+    return [reasons.note(r, m) for r, m in session.action_notes.get(job.key, []) if r not in KAI_NOTES]
 
 
 def _collect(session: Session, result: CycleResult) -> None:
-    ns_of = {j.name: j.namespace for j in session.jobs.values()}
+    ns_of = {j.key: j.namespace for j in session.jobs.values()}
     pool = session.pool
     placements = session.placements
     task_reasons = session.task_reasons
@@ -213,10 +213,10 @@ def _collect(session: Session, result: CycleResult) -> None:
         message: Reason | None = None
         pending = False  # the message is needed (and made) once a task is found pending
         for task in job.tasks:
-            name = task.name
+            name = task.key
             p = placements[name]
             status = p.status
-            outcome = TaskOutcome(name, job.name, status, p.node, p.devices, None, pool)
+            outcome = TaskOutcome(name, job.key, status, p.node, p.devices, None, pool)
             outcomes[name] = outcome
             if status == _RUNNING:
                 continue
@@ -229,25 +229,25 @@ def _collect(session: Session, result: CycleResult) -> None:
                 events.append(Event(name, "Unschedulable", outcome.reason))
             elif status == _ALLOCATED and p.node:
                 events.append(
-                    Event(name, "Scheduled", reasons.scheduled(Ref(name, ns_of[job.name]), p.node, pool))
+                    Event(name, "Scheduled", reasons.scheduled(Ref(name, ns_of[job.key]), p.node, pool))
                 )
             elif status == _PIPELINED and p.node:
-                events.append(Event(name, "Pipelined", reasons.pipelined(Ref(name, ns_of[job.name]), p.node)))
+                events.append(Event(name, "Pipelined", reasons.pipelined(Ref(name, ns_of[job.key]), p.node)))
             elif status == _RELEASING and name in task_reasons:
                 outcome.reason = task_reasons[name]
         if not pending:
             continue
         if message:
-            result.job_messages[job.name] = message
+            result.job_messages[job.key] = message
             kind = (
                 "NotReady"
-                if any(r == "NotReady" for r, _ in session.job_errors.get(job.name, []))
+                if any(r == "NotReady" for r, _ in session.job_errors.get(job.key, []))
                 else "Unschedulable"
             )
-            events.append(Event(job.name, kind, message))
+            events.append(Event(job.key, kind, message))
         notes = _job_notes(session, job)
         if notes:
-            result.job_notes[job.name] = notes
+            result.job_notes[job.key] = notes
     result.events.extend(Event(o, k, m) for o, k, m in session.events)
     result.evictions.extend(session.evictions)
     pool_out: dict[str, QueueOutcome] = {}
@@ -277,7 +277,7 @@ def advance(snapshot: Snapshot, result: CycleResult) -> Snapshot:
         started = False
         tasks = []
         for task in job.tasks:
-            out = result.tasks.get(task.name)
+            out = result.tasks.get(task.key)
             if out is None:
                 tasks.append(task)
             elif out.status == _ALLOCATED:

@@ -21,7 +21,7 @@ ACTIVE_ALLOCATED = (_RUNNING, _ALLOCATED, _PIPELINED)
 
 
 def status(session: Session, task: Task) -> TaskState:
-    p = session.placements.get(task.name)
+    p = session.placements.get(task.key)
     return p.status if p else _PENDING
 
 
@@ -29,7 +29,7 @@ def active_allocated(session: Session, job: Job) -> int:
     placements = session.placements
     n = 0
     for t in job.tasks:
-        p = placements.get(t.name)  # status(), inline: this runs for every job at every step
+        p = placements.get(t.key)  # status(), inline: this runs for every job at every step
         if p is not None and p.status in ACTIVE_ALLOCATED:
             n += 1
     return n
@@ -41,7 +41,7 @@ def pending_tasks(session: Session, job: Job) -> list[Task]:
     pending = _PENDING
     out = []
     for t in job.tasks:
-        p = placements.get(t.name)
+        p = placements.get(t.key)
         if p is None or p.status == pending:
             out.append(t)
     return out
@@ -52,7 +52,7 @@ def alive(session: Session, job: Job) -> int:
     placements = session.placements
     n = 0
     for t in job.tasks:
-        p = placements.get(t.name)
+        p = placements.get(t.key)
         if p is None or p.status == _PENDING or p.status in ACTIVE_ALLOCATED:
             n += 1
     return n
@@ -148,7 +148,7 @@ def step_tasks(session: Session, job: Job) -> list[Task]:
         waiting: list[Task] = []
         n_active = 0
         for t in job.tasks:
-            p = placements.get(t.name)
+            p = placements.get(t.key)
             if p is None or p.status == _PENDING:
                 waiting.append(t)
             elif p.status in ACTIVE_ALLOCATED:
@@ -184,8 +184,8 @@ def step_tasks(session: Session, job: Job) -> list[Task]:
         chosen.extend(lacking_pods(g))
     missing = job.gang_min - len(active) - len(chosen)
     if missing > 0:
-        taken = {t.name for t in chosen}
-        chosen.extend([t for t in pending if t.name not in taken][:missing])
+        taken = {t.key for t in chosen}
+        chosen.extend([t for t in pending if t.key not in taken][:missing])
     if chosen:
         return sorted(chosen, key=job.tasks.index)
 

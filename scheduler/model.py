@@ -164,10 +164,19 @@ class Queue:
         return self.resources.get(r) or QueueResource()
 
 
+# Identity versus name. Every engine dict, result and reason ``Ref`` holds a job or task by its
+# ``key``; its ``name`` is what it is called, and ties between equals are broken on the name, as
+# KAI breaks them, so a key never changes a decision. The portal passes ``<namespace>/<queue>/<name>``
+# (two jobs of one name in two queues are two jobs); a scenario file has no namespace, so an empty
+# key is the name. The key is a string rather than a typed value: the engine only ever looks it
+# up, never reads its parts, and a string hashes once (cached) where a tuple or dataclass would
+# hash its fields at each of the hot loops' millions of lookups.
+
+
 @dataclass
 class Task:
     name: str
-    job: str = ""
+    job: str = ""  # the job's key
     gpu: float = 0.0
     gpu_memory_mib: float = 0.0
     cpu_millis: float = 0.0
@@ -181,6 +190,12 @@ class Task:
     # Devices a fractional task spreads over, each with ``gpu`` (or ``gpu_memory_mib``) of it:
     # KAI's gpu-fraction-num-devices (e.g. 2 x 0.5). Ignored for whole GPUs.
     gpu_fraction_devices: int = 1
+    # Unique among the snapshot's tasks (see above); empty = ``name``.
+    key: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.key:
+            self.key = self.name
 
     @property
     def is_fractional(self) -> bool:
@@ -270,8 +285,12 @@ class Job:
     # request (fair share) and are never placed; the listed pending tasks must already include
     # every task the cycle could place plus one, so the decisions are those of the whole job.
     more_pending: int = 0
+    # Unique among the snapshot's jobs (see above ``Task``); empty = ``name``.
+    key: str = ""
 
     def __post_init__(self) -> None:
+        if not self.key:
+            self.key = self.name
         # A node selector on the pool label names the shard the job asks for; the cycle checks it
         # against the shard of the job's queue (``pools.assign_pools``).
         if self.pool == DEFAULT_POOL and POOL_LABEL in self.node_selector:

@@ -298,7 +298,7 @@ class NodeIndex:
                 return None
             if not (selector.node_selector or selector.node_affinity or self.hard_taints):
                 return self.masks.setdefault((), np.ones(len(self.names), dtype=bool))
-            key: object = ("job", selector.name)
+            key: object = ("job", selector.key)
         elif selector:
             key = ("selector", tuple(sorted(selector.items())))
         else:

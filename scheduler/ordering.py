@@ -98,7 +98,8 @@ def _pareto_tail(a: QueueState, b: QueueState) -> int:
 
 
 def job_key(session: Session, job: Job) -> tuple[object, ...]:
-    """Order inside a leaf queue: priority, elastic state, age, name (§4.2)."""
+    """Order inside a leaf queue: priority, elastic state, age, name (§4.2); where two jobs of one
+    name tie, whoever holds the key adds it after (``JobQueue``'s heap entries)."""
     return (-job.priority, gang.elastic_state(session, job), -job.created_s, job.name)
 
 
@@ -142,7 +143,7 @@ class JobQueue:
             self.heap_stamp[qs.name] = self.heap_stamp.get(qs.name, 0) + 1
 
     def push(self, job: Job) -> None:
-        heapq.heappush(self.heaps.setdefault(job.queue, []), (job_key(self.session, job), job.name))
+        heapq.heappush(self.heaps.setdefault(job.queue, []), (job_key(self.session, job), job.key))
         if self.memo:  # nothing cached yet (the first pushes): nothing to invalidate
             self._touch(job.queue)
 
@@ -172,12 +173,12 @@ class JobQueue:
 
     def _request(self, job: Job) -> tuple[dict[str, float], tuple[float, ...]]:
         stamp = self.session.queue_stamp.get(job.queue, 0)
-        hit = self.requests.get(job.name)
+        hit = self.requests.get(job.key)
         if hit is not None and hit[0] == stamp:
             return hit[1], hit[2]
         req = job_request(self.session, job)
         shape = tuple(req.get(r, 0.0) for r in RESOURCES)
-        self.requests[job.name] = (stamp, req, shape)
+        self.requests[job.key] = (stamp, req, shape)
         return req, shape
 
     def _best_in(self, queue: str) -> Job | None:

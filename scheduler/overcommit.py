@@ -53,7 +53,7 @@ def _node_problems(
 ) -> list[str]:
     wanted = set(states)
     nodes = {n.name: n for n in snapshot.nodes}
-    tasks = {t.name: t for j in snapshot.jobs for t in j.tasks}
+    tasks = {t.key: t for j in snapshot.jobs for t in j.tasks}
     devices: dict[tuple[str, int], list[tuple[str, float]]] = {}
     cpu: dict[str, float] = {}
     mem: dict[str, float] = {}
@@ -62,12 +62,12 @@ def _node_problems(
     shared: set[tuple[str, int]] = set()
     out: list[str] = []
     for o in result.tasks.values():
-        if o.status not in wanted or o.node is None or o.name not in tasks:
+        if o.status not in wanted or o.node is None or o.key not in tasks:
             continue
-        task = tasks[o.name]
+        task = tasks[o.key]
         node = nodes.get(o.node)
         if node is None:
-            out.append(f"{label}: {o.name} on unknown node {o.node}")
+            out.append(f"{label}: {o.key} on unknown node {o.node}")
             continue
         cpu[o.node] = cpu.get(o.node, 0.0) + task.cpu_millis
         mem[o.node] = mem.get(o.node, 0.0) + task.memory_mib
@@ -75,11 +75,11 @@ def _node_problems(
         share = _device_share(task, node)
         want = task.whole_gpus or (task.fraction_device_count if task.is_fractional else 0)
         if len(o.gpu_devices) != want:
-            out.append(f"{label}: {o.name} holds {len(o.gpu_devices)} devices, needs {want}")
+            out.append(f"{label}: {o.key} holds {len(o.gpu_devices)} devices, needs {want}")
         for d in o.gpu_devices:
             if d >= node.gpus:
-                out.append(f"{label}: {o.name} on device {d} of {o.node}, which has {node.gpus} GPUs")
-            devices.setdefault((o.node, d), []).append((o.name, share))
+                out.append(f"{label}: {o.key} on device {d} of {o.node}, which has {node.gpus} GPUs")
+            devices.setdefault((o.node, d), []).append((o.key, share))
             if task.is_fractional:
                 shared.add((o.node, d))
     # Pods outside the scheduler (Node.external) hold their CPU, memory, slots and whole devices.
@@ -136,7 +136,7 @@ def _queue_charges(
 
     for job in snapshot.jobs:
         for task in job.tasks:
-            st = status_of.get(task.name)
+            st = status_of.get(task.key)
             if st is not None and st[0] in states:
                 charge(job, task, st[1])
     return out
@@ -145,12 +145,10 @@ def _queue_charges(
 def _queue_problems(snapshot: Snapshot, result: CycleResult) -> list[str]:
     before = _queue_charges(
         snapshot,
-        {t.name: (t.state, t.node) for j in snapshot.jobs for t in j.tasks},
+        {t.key: (t.state, t.node) for j in snapshot.jobs for t in j.tasks},
         {TaskState.RUNNING},
     )
-    after = _queue_charges(
-        snapshot, {o.name: (o.status, o.node) for o in result.tasks.values()}, set(PLANNED)
-    )
+    after = _queue_charges(snapshot, {o.key: (o.status, o.node) for o in result.tasks.values()}, set(PLANNED))
     out: list[str] = []
     for q in snapshot.queues:
         for r in RESOURCES:

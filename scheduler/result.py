@@ -1,7 +1,8 @@
 """What a cycle decided: per-task outcomes, per-queue numbers, events, counters.
 
-Every why is a ``Reason`` (``scheduler.reasons``), worded only where it is shown: ``to_json`` words
-them with tasks and jobs named as keyed; the portal words them with the cluster's own names."""
+Tasks and jobs appear by their keys (``Task.key``, ``Job.key``; a scenario's key is its name). Every
+why is a ``Reason`` (``scheduler.reasons``), worded only where it is shown: ``to_json`` words them
+with tasks and jobs named as keyed; the portal words them with the cluster's own names."""
 
 from __future__ import annotations
 
@@ -15,8 +16,8 @@ from scheduler.reasons import Names, Reason, as_keyed, render
 
 @dataclass(slots=True)
 class TaskOutcome:
-    name: str
-    job: str
+    key: str  # the task's
+    job: str  # the job's key
     status: TaskState
     node: str | None = None
     gpu_devices: tuple[int, ...] = ()
@@ -61,7 +62,7 @@ class QueueOutcome:
 
 @dataclass(slots=True)
 class Event:
-    object: str  # task or job name
+    object: str  # task or job key
     kind: str  # Scheduled, Pipelined, Unschedulable, NotReady, Evict
     message: Reason
 
@@ -73,12 +74,12 @@ class Event:
 class Eviction:
     """One task evicted in the cycle, and why (kai-semantics.md §8)."""
 
-    task: str
-    job: str
+    task: str  # the task's key
+    job: str  # the job's key
     queue: str
     action: str  # reclaim | preempt | consolidation | stalegangeviction
     message: Reason  # KAI's eviction message
-    evictor_job: str | None = None  # the pending job the eviction made room for
+    evictor_job: str | None = None  # the key of the pending job the eviction made room for
     evictor_queue: str | None = None
     reason: Reason | None = None  # why this task was chosen as a victim
     node: str | None = None  # where it was running
@@ -102,11 +103,12 @@ class Eviction:
 
 @dataclass
 class CycleResult:
-    tasks: dict[str, TaskOutcome] = field(default_factory=dict)
+    tasks: dict[str, TaskOutcome] = field(default_factory=dict)  # by task key
     # Each queue's outcome in its own node pool (a queue lives in one shard); by pool in pool_queues.
     queues: dict[str, QueueOutcome] = field(default_factory=dict)
     pool_queues: dict[str, dict[str, QueueOutcome]] = field(default_factory=dict)
-    job_messages: dict[str, Reason] = field(default_factory=dict)  # PodGroup message of jobs left pending
+    # PodGroup message of each job left pending, by job key.
+    job_messages: dict[str, Reason] = field(default_factory=dict)
     # Why reclaim, preempt or consolidation could not help a pending job ("<Reason>: <text>"); the
     # engine's own explanations, which KAI does not emit, so they are kept out of job_messages.
     job_notes: dict[str, list[Reason]] = field(default_factory=dict)
@@ -118,12 +120,12 @@ class CycleResult:
     def with_status(self, status: TaskState) -> list[TaskOutcome]:
         return [t for t in self.tasks.values() if t.status == status]
 
-    def placed(self, task_names: Iterable[str]) -> list[TaskOutcome]:
-        """Those of the named tasks this cycle placed (Allocated or Pipelined)."""
+    def placed(self, task_keys: Iterable[str]) -> list[TaskOutcome]:
+        """Those of these tasks (by key) this cycle placed (Allocated or Pipelined)."""
         return [
             o
-            for name in task_names
-            if (o := self.tasks.get(name)) is not None
+            for key in task_keys
+            if (o := self.tasks.get(key)) is not None
             and o.status in (TaskState.ALLOCATED, TaskState.PIPELINED)
         ]
 

@@ -51,10 +51,10 @@ class Session:
         for q in queues:
             if q.parent in self.queues:
                 self.queues[q.parent].children.append(q.name)
-        self.jobs: dict[str, Job] = {j.name: j for j in jobs}
+        self.jobs: dict[str, Job] = {j.key: j for j in jobs}
         # Every queue's node pool, this shard's and the others' (to explain a job in the wrong one).
         self.queue_pools: dict[str, str] = {}
-        self.task_job: dict[str, Job] = {t.name: j for j in jobs for t in j.tasks}
+        self.task_job: dict[str, Job] = {t.key: j for j in jobs for t in j.tasks}
         self.placements: dict[str, Placement] = {}
         # Fair-share capacity of the pool (schedulable nodes only); set when the cycle opens.
         self.capacity: dict[str, float] = dict.fromkeys(RESOURCES, 0.0)
@@ -64,7 +64,7 @@ class Session:
         self.hard_taints = any(t.effect in ("NoSchedule", "NoExecute") for n in nodes for t in n.taints)
         self.min_device_memory = min((n.gpu_memory_mib for n in nodes if n.gpus > 0), default=0.0)
         self.max_device_memory = max((n.gpu_memory_mib for n in nodes if n.gpus > 0), default=0.0)
-        # Fit errors and messages gathered by actions, keyed by task / job name.
+        # Fit errors and messages gathered by actions, keyed by task / job key.
         self.task_reasons: dict[str, Reason] = {}
         self.job_errors: dict[str, list[tuple[str, Reason]]] = {}
         # Why an eviction action (reclaim, preempt, consolidation) could not help a pending job;
@@ -126,7 +126,7 @@ class Session:
             self._pending_jobs = [
                 j
                 for j in (self.jobs.values() if candidates is None else candidates)
-                if any((p := placements.get(t.name)) is None or p.status == pend for t in j.tasks)
+                if any((p := placements.get(t.key)) is None or p.status == pend for t in j.tasks)
             ]
         return self._pending_jobs
 
@@ -283,21 +283,21 @@ class Session:
                     ns.mem_idle = v if v % 1.0 == 0.0 else round(v, 6)
                     ns.pods_idle -= 1
                     ch = {"gpu": float(int(task.gpu)), "cpu": cpu, "memory": memory}
-                    placements[task.name] = Placement(_RUNNING, node, gd, 0.0, ch)
+                    placements[task.key] = Placement(_RUNNING, node, gd, 0.0, ch)
                     charged.append((job, ch))
                     continue
                 charge = load(task)
                 if charge is not None:
                     charged.append((job, charge))
-                elif placements[task.name].status == _PENDING:
-                    pending.add(job.name)
+                elif placements[task.key].status == _PENDING:
+                    pending.add(job.key)
         for task, job in unpinned:
             charge = load(task)
             if charge is not None:
                 charged.append((job, charge))
-            elif placements[task.name].status == _PENDING:
-                pending.add(job.name)
-        self._pending_candidates = [j for j in self.jobs.values() if j.name in pending]
+            elif placements[task.key].status == _PENDING:
+                pending.add(job.key)
+        self._pending_candidates = [j for j in self.jobs.values() if j.key in pending]
         if len(charged) < 2**20 and self._charge_in_bulk(charged):
             return
         for job, charge in charged:
@@ -348,7 +348,7 @@ class Session:
         node = task.node
         ns = self.nodes.get(node) if node is not None else None
         if ns is None or (state != _RUNNING and state != _RELEASING):
-            self.placements[task.name] = Placement(_PENDING)
+            self.placements[task.key] = Placement(_PENDING)
             return None
         gd = task.gpu_devices
         releasing = state == _RELEASING
@@ -387,7 +387,7 @@ class Session:
         else:
             gpu = 0.0
         charge = {"gpu": gpu, "cpu": cpu, "memory": memory}
-        self.placements[task.name] = Placement(state, task.node, devices, mem, charge)  # = ns.name
+        self.placements[task.key] = Placement(state, task.node, devices, mem, charge)  # = ns.name
         return None if releasing else charge  # a releasing pod is no longer charged to its queue
 
     def hold_external(self) -> None:

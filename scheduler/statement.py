@@ -59,9 +59,9 @@ class Statement:
         """Allocate (fits in idle) or pipeline (needs releasing resources) a task."""
         s = self.session
         ns = s.nodes[node]
-        job = s.task_job[task.name]
+        job = s.task_job[task.key]
         restore_node = self._snapshot_node(ns, devices)
-        old = s.placements.get(task.name)
+        old = s.placements.get(task.key)
         if old is None:
             old = Placement(_PENDING)
         fractional = task.is_fractional
@@ -100,20 +100,20 @@ class Statement:
             "memory": task.memory_mib,
         }
         status = _PIPELINED if pipelined else _ALLOCATED
-        s.placements[task.name] = Placement(status, node, devices, mem, charge, promised, pipelined)
+        s.placements[task.key] = Placement(status, node, devices, mem, charge, promised, pipelined)
         s._charge_queues(job, charge, +1)
 
         def undo() -> None:
             restore_node()
             s._charge_queues(job, charge, -1)
-            s.placements[task.name] = old
+            s.placements[task.key] = old
 
         self._undo.append(undo)
 
     def set_status(self, task: Task, status: TaskState) -> None:
         """Change only the status label (e.g. a gang's allocations become pipelined)."""
         s = self.session
-        p = s.placements[task.name]
+        p = s.placements[task.key]
         old = p.status
         p.status = status
 
@@ -135,14 +135,14 @@ class Statement:
         (kai_diff seeds 30243, 30279, full cycle).
         """
         s = self.session
-        p = s.placements[task.name]
+        p = s.placements[task.key]
         if p.node is None or p.status in (_PENDING, _RELEASING):
             return
         if p.status == _PIPELINED or (p.status == _ALLOCATED and task.is_fractional):
             self._unplace(task)
             return
         ns = s.nodes[p.node]
-        job = s.task_job[task.name]
+        job = s.task_job[task.key]
         restore_node = self._snapshot_node(ns, p.devices)
         old = p
         fractional = task.is_fractional
@@ -160,22 +160,22 @@ class Statement:
         ns.mem_rel = clean(ns.mem_rel + task.memory_mib)
         ns.pods_rel += 1
         s._charge_queues(job, p.charge, -1)
-        s.placements[task.name] = Placement(_RELEASING, p.node, p.devices, p.gpu_memory, p.charge)
+        s.placements[task.key] = Placement(_RELEASING, p.node, p.devices, p.gpu_memory, p.charge)
 
         def undo() -> None:
             restore_node()
             s._charge_queues(job, old.charge, +1)
-            s.placements[task.name] = old
+            s.placements[task.key] = old
 
         self._undo.append(undo)
 
     def _unplace(self, task: Task) -> None:
         """Take back a placement made in this cycle: the task is Pending again."""
         s = self.session
-        p = s.placements[task.name]
+        p = s.placements[task.key]
         assert p.node is not None
         ns = s.nodes[p.node]
-        job = s.task_job[task.name]
+        job = s.task_job[task.key]
         restore_node = self._snapshot_node(ns, p.devices)
         for i in p.devices:
             d = ns.devices[i]
@@ -200,12 +200,12 @@ class Statement:
             ns.mem_idle = clean(ns.mem_idle + task.memory_mib)
             ns.pods_idle += 1
         s._charge_queues(job, p.charge, -1)
-        s.placements[task.name] = Placement(_PENDING)
+        s.placements[task.key] = Placement(_PENDING)
 
         def undo() -> None:
             restore_node()
             s._charge_queues(job, p.charge, +1)
-            s.placements[task.name] = p
+            s.placements[task.key] = p
 
         self._undo.append(undo)
 
@@ -213,7 +213,7 @@ class Statement:
         """Whether a task evicted in this cycle still has its own room (devices, CPU, memory, pod
         slot) as releasing resources on its node: nothing placed since took any of it."""
         s = self.session
-        p = s.placements[task.name]
+        p = s.placements[task.key]
         if p.status != _RELEASING or p.node is None:
             return False
         ns = s.nodes[p.node]
@@ -241,12 +241,12 @@ class Statement:
         """Put a task evicted in this cycle back where it was, on its own devices; refused (False)
         when any of its room was taken since (e.g. a preemptor pipelined onto its GPU)."""
         s = self.session
-        p = s.placements[task.name]
+        p = s.placements[task.key]
         if not self.room_left(task):
             return False
         assert p.node is not None
         ns = s.nodes[p.node]
-        job = s.task_job[task.name]
+        job = s.task_job[task.key]
         restore_node = self._snapshot_node(ns, p.devices)
         for i in p.devices:
             d = ns.devices[i]
@@ -259,12 +259,12 @@ class Statement:
         ns.mem_rel = clean(ns.mem_rel - task.memory_mib)
         ns.pods_rel -= 1
         s._charge_queues(job, p.charge, +1)
-        s.placements[task.name] = Placement(status, p.node, p.devices, p.gpu_memory, p.charge)
+        s.placements[task.key] = Placement(status, p.node, p.devices, p.gpu_memory, p.charge)
 
         def undo() -> None:
             restore_node()
             s._charge_queues(job, p.charge, -1)
-            s.placements[task.name] = p
+            s.placements[task.key] = p
 
         self._undo.append(undo)
         return True

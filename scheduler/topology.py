@@ -88,7 +88,7 @@ def _pods_fit(session: Session, ns: NodeState, task: Task) -> int:
     job's taints, selector or node affinity rule out)."""
     if not ns.schedulable:
         return 0
-    job = session.task_job.get(task.name)
+    job = session.task_job.get(task.key)
     if job is not None and rules.static_reason(ns.node, job) is not None:
         return 0
     counts = [int(ns.pods_idle + ns.pods_rel)]
@@ -179,7 +179,7 @@ def _required_domains(
     running = {
         p.node
         for t in job.tasks
-        if (p := session.placements.get(t.name)) and p.node and p.status.value != "Releasing"
+        if (p := session.placements.get(t.key)) and p.node and p.status.value != "Releasing"
     }
     if running:  # a job that already runs stays in the domain of its pods
         required = {k: v for k, v in required.items() if running & {ns.name for ns in v}}

@@ -96,17 +96,17 @@ def check_fit(user: Any, fields: Mapping[str, Any] | Job, now: datetime) -> FitV
         raise ValidationError({"queue": ["Choose one of your team's leaf queues."]})
     job.full_clean(validate_unique=False)
 
-    inp, name = with_extra_job(build_snapshot(now), job, now)
+    inp, key = with_extra_job(build_snapshot(now), job, now)
     engine_job = inp.snapshot.jobs[-1]
     result = engine.run_cycle(copy.deepcopy(inp.snapshot), inp.config)
-    outcomes = [result.tasks.get(t.name) for t in engine_job.tasks]
+    outcomes = [result.tasks.get(t.key) for t in engine_job.tasks]
     allocated = [o for o in outcomes if o and o.status == engine.TaskState.ALLOCATED]
     pipelined = [o for o in outcomes if o and o.status == engine.TaskState.PIPELINED]
     out = FitVerdict(verdict=Verdict.WAITS, summary="", tasks=len(engine_job.tasks))
     out.placed = len(allocated) + len(pipelined)
     out.nodes = sorted({o.node for o in allocated + pipelined if o.node})
-    _reasons(out, result, engine_job)
-    victims = [e for e in result.evictions if e.evictor_job == name]
+    _reasons(out, inp, result, engine_job)
+    victims = [e for e in result.evictions if e.evictor_job == key]
     out.victims = _victims(inp, victims)
     gang = max(engine_job.gang_min, 1)
 
@@ -121,9 +121,9 @@ def check_fit(user: Any, fields: Mapping[str, Any] | Job, now: datetime) -> FitV
         out.summary = "Waits a moment: it fits onto resources that running jobs are releasing now."
     else:
         empty_result = alone_on_cluster(inp, engine_job)
-        if len(empty_result.placed(t.name for t in engine_job.tasks)) < gang:
+        if len(empty_result.placed(t.key for t in engine_job.tasks)) < gang:
             out.verdict = Verdict.NEVER_FITS
-            _reasons(out, empty_result, engine_job)
+            _reasons(out, inp, empty_result, engine_job)
             out.summary = _never_summary(out, job)
             oversized = oversized_task_errors(job)
             if oversized and out.reason_code not in ("OverLimit", "MaxNodePoolResources"):
@@ -138,22 +138,24 @@ def check_fit(user: Any, fields: Mapping[str, Any] | Job, now: datetime) -> FitV
     return out
 
 
-def _reasons(out: FitVerdict, result: engine.CycleResult, job: engine.Job) -> None:
-    pod_reasons = [o.reason for t in job.tasks if (o := result.tasks.get(t.name)) and o.reason]
-    out.pod_reason = engine.render(pod_reasons[0]) if pod_reasons else ""
-    job_reason = result.job_messages.get(job.name)
-    out.reason = engine.render(job_reason) if job_reason is not None else out.pod_reason
-    out.notes = [engine.render(note) for note in result.job_notes.get(job.name, [])]
+def _reasons(out: FitVerdict, inp: CycleInput, result: engine.CycleResult, job: engine.Job) -> None:
+    """The engine's reasons for the draft job, worded as the cycle words them (``index.text``)."""
+    text = inp.index.text
+    pod_reasons = [o.reason for t in job.tasks if (o := result.tasks.get(t.key)) and o.reason]
+    out.pod_reason = text(pod_reasons[0]) if pod_reasons else ""
+    job_reason = result.job_messages.get(job.key)
+    out.reason = text(job_reason) if job_reason is not None else out.pod_reason
+    out.notes = [text(note) for note in result.job_notes.get(job.key, [])]
     # KAI's code heads the job message; a pod's own text has none (``Unschedulable``).
     code = job_reason.code if job_reason is not None else ""
     out.reason_code = code if code in REASON_CODES else ""
     # A job message may join the errors of several actions; the queue and node texts name the cause.
-    text = out.reason + "\n" + out.pod_reason
+    both = out.reason + "\n" + out.pod_reason
     out.detail = ""
     for code, marker in REASON_MARKERS:
-        if marker in text:
+        if marker in both:
             out.reason_code = code
-            line = next(x for x in text.splitlines() if marker in x)
+            line = next(x for x in both.splitlines() if marker in x)
             out.detail = line.split("MaxNodePoolResources: ", 1)[-1].strip().removeprefix(code + ": ")
             break
 
@@ -162,21 +164,21 @@ def _victims(inp: CycleInput, evictions: list[engine.Eviction]) -> list[Victim]:
     by_job: dict[str, list[engine.Eviction]] = {}
     for e in evictions:
         by_job.setdefault(e.job, []).append(e)
-    ids = {inp.index.jobs[n].job_id for n in by_job if n in inp.index.jobs}
+    ids = {inp.index.jobs[k].job_id for k in by_job if k in inp.index.jobs}
     rows = {j.pk: j for j in Job.objects.filter(pk__in=ids)}
     out = []
-    for name, items in by_job.items():
-        ref = inp.index.jobs.get(name)
+    for key, items in by_job.items():
+        ref = inp.index.jobs.get(key)
         row = rows.get(ref.job_id) if ref else None
         out.append(
             Victim(
-                name=row.name if row else name,
+                name=row.name if row else inp.index.job_name(key),
                 uid=str(row.uid) if row else "",
                 queue=items[0].queue,
                 action=items[0].action,
                 tasks=len(items),
                 moved=all(e.moved_to is not None for e in items),
-                message=engine.render(items[0].message),
+                message=inp.index.text(items[0].message),
             )
         )
     return sorted(out, key=lambda v: (v.queue, v.name))

@@ -100,7 +100,7 @@ class Forecast:
 
 
 def pool_orders(inp: CycleInput) -> dict[str, list[str]]:
-    """Per node pool: the pending engine jobs in the order allocate would pop them."""
+    """Per node pool: the pending engine jobs (by key) in the order allocate would pop them."""
     snap = inp.snapshot
     pools = sorted({n.pool for n in snap.nodes} | {j.pool for j in snap.jobs})
     orders: dict[str, list[str]] = {}
@@ -113,7 +113,7 @@ def pool_orders(inp: CycleInput) -> dict[str, list[str]]:
                 queue.push(job)
         order: list[str] = []
         while (popped := queue.pop()) is not None:
-            order.append(popped.name)
+            order.append(popped.key)
             # Charge the job's step to its queues, as a successful allocation would.
             session.charge_step(popped, job_request(session, popped))
         orders[pool] = order
@@ -128,7 +128,7 @@ def _prepared(inp: CycleInput, terminal: set[int]) -> engine.Snapshot:
     pending again (their job was evicted and restarts)."""
     jobs = []
     for job in inp.snapshot.jobs:
-        ref = inp.index.jobs[job.name]
+        ref = inp.index.jobs[job.key]
         tasks = []
         for t in job.tasks:
             if t.state == engine.TaskState.RELEASING:
@@ -169,18 +169,18 @@ def positions(inp: CycleInput, data: ForecastInputs, now: datetime) -> dict[int,
     out: dict[int, Forecast] = {}
     for pool, order in pool_orders(inp).items():
         pending = [
-            n for n in order if data.rows.get(index.jobs[n].job_id, {}).get("state") == JobState.PENDING
+            k for k in order if data.rows.get(index.jobs[k].job_id, {}).get("state") == JobState.PENDING
         ]
         by_queue: dict[int, list[str]] = {}
-        for name in pending:
-            by_queue.setdefault(index.jobs[name].queue_id, []).append(name)
-        queue_rank = {name: i for names in by_queue.values() for i, name in enumerate(names, start=1)}
-        for position, name in enumerate(pending, start=1):
-            ref = index.jobs[name]
+        for key in pending:
+            by_queue.setdefault(index.jobs[key].queue_id, []).append(key)
+        queue_rank = {key: i for keys in by_queue.values() for i, key in enumerate(keys, start=1)}
+        for position, key in enumerate(pending, start=1):
+            ref = index.jobs[key]
             out[ref.job_id] = Forecast(
                 job_id=ref.job_id,
                 pool=pool,
-                queue_position=queue_rank[name],
+                queue_position=queue_rank[key],
                 queue_pending=len(by_queue[ref.queue_id]),
                 cluster_position=position,
                 cluster_pending=len(pending),
@@ -212,7 +212,7 @@ def estimate(
     terminal = {pk for pk, r in data.rows.items() if r["state"] not in JobState.active()}
     snap = _prepared(inp, terminal)
     durations = _remaining_durations(inp, snap, data, now)
-    no_duration = [j.name for j in snap.jobs if j.name not in durations]
+    no_duration = [j.key for j in snap.jobs if j.key not in durations]
     step, horizon_s = _step_and_horizon(inp, snap)
     simulation_deadline = _share_of(deadline, SIMULATION_SHARE)
 
@@ -223,13 +223,13 @@ def estimate(
         snap, (), step, config=inp.config, durations=durations, until_s=horizon_s,
         should_stop=simulation_out_of_time,
     )  # fmt: skip
-    names = {ref.job_id: name for name, ref in inp.index.jobs.items()}
+    keys = {ref.job_id: key for key, ref in inp.index.jobs.items()}
     cycle_times = [s.t for s in result.samples]
     ends = sorted(r.end_s for r in result.jobs.values() if r.end_s is not None)
     first_starts = {
         job_id: rec.first_start_s
         for job_id in forecasts
-        if (rec := result.jobs.get(names[job_id])) is not None and rec.first_start_s is not None
+        if (rec := result.jobs.get(keys[job_id])) is not None and rec.first_start_s is not None
     }
     decided, not_started = _record_starts(forecasts, first_starts, cycle_times, ends, now)
     if result.stopped:
@@ -242,7 +242,7 @@ def estimate(
     for job_id in not_started:
         if deadline is not None and time.monotonic() >= deadline:
             break
-        job = next(j for j in snap.jobs if j.name == names[job_id])
+        job = next(j for j in snap.jobs if j.key == keys[job_id])
         if _check_fit(inp, job, forecasts[job_id], now, result.stopped, no_duration, horizon_s):
             decided.add(job_id)
     return decided
@@ -255,14 +255,14 @@ def _remaining_durations(
     declared duration is left out: it never ends in the simulation."""
     durations: dict[str, float] = {}
     for job in snap.jobs:
-        ref = inp.index.jobs[job.name]
+        ref = inp.index.jobs[job.key]
         declared = data.rows.get(ref.job_id, {}).get("duration")
         if declared is None:
             continue
         running = any(t.state == engine.TaskState.RUNNING for t in job.tasks)
         since = data.started.get(ref.job_id) if running else None
         elapsed = (now - since).total_seconds() if since else 0.0
-        durations[job.name] = max(0.0, declared.total_seconds() - elapsed)
+        durations[job.key] = max(0.0, declared.total_seconds() - elapsed)
     return durations
 
 

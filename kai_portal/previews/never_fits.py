@@ -20,11 +20,11 @@ def never_fits_reason(inp: CycleInput, job: engine.Job) -> str | None:
     """None when ``job`` is placed on an empty cluster; otherwise why it is not, in a phrase
     ("it ...") that follows "unknown:" on the job page."""
     result = alone_on_cluster(inp, job)
-    placed = result.placed(t.name for t in job.tasks)
+    placed = result.placed(t.key for t in job.tasks)
     if len(placed) >= max(1, min(job.gang_min, len(job.tasks))):
         return None
-    texts = [result.job_message(job.name) or ""]
-    texts += [engine.render(o.reason) for t in job.tasks if (o := result.tasks.get(t.name)) and o.reason]
+    texts = [result.job_message(job.key, inp.index.shown) or ""]
+    texts += [inp.index.text(o.reason) for t in job.tasks if (o := result.tasks.get(t.key)) and o.reason]
     text = "\n".join(texts)
     if OVER_LIMIT in text:
         return "it asks for more than its queue's limit (or a parent queue's), so it never starts as it is"

@@ -288,9 +288,10 @@ def _queue_impacts(
 
 
 def _job_rows(inp: CycleInput) -> dict[str, Job]:
+    """The job rows of the snapshot, by engine key."""
     ids = {ref.job_id for ref in inp.index.jobs.values()}
     rows = {j.pk: j for j in Job.objects.filter(pk__in=ids).select_related("queue")}
-    return {name: rows[ref.job_id] for name, ref in inp.index.jobs.items() if ref.job_id in rows}
+    return {key: rows[ref.job_id] for key, ref in inp.index.jobs.items() if ref.job_id in rows}
 
 
 def _impact(engine_job: engine.Job, row: Job | None, tasks: int, **fields: Any) -> JobImpact:
@@ -308,11 +309,11 @@ def _impact(engine_job: engine.Job, row: Job | None, tasks: int, **fields: Any) 
 def _placed(result: engine.CycleResult, job: engine.Job) -> tuple[int, str]:
     """How many pending tasks of the job the cycle placed, and how (allocated or pipelined)."""
     placed = [
-        result.tasks[t.name].status
+        result.tasks[t.key].status
         for t in job.tasks
         if t.state == engine.TaskState.PENDING
-        and t.name in result.tasks
-        and result.tasks[t.name].status in (engine.TaskState.ALLOCATED, engine.TaskState.PIPELINED)
+        and t.key in result.tasks
+        and result.tasks[t.key].status in (engine.TaskState.ALLOCATED, engine.TaskState.PIPELINED)
     ]
     how = "pipelined" if engine.TaskState.PIPELINED in placed else "allocated"
     return len(placed), how
@@ -326,7 +327,7 @@ def _starts(
         count, how = _placed(after, job)
         if count:
             also, _ = _placed(before, job)
-            out.append(_impact(job, rows.get(job.name), count, how=how, without_change=also > 0))
+            out.append(_impact(job, rows.get(job.key), count, how=how, without_change=also > 0))
     return out
 
 
@@ -341,24 +342,24 @@ def _evicted_jobs(result: engine.CycleResult) -> dict[str, list[engine.Eviction]
 def _evicted(
     inp: CycleInput, after: engine.CycleResult, before: engine.CycleResult, rows: dict[str, Job]
 ) -> list[JobImpact]:
-    by_name = {j.name: j for j in inp.snapshot.jobs}
+    by_key = {j.key: j for j in inp.snapshot.jobs}
     also = _evicted_jobs(before)
     out = []
-    for name, evictions in _evicted_jobs(after).items():
+    for key, evictions in _evicted_jobs(after).items():
         first = evictions[0]
         evictor = rows.get(first.evictor_job or "")
         impact = _impact(
-            by_name[name],
-            rows.get(name),
+            by_key[key],
+            rows.get(key),
             len(evictions),
             how=first.action,
-            message=engine.render(first.message),
-            evictor_job=evictor.name if evictor else first.evictor_job,
+            message=inp.index.text(first.message),
+            evictor_job=evictor.name if evictor else inp.index.job_name(first.evictor_job or ""),
             evictor_queue=first.evictor_queue,
-            without_change=name in also,
+            without_change=key in also,
         )
         lost = {e.task for e in evictions}
-        impact.gpus = round(sum(t.gpu for t in by_name[name].tasks if t.name in lost), 2)
+        impact.gpus = round(sum(t.gpu for t in by_key[key].tasks if t.key in lost), 2)
         out.append(impact)
     return out
 
@@ -388,14 +389,14 @@ def _reclaimable(
         def above() -> bool:
             return any(share[r] >= 0 and held[r] > share[r] + EPS for r in RESOURCES)  # noqa: B023
 
-        order = {j.name: i for i, j in enumerate(jobs)}
+        order = {j.key: i for i, j in enumerate(jobs)}
         victims = sorted(
             (j for j in jobs if j.is_preemptible),
             key=lambda j: (
                 j.priority,
                 j.last_start_s if j.last_start_s is not None else float("inf"),
                 j.created_s,
-                -order[j.name],
+                -order[j.key],
             ),
         )
         for job in victims:
@@ -405,8 +406,8 @@ def _reclaimable(
             for t in running:
                 for r, amount in _charge(t, nodes).items():
                     held[r] = round(held[r] - amount, 6)
-            how = "evicted next cycle" if job.name in evicted else "reclaimable"
-            impact = _impact(job, rows.get(job.name), len(running), how=how)
+            how = "evicted next cycle" if job.key in evicted else "reclaimable"
+            impact = _impact(job, rows.get(job.key), len(running), how=how)
             impact.gpus = round(sum(t.gpu for t in running), 2)
             out.append(impact)
     return out

@@ -217,8 +217,8 @@ def persist_backlog(
     A pod past a cut (``hidden``) gets what the engine gives every pending pod of its job without
     a fit error of its own: the job's message, else KAI's default text. Neither gets a Decision
     row (the job's message, kept as a JobMessage when it changes, says it for all of them)."""
-    for job_id, (engine_name, last_listed) in hidden.items():
-        text = job_messages.get(engine_name) or DEFAULT_POD_TEXT
+    for job_id, (key, last_listed) in hidden.items():
+        text = job_messages.get(key) or DEFAULT_POD_TEXT
         Pod.objects.filter(job_id=job_id, state=PodState.PENDING, index__gt=last_listed).exclude(
             reason=text
         ).update(reason=text, reason_at=now)

@@ -33,7 +33,14 @@ from kai_portal.scheduling.engine import (
     Taint,
     gc_paused,
 )
-from kai_portal.scheduling.snapshot_index import DEFAULT_POOL, CycleInput, SnapshotIndex
+from kai_portal.scheduling.snapshot_index import (
+    DEFAULT_POOL,
+    CycleInput,
+    SnapshotIndex,
+    distinct,
+    job_key,
+    task_key,
+)
 from kai_portal.scheduling.snapshot_jobs import (
     JobColumns,
     as_text,
@@ -130,8 +137,6 @@ def _nodes(index: SnapshotIndex) -> list[scheduler.Node]:
     return out
 
 
-
-
 def _taints(raw: object) -> list[Taint]:
     """Node.taints rows ({key, value, effect}) as the engine's; a malformed entry is skipped
     (the cluster sync writes only valid ones; a hand-edited row must not stop the cycle)."""
@@ -210,23 +215,24 @@ def with_queue_row(inp: CycleInput, row: Queue) -> CycleInput:
 def with_extra_job(inp: CycleInput, job: Job, now: datetime) -> tuple[CycleInput, str]:
     """A copy of the cycle input plus one unsaved job with ``task_count`` pending pods.
 
-    Returns the copy and the job's engine name. Pods are named as ``submit`` would name
-    them (``<job>-<i>``), so the engine's reason texts read as they will after submitting.
+    Returns the copy and the job's engine key. The job and its pods are named as ``submit``
+    would name them (the job's name, ``<job>-<i>``), so the engine's reason texts read as they
+    will after submitting (``index.text``), whatever else is called the same.
     """
     out = copy.deepcopy(inp)
-    name = job.name
-    while name in out.index.jobs or any(j.name == name for j in out.snapshot.jobs):
-        name = f"{name}-new"
     namespace = job.namespace or job.queue.name
+    # A draft beside a job of its name (one that ended, still releasing, or one in the cluster)
+    # is a job of its own: it has no row id, so it is ``#draft``.
+    key = distinct(job_key(namespace, job.queue.name, job.name), "draft", out.index.jobs)
+    out.index.drafts[key] = job.name
     columns = JobColumns.of(job)
     tasks = []
     for i in range(job.task_count):
-        task_name = f"{job.name}-{i}" if name == job.name else f"{name}-{i}"
-        while task_name in out.index.tasks:
-            task_name = f"{task_name}-new"
-        tasks.append(row_task(PodState.PENDING, None, (), columns, task_name, name))
-    out.snapshot.jobs.append(to_engine_job(columns, name, namespace, tasks, now))
-    return out, name
+        name = f"{job.name}-{i}"
+        tasks.append(row_task(PodState.PENDING, None, (), columns, name, key, task_key(key, name)))
+        out.index.drafts[tasks[-1].key] = name
+    out.snapshot.jobs.append(to_engine_job(columns, key, namespace, tasks, now))
+    return out, key
 
 
 def alone_on_cluster(inp: CycleInput, job: scheduler.Job) -> scheduler.CycleResult:

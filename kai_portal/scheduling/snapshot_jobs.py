@@ -8,7 +8,6 @@ for their pods; a job whose row cannot be converted is left out and named in
 from __future__ import annotations
 
 import json
-from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
@@ -27,7 +26,15 @@ from kai_portal.scheduling.engine import (
     PreferredTerm,
     Toleration,
 )
-from kai_portal.scheduling.snapshot_index import DEFAULT_POOL, JobRef, PodRef, SnapshotIndex
+from kai_portal.scheduling.snapshot_index import (
+    DEFAULT_POOL,
+    JobRef,
+    PodRef,
+    SnapshotIndex,
+    distinct,
+    job_key,
+    task_key,
+)
 from kai_portal.workloads.choices import JobState, PodState, Preemptibility
 from kai_portal.workloads.models import Job, Pod
 
@@ -175,7 +182,10 @@ def job_columns(job_ids: list[int], unhandled: dict[int, str]) -> dict[int, JobC
         for row in jobs.filter(bulk.AnyOf(F("pk"), part)).values_list(*JOB_COLUMNS):
             try:
                 out[row[0]] = JobColumns(  # type: ignore[call-arg]  # (the columns in JOB_COLUMNS' order)
-                    *row[:14], from_json(row[14]), from_json(row[15]), from_json(row[16]),
+                    *row[:14],
+                    from_json(row[14]),
+                    from_json(row[15]),
+                    from_json(row[16]),
                     *_task_shape(*row[17:]),
                 )
             except (ArithmeticError, ValueError, TypeError) as error:  # JSONDecodeError is a ValueError
@@ -218,29 +228,26 @@ def engine_jobs(now: datetime, index: SnapshotIndex, plan: backlog.Plan | None =
         else:
             pods_of.append(row)
     job_rows = job_columns(list(by_job), index.unhandled)
-    taken = Counter(job.name for job in job_rows.values())
-    used_tasks: set[str] = set()
     out = []
     for job_id, job_pods in by_job.items():
         job = job_rows.get(job_id)
         if job is None:
             continue  # its row did not convert: in ``index.unhandled``
-        engine_name = job.name if taken[job.name] == 1 else f"{job.name}-{job.pk}"
         namespace = job.namespace or job.queue_name
+        key = distinct(job_key(namespace, job.queue_name, job.name), job.pk, index.jobs)
         listed = plan.truncated(job_id) if plan is not None else None
         more = plan.pending[job_id] - listed if listed is not None and plan is not None else 0
         try:
-            tasks, refs = _job_tasks(job, job_pods, engine_name, namespace, used_tasks, devices, node_names)
-            engine_job = to_engine_job(job, engine_name, namespace, tasks, now, more_pending=more)
+            tasks, refs = _job_tasks(job, job_pods, key, namespace, devices, node_names)
+            engine_job = to_engine_job(job, key, namespace, tasks, now, more_pending=more)
         except (ArithmeticError, ValueError, TypeError, KeyError) as error:
             index.unhandled[job.pk] = f"{type(error).__name__}: {str(error)[:200]}"
             continue
-        index.jobs[engine_name] = JobRef(job.pk, job.name, namespace, job.queue_id, job.message)
+        index.jobs[key] = JobRef(job.pk, job.name, namespace, job.queue_id, job.message)
         index.tasks.update(refs)
-        used_tasks.update(refs)
         if more:
             last = max(row[3] for row in job_pods if row[4] == PodState.PENDING)
-            index.hidden[job.pk] = (engine_name, last)
+            index.hidden[job.pk] = (key, last)
         out.append(engine_job)
     return out
 
@@ -264,36 +271,37 @@ def _with_listed_pending(rows: list[PodRow], plan: backlog.Plan, columns: tuple[
 def _job_tasks(
     job: JobColumns,
     job_pods: list[PodRow],
-    engine_name: str,
+    key: str,
     namespace: str,
-    used_tasks: set[str],
     devices: dict[int, list[int]],
     node_names: dict[int, str],
 ) -> tuple[list[scheduler.Task], dict[str, PodRef]]:
-    tasks, refs = [], {}
-    own_names = engine_name == job.name
-    for pod_pk, _job_id, pod_name, pod_index, pod_state, node_id, reason in job_pods:
-        task_name = pod_name if own_names else f"{engine_name}-{pod_index}"
-        if task_name in used_tasks or task_name in refs:
-            task_name = f"{task_name}-p{pod_pk}"
+    """The job's pods as engine tasks, each named as its pod and keyed under the job's (unique)
+    key, and the rows behind them by task key."""
+    tasks: list[scheduler.Task] = []
+    refs: dict[str, PodRef] = {}
+    for pod_pk, _job_id, pod_name, _pod_index, pod_state, node_id, reason in job_pods:
+        pod_key = distinct(task_key(key, pod_name), pod_pk, refs)
         node_name = node_names.get(node_id) if node_id is not None else None
-        tasks.append(row_task(pod_state, node_name, devices.get(pod_pk, ()), job, task_name, engine_name))
-        refs[task_name] = PodRef(pod_pk, job.pk, pod_name, namespace, pod_state, node_id, reason)
+        tasks.append(row_task(pod_state, node_name, devices.get(pod_pk, ()), job, pod_name, key, pod_key))
+        refs[pod_key] = PodRef(pod_pk, job.pk, pod_name, namespace, pod_state, node_id, reason)
     return tasks, refs
 
 
 def to_engine_job(
     job: JobColumns,
-    name: str,
+    key: str,
     namespace: str,
     tasks: list[scheduler.Task],
     now: datetime,
     more_pending: int = 0,
 ) -> scheduler.Job:
+    """The job's row as an engine job: named as the job is, keyed ``key`` (``job_key``)."""
     explicit = {Preemptibility.PREEMPTIBLE: True, Preemptibility.NON_PREEMPTIBLE: False}
     selector, tolerations, required, preferred = _placement(job)
     return scheduler.Job(
-        name=name,
+        name=job.name,
+        key=key,
         queue=job.queue_name,
         priority=job.priority,
         preemptible=explicit.get(job.preemptibility),  # type: ignore[call-overload]
@@ -316,16 +324,24 @@ def to_engine_job(
 
 
 def row_task(
-    pod_state: str, node: str | None, devices: Iterable[int], job: JobColumns, name: str, job_name: str
+    pod_state: str,
+    node: str | None,
+    devices: Iterable[int],
+    job: JobColumns,
+    name: str,
+    owner: str,
+    key: str,
 ) -> scheduler.Task:
-    """A pod as an engine task, from its columns (state, node name, device indices)."""
+    """A pod as an engine task, from its columns (state, node name, device indices): named
+    ``name`` (the pod's), keyed ``key`` (``task_key``), of the job keyed ``owner``."""
     state = _ENGINE_STATE[pod_state]  # type: ignore[index]
     if node is None:
         state = scheduler.TaskState.PENDING  # its node is gone: it needs a new one
     pending = state == scheduler.TaskState.PENDING
     return scheduler.Task(
         name=name,
-        job=job_name,
+        key=key,
+        job=owner,
         gpu=job.gpu,
         gpu_memory_mib=job.gpu_memory_mib,
         gpu_fraction_devices=job.gpu_fraction_devices,

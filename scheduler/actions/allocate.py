@@ -46,7 +46,7 @@ def eligible(session: Session, job: Job) -> bool:
 
 
 def add_job_error(session: Session, job: Job, reason: str, message: Reason) -> None:
-    errors = session.job_errors.setdefault(job.name, [])
+    errors = session.job_errors.setdefault(job.key, [])
     if (reason, message) not in errors:
         errors.append((reason, message))
 
@@ -84,12 +84,12 @@ def pre_predicate_error(session: Session, job: Job, task: Task) -> Reason | None
     max_gpu, max_cpu, max_mem = session.pool_max()
     if (task.whole_gpus and task.whole_gpus > max_gpu) or (task.is_fractional and max_gpu == 0):
         return reasons.max_node_pool_resources(
-            Ref(task.name, job.namespace), task.gpu, task.cpu_millis, task.memory_mib, session.pool, max_gpu
+            Ref(task.key, job.namespace), task.gpu, task.cpu_millis, task.memory_mib, session.pool, max_gpu
         )
     if task.cpu_millis > max_cpu + EPS:
-        return reasons.max_node_pool_other(Ref(task.name, job.namespace), "cpu", session.pool, max_cpu)
+        return reasons.max_node_pool_other(Ref(task.key, job.namespace), "cpu", session.pool, max_cpu)
     if task.memory_mib > max_mem + EPS:
-        return reasons.max_node_pool_other(Ref(task.name, job.namespace), "memory", session.pool, max_mem)
+        return reasons.max_node_pool_other(Ref(task.key, job.namespace), "memory", session.pool, max_mem)
     return None
 
 
@@ -195,7 +195,7 @@ def allocate_step(session: Session, job: Job) -> bool:
     for t in tasks:
         pre = pre_predicate_error(session, job, t)
         if pre:
-            session.task_reasons[t.name] = pre
+            session.task_reasons[t.key] = pre
             add_job_error(session, job, reasons.POD_SCHEDULING_ERRORS, pre)
             return False
 
@@ -217,7 +217,7 @@ def allocate_step(session: Session, job: Job) -> bool:
         if not domain_fits(session, all_nodes, tasks):
             # KAI checks the whole cluster first and then names only it
             where = "not enough resources in the cluster to allocate the job"
-            msg = reasons.topology_no_match(name, level, Ref(job.name, job.namespace, kind="job"), where)
+            msg = reasons.topology_no_match(name, level, Ref(job.key, job.namespace, kind="job"), where)
             add_job_error(session, job, reasons.POD_SCHEDULING_ERRORS, msg)
             return False
         for domain_error in required_domain_errors(session, job, tasks, all_nodes):
@@ -227,7 +227,7 @@ def allocate_step(session: Session, job: Job) -> bool:
             session,
             job,
             reasons.POD_SCHEDULING_ERRORS,
-            reasons.topology_no_match(name, level, Ref(job.name, job.namespace, kind="job")),
+            reasons.topology_no_match(name, level, Ref(job.key, job.namespace, kind="job")),
         )
         return False
 
@@ -244,7 +244,7 @@ def allocate_step(session: Session, job: Job) -> bool:
                 elif is_gang:
                     text = reasons.gang_partial(before + i, job.gang_min, error)
                 else:
-                    text = reasons.pod_not_found(Ref(task.name, job.namespace), error)
+                    text = reasons.pod_not_found(Ref(task.key, job.namespace), error)
                 failure = (task, error, text)
                 break
         if failure is None:
@@ -257,7 +257,7 @@ def allocate_step(session: Session, job: Job) -> bool:
     task, error, text = failure
     # KAI's status updater: the pod's event and condition carry its own fit error; the job's
     # "Resources were not found for pod ..." goes to the PodGroup (kai-semantics.md section 8).
-    session.task_reasons[task.name] = error
+    session.task_reasons[task.key] = error
     add_job_error(session, job, reasons.POD_SCHEDULING_ERRORS, text)
     return False
 
@@ -265,12 +265,12 @@ def allocate_step(session: Session, job: Job) -> bool:
 def _pipeline_partial_gang(session: Session, stmt: Statement, job: Job, tasks: Sequence[Task]) -> None:
     """Never start part of a gang: if some tasks had to be pipelined and the ones that can start
     now do not reach the minimum, every task of this step waits (§3.3 step 5)."""
-    placed = [session.placements[t.name] for t in tasks]
+    placed = [session.placements[t.key] for t in tasks]
     pipelined = TaskState.PIPELINED
     if not any(p.status == pipelined for p in placed):
         return
     started = [t for t in job.tasks if gang.status(session, t) in (TaskState.RUNNING, TaskState.ALLOCATED)]
     if not gang.meets_minimum(job, started):
         for t in tasks:
-            if session.placements[t.name].status == TaskState.ALLOCATED:
+            if session.placements[t.key].status == TaskState.ALLOCATED:
                 stmt.set_status(t, TaskState.PIPELINED)

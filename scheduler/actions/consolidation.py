@@ -47,14 +47,14 @@ class _Consolidation:
         def validate(outcome: Outcome) -> bool:
             if outcome.victims:
                 return False  # every evicted task must be re-placed
-            return len({session.task_job[t.name].name for t in outcome.moved}) <= limit
+            return len({session.task_job[t.key].key for t in outcome.moved}) <= limit
 
         return validate
 
     def describe(self, job: Job, t: Task, outcome: Outcome) -> tuple[Reason, Reason]:
-        vjob = self.session.task_job[t.name]
-        msg = reasons.evicted_by_consolidation(Ref(t.name, vjob.namespace))
-        return msg, reasons.victim_moved(Ref(job.name, bare=True, kind="job"))
+        vjob = self.session.task_job[t.key]
+        msg = reasons.evicted_by_consolidation(Ref(t.key, vjob.namespace))
+        return msg, reasons.victim_moved(Ref(job.key, bare=True, kind="job"))
 
 
 def consolidation(session: Session) -> None:

@@ -55,19 +55,17 @@ class _Preempt:
         session = self.session
         jobs = victim_jobs(session, job, job.queue, job.priority)
         out, prot = split_candidates(session, jobs, lambda v: preempt_min_runtime(session, v.queue))
-        self.core[job.name] = prot
+        self.core[job.key] = prot
         return out, prot
 
     def make_validator(self, job: Job, tasks: list[Task]) -> Validator:
-        return lambda outcome: min_runtime_ok(self.session, outcome, self.core.get(job.name, set()))
+        return lambda outcome: min_runtime_ok(self.session, outcome, self.core.get(job.key, set()))
 
     def describe(self, job: Job, t: Task, outcome: Outcome) -> tuple[Reason, Reason]:
-        vjob = self.session.task_job[t.name]
-        msg = reasons.evicted_by_preempt(
-            Ref(t.name, vjob.namespace), Ref(job.name, job.namespace, kind="job")
-        )
+        vjob = self.session.task_job[t.key]
+        msg = reasons.evicted_by_preempt(Ref(t.key, vjob.namespace), Ref(job.key, job.namespace, kind="job"))
         why = reasons.victim_lower_priority(
-            vjob.priority, job.priority, Ref(job.name, bare=True, kind="job"), job.queue
+            vjob.priority, job.priority, Ref(job.key, bare=True, kind="job"), job.queue
         )
         return msg, why
 

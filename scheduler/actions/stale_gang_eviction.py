@@ -22,7 +22,7 @@ def stale_gang_eviction(session: Session) -> None:
             # inline, as ``gang.status`` reads it, before any list is made.
             used = 0
             for t in job.tasks:
-                p = placements.get(t.name)
+                p = placements.get(t.key)
                 if p is not None and p.status in active_used:
                     used += 1
             if used == 0 or used >= job.gang_min:
@@ -32,7 +32,7 @@ def stale_gang_eviction(session: Session) -> None:
         short = gang.short_subgroup(job, used_tasks)
         if used == 0 or (used >= job.gang_min and short is None):
             continue
-        session.events.append((job.name, "StaleJob", reasons.stale_job(used, job.gang_min)))
+        session.events.append((job.key, "StaleJob", reasons.stale_job(used, job.gang_min)))
         grace = job.staleness_grace_period_s
         if grace is None:
             grace = session.config.staleness_grace_period_s
@@ -41,20 +41,20 @@ def stale_gang_eviction(session: Session) -> None:
             continue
         stmt = session.statement()
         for t in job.tasks:
-            p = session.placements[t.name]
+            p = session.placements[t.key]
             if p.status not in gang.ACTIVE_ALLOCATED:
                 continue
             node = p.node
             stmt.evict(t)
             if used < job.gang_min or short is None:
-                msg = reasons.evicted_stale_gang(job.gang_min, Ref(t.name, job.namespace))
+                msg = reasons.evicted_stale_gang(job.gang_min, Ref(t.key, job.namespace))
             else:
                 sg_min = gang.subgroup_mins(job)[short]
-                msg = reasons.evicted_stale_subgroup(sg_min, short, Ref(t.name, job.namespace))
+                msg = reasons.evicted_stale_subgroup(sg_min, short, Ref(t.key, job.namespace))
             session.evictions.append(
                 Eviction(
-                    task=t.name,
-                    job=job.name,
+                    task=t.key,
+                    job=job.key,
                     queue=job.queue,
                     action="stalegangeviction",
                     message=msg,
@@ -63,6 +63,6 @@ def stale_gang_eviction(session: Session) -> None:
                     pool=session.pool,
                 )
             )
-            session.task_reasons[t.name] = msg
-            session.events.append((job.name, "Evict", msg))
+            session.task_reasons[t.key] = msg
+            session.events.append((job.key, "Evict", msg))
         stmt.commit()

@@ -175,7 +175,7 @@ def replay(nodes: list[Node], order: Sequence[Pod], config: Config) -> Replay:
         for job, pod in zip(snapshot.jobs, order, strict=True):
             arrived += pod.total_milli
             allocate_step(session, job)
-            if placements[job.tasks[0].name].status == TaskState.ALLOCATED:
+            if placements[job.tasks[0].key].status == TaskState.ALLOCATED:
                 used += pod.total_milli
                 placed += 1
             events.append((arrived, used))

@@ -64,8 +64,8 @@ def engine_gpus(inst: PackingInstance) -> tuple[float, str | None]:
     """GPUs the allocate action places in one cycle, and any over-commit it made."""
     snap = inst.snapshot()
     res = run_cycle(snap, ALLOCATE_ONLY)
-    gpus = {t.name: t.gpu for j in inst.jobs for t in j.tasks}
-    total = sum(gpus[t.name] for t in res.tasks.values() if t.status == TaskState.ALLOCATED)
+    gpus = {t.key: t.gpu for j in inst.jobs for t in j.tasks}
+    total = sum(gpus[t.key] for t in res.tasks.values() if t.status == TaskState.ALLOCATED)
     return round(total, 2), _overcommit(snap, res)
 
 

@@ -137,7 +137,7 @@ def all_allocated(
 
     def check(snapshot: Snapshot, result: CycleResult) -> Check:
         pending = [t for j in snapshot.jobs for t in j.tasks if t.state == TaskState.PENDING]
-        statuses = Counter(result.tasks[t.name].status for t in pending if t.name in result.tasks)
+        statuses = Counter(result.tasks[t.key].status for t in pending if t.key in result.tasks)
         allocated = statuses.get(TaskState.ALLOCATED, 0)
         problems = []
         if allocated != expect_allocated:
@@ -150,7 +150,7 @@ def all_allocated(
             problems.append(over)
         # no gang may start partly
         for j in snapshot.jobs:
-            st = [result.tasks[t.name].status for t in j.tasks if t.name in result.tasks]
+            st = [result.tasks[t.key].status for t in j.tasks if t.key in result.tasks]
             n_alloc = sum(1 for s in st if s == TaskState.ALLOCATED)
             if 0 < n_alloc < j.gang_min:
                 problems.append(f"gang {j.name} started partly ({n_alloc}/{j.gang_min})")
@@ -169,7 +169,7 @@ def gang_reclaim(
 
     def check(snapshot: Snapshot, result: CycleResult) -> Check:
         gang = next(j for j in snapshot.jobs if j.name == gang_job)
-        st = Counter(result.tasks[t.name].status for t in gang.tasks)
+        st = Counter(result.tasks[t.key].status for t in gang.tasks)
         placed = st.get(TaskState.PIPELINED, 0) + st.get(TaskState.ALLOCATED, 0)
         ev = victims(result)
         wrong_queue = [e.job for e in ev if not e.job.startswith(victim_queue)]
@@ -190,7 +190,7 @@ def gang_reclaim(
 def gang_unplaceable(gang_job: str) -> Callable[[Snapshot, CycleResult], Check]:
     def check(snapshot: Snapshot, result: CycleResult) -> Check:
         gang = next(j for j in snapshot.jobs if j.name == gang_job)
-        st = Counter(result.tasks[t.name].status for t in gang.tasks)
+        st = Counter(result.tasks[t.key].status for t in gang.tasks)
         ev = victims(result)
         problems = []
         if st.get(TaskState.PENDING, 0) != len(gang.tasks):
@@ -317,7 +317,7 @@ def mixed_check(snapshot: Snapshot, result: CycleResult) -> Check:
         ("cpu" if not t.needs_gpu else "fraction" if t.is_fractional else "whole")
         for t in pending
         # placed: allocated, or pipelined (a task allocated this cycle that reclaim moved elsewhere)
-        if t.name in result.tasks and result.tasks[t.name].status in PLACED
+        if t.key in result.tasks and result.tasks[t.key].status in PLACED
     )
     cpu_only = sum(1 for t in pending if not t.needs_gpu)
     problems = []

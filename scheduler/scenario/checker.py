@@ -31,7 +31,7 @@ def compare(scenario: Scenario, result: CycleResult) -> list[str]:
 def _task_problems(scenario: Scenario, result: CycleResult) -> list[str]:
     """``expected.tasks``: by task or by job name, status, node, reason and GPU group."""
     problems: list[str] = []
-    jobs = {j.name: [t.name for t in j.tasks] for j in scenario.snapshot.jobs}
+    jobs = {j.name: [t.key for t in j.tasks] for j in scenario.snapshot.jobs}
     groups: dict[str, tuple[str | None, tuple[int, ...]]] = {}
     group_of: dict[tuple[str | None, tuple[int, ...]], str] = {}
     for key, spec in (scenario.expected.get("tasks") or {}).items():

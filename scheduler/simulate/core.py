@@ -115,9 +115,10 @@ def simulate(
     """Run cycles every ``step_s`` simulated seconds from t = 0.
 
     ``snapshot`` gives the nodes, the queue tree and the jobs already there at
-    t = 0 (running or pending). ``durations`` gives, by job name, how long each
-    of those still runs (running jobs) or will run (pending ones); a job not
-    named there never finishes. ``arrivals`` are jobs submitted later.
+    t = 0 (running or pending). ``durations`` gives, by job key (``Job.key``; a
+    scenario's is its name), how long each of those still runs (running jobs) or
+    will run (pending ones); a job not named there never finishes. ``arrivals``
+    are jobs submitted later. ``SimResult.jobs`` is by job key too.
 
     The run stops at ``until_s``, after ``max_cycles``, or once nothing more
     can happen (no arrival to come, nothing pending, nothing finishing). With
@@ -192,24 +193,24 @@ class _Run:
         self.dirty = True  # something changed since the last engine cycle
         self.stopped = False
         for job in snapshot.jobs:
-            self._add_initial(job, float(durations.get(job.name, INF)))
+            self._add_initial(job, float(durations.get(job.key, INF)))
         order = sorted(range(len(arrivals)), key=lambda i: (arrivals[i].submit_s, i))
         self.pending_arrivals = [arrivals[i] for i in order]
         self.names = [arrivals[i].name or f"job-{i:05d}" for i in order]
         self.next_arrival = 0
 
     def _add_job(self, job: Job, rec: JobRecord) -> None:
-        if job.name in self.records:
-            raise ValueError(f"duplicate job name {job.name!r}")
+        if job.key in self.records:
+            raise ValueError(f"duplicate job key {job.key!r}")
         states = [_TaskState(t, _task_gpu(t, self.nodes, t.node)) for t in job.tasks]
-        self.records[job.name] = rec
-        self.live[job.name] = _Live(job, rec, states)
+        self.records[job.key] = rec
+        self.live[job.key] = _Live(job, rec, states)
 
     def _add_initial(self, job: Job, dur: float) -> None:
         """A job of the starting snapshot, its running tasks running since t = 0."""
         rec = JobRecord(job.name, job.queue, -job.created_s, dur, 0.0, len(job.tasks), initial=True)
         self._add_job(job, rec)
-        lv = self.live[job.name]
+        lv = self.live[job.key]
         rec.gpu = round(sum(ts.gpu for ts in lv.tasks), 6)
         for ts in lv.tasks:
             if ts.task.state == TaskState.RUNNING and ts.task.node in self.nodes:
@@ -355,17 +356,17 @@ def _apply(
     actions = {getattr(e, "task", ""): getattr(e, "action", "") for e in getattr(result, "evictions", [])}
     for lv in live.values():
         for ts in lv.tasks:
-            out = result.tasks.get(ts.task.name)
+            out = result.tasks.get(ts.task.key)
             if out is None:
                 continue
             if ts.running and out.status in (TaskState.RELEASING, TaskState.PIPELINED):
                 reason = (
-                    actions.get(ts.task.name)
+                    actions.get(ts.task.key)
                     or ("consolidation" if out.status == TaskState.PIPELINED else "")
                     or out.text()
                     or "evicted"
                 )
-                evicted_jobs.setdefault(lv.template.name, []).append((ts.task.name, reason))
+                evicted_jobs.setdefault(lv.template.key, []).append((ts.task.key, reason))
             elif not ts.running and out.status == TaskState.ALLOCATED and out.node:
                 ts.running, ts.node, ts.devices, ts.since = True, out.node, tuple(out.gpu_devices), t
                 lv.running_tasks += 1

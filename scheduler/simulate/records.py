@@ -88,8 +88,8 @@ class Sample:
 @dataclass
 class EvictionRecord:
     t: float
-    task: str
-    job: str
+    task: str  # the task's key
+    job: str  # the job's key
     queue: str
     reason: str
 

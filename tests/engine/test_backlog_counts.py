@@ -40,7 +40,7 @@ def test_listing_what_the_pool_could_hold_plus_one_decides_as_the_whole_job(gpu:
 
     full, part = run_cycle(whole, Config()), run_cycle(bounded, Config())
 
-    assert {a.name: a.node for a in part.allocations} == {a.name: a.node for a in full.allocations}
+    assert {a.key: a.node for a in part.allocations} == {a.key: a.node for a in full.allocations}
     assert part.job_messages == full.job_messages
     for name in ("a", "b", "c", "dept"):
         assert part.queues[name].requested == full.queues[name].requested

@@ -24,7 +24,7 @@ def test_devices_held_by_other_schedulers_pods_are_never_handed_out() -> None:
     result = run_cycle(snapshot, Config(actions=("allocate",)))
 
     placed = [o for o in result.tasks.values() if o.status == TaskState.ALLOCATED]
-    assert [(o.name, o.gpu_devices) for o in placed] == [("new-0", (0,))]  # 3 is ours, 2 and 1 theirs
+    assert [(o.key, o.gpu_devices) for o in placed] == [("new-0", (0,))]  # 3 is ours, 2 and 1 theirs
     assert result.tasks["new-1"].status == TaskState.PENDING
     assert problems(snapshot, result) == []
 

@@ -66,7 +66,7 @@ def snapshots(draw: st.DrawFn) -> Snapshot:
 def test_cycle_invariants(snap: Snapshot) -> None:
     result = run_cycle(snap, Config(actions=("allocate",)))
     nodes = {n.name: n for n in snap.nodes}
-    by_task = {t.name: t for j in snap.jobs for t in j.tasks}
+    by_task = {t.key: t for j in snap.jobs for t in j.tasks}
     device_use: dict[tuple[str, int], float] = {}
     whole: set[tuple[str, int]] = set()
     pods: dict[str, int] = {}
@@ -77,7 +77,7 @@ def test_cycle_invariants(snap: Snapshot) -> None:
         assert out.node is not None
         node = nodes[out.node]
         assert not node.unschedulable
-        task = by_task[out.name]
+        task = by_task[out.key]
         pods[out.node] = pods.get(out.node, 0) + 1
         cpu[out.node] = cpu.get(out.node, 0) + task.cpu_millis
         assert len(out.gpu_devices) == (task.whole_gpus or (1 if task.is_fractional else 0))

@@ -145,7 +145,7 @@ def test_a_bad_document_names_file_document_and_key_and_saves_nothing(
     with pytest.raises(CommandError) as info:
         call_command("import_queues", str(path), stdout=StringIO())
     assert str(info.value).startswith(f"{path}: ")
-    # Every error names the line of its key (the numbers: tests/portal/pages/test_queue_import.py).
+    # Every error names the line of its key (the numbers: tests/portal/web/queues/test_queue_import.py).
     assert re.search(r"document \d( \(queue '\w+'\))?, line \d+, ", str(info.value))
     assert where in re.sub(r", line \d+", "", str(info.value))
     assert str(info.value).endswith("(nothing was imported)")

@@ -17,7 +17,7 @@ from kai_portal.cluster.backends.kubernetes.objects import parse_foreign_pod, pa
 from kai_portal.workloads.manifests import ManifestError, parse_manifest
 from kai_portal.workloads.models import Job
 from tests.portal import factories
-from tests.portal.api.conftest import World, build_world
+from tests.portal.web.api_world import World, build_world
 
 GPU = "nvidia.com/gpu"
 QUEUE = "kai.scheduler/queue"

@@ -27,7 +27,7 @@ from kai_portal.teams.models import Team
 from kai_portal.workloads import cluster_jobs, pod_policy, submission
 from kai_portal.workloads.models import Job
 from kai_portal.workloads.pod_security import PodPolicyRefused
-from tests.portal.api.conftest import World, build_world
+from tests.portal.web.api_world import World, build_world
 
 pytestmark = pytest.mark.django_db
 

@@ -70,7 +70,7 @@ class _Reclaim:
             return runtimes[v.queue]
 
         out, prot = split_candidates(session, jobs, min_runtime)
-        self.core[job.name] = prot
+        self.core[job.key] = prot
         return out, prot
 
     def make_validator(self, job: Job, tasks: list[Task]) -> Validator:
@@ -90,16 +90,16 @@ class _Reclaim:
 
     def describe(self, job: Job, t: Task, outcome: Outcome) -> tuple[Reason, Reason]:
         session = self.session
-        vjob = session.task_job[t.name]
+        vjob = session.task_job[t.key]
         vq, rq = session.queues[vjob.queue], session.queues[job.queue]
         if vq.queue.parent != rq.queue.parent:
             vq, rq = diverging(session, vjob.queue, job.queue)
         lines = [self.usage_line(q) for q in (vq, rq)]
         msg = reasons.evicted_by_reclaim(
-            Ref(t.name, vjob.namespace), Ref(job.name, job.namespace, kind="job"), lines
+            Ref(t.key, vjob.namespace), Ref(job.key, job.namespace, kind="job"), lines
         )
         why = reasons.victim_over_fair_share(
-            vjob.queue, Ref(vjob.name, bare=True, kind="job"), vjob.priority, job.queue
+            vjob.queue, Ref(vjob.key, bare=True, kind="job"), vjob.priority, job.queue
         )
         return msg, why
 

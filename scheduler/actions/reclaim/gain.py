@@ -30,7 +30,7 @@ def max_gain(session: Session, job: Job, tasks: list[Task], stream: list[Contrib
         v_star = v_stars.get(c.job.queue)
         if v_star is None:
             v_star = v_stars[c.job.queue] = diverging(session, job.queue, c.job.queue)[1]
-        g = sum(session.placements[t.name].charge.get("gpu", 0.0) for t in c.tasks)
+        g = sum(session.placements[t.key].charge.get("gpu", 0.0) for t in c.tasks)
         vs, total, biggest = per_v.get(v_star.name, (v_star, 0.0, 0.0))
         per_v[v_star.name] = (vs, total + g, max(biggest, g))
     gain = 0.0

@@ -141,10 +141,10 @@ class ReclaimStep:
         """What the chunk's tasks were charged, each read once per step."""
         total = dict.fromkeys(RESOURCES, 0.0)
         for t in chunk:
-            ch = self.chunk_charges.get(t.name)
+            ch = self.chunk_charges.get(t.key)
             if ch is None:
-                ch = dict(self.session.placements[t.name].charge)
-                self.chunk_charges[t.name] = ch
+                ch = dict(self.session.placements[t.key].charge)
+                self.chunk_charges[t.key] = ch
             for r in RESOURCES:
                 total[r] += ch.get(r, 0.0)
         return total
@@ -157,7 +157,7 @@ ScenarioRule = Callable[[ReclaimStep, Outcome, Chunks], bool]
 def protected_victims_keep_their_core(step: ReclaimStep, outcome: Outcome, chunks: Chunks) -> bool:
     """A victim inside its minimum runtime loses only its elastic surplus (KAI's ``minruntime``
     reclaim scenario validator)."""
-    return min_runtime_ok(step.session, outcome, step.core.get(step.job.name, set()))
+    return min_runtime_ok(step.session, outcome, step.core.get(step.job.key, set()))
 
 
 def each_victim_queue_may_give(step: ReclaimStep, outcome: Outcome, chunks: Chunks) -> bool:
@@ -246,18 +246,18 @@ def scenario_holds(step: ReclaimStep, outcome: Outcome) -> bool:
 
 def reclaimed_chunks(session: Session, outcome: Outcome) -> Chunks:
     """Reclaimed resources per victim job: each elastic surplus task alone, the gang core as one."""
-    real = {t.name for t in outcome.victims}
+    real = {t.key for t in outcome.victims}
     per_job: dict[str, list[Task]] = {}
     order: list[Job] = []
     for c in outcome.contributions:
         for t in c.tasks:
-            if t.name in real:
-                if c.job.name not in per_job:
+            if t.key in real:
+                if c.job.key not in per_job:
                     order.append(c.job)
-                per_job.setdefault(c.job.name, []).append(t)
+                per_job.setdefault(c.job.key, []).append(t)
     out: list[tuple[Job, list[Task]]] = []
     for job in order:
-        tasks = per_job[job.name]
+        tasks = per_job[job.key]
         if job.subgroups:
             # a task is surplus while the pods left keep the job and every sub-group satisfied
             left = gang.active_tasks(session, job) + tasks

@@ -62,7 +62,7 @@ def _leaf_victims(session: Session, leaf: str) -> LeafVictims | None:
         tasks = job.tasks
         if len(tasks) == 1:
             # the common case, inline: one active pod is one chunk whatever the gang minimum
-            p = placements.get(tasks[0].name)
+            p = placements.get(tasks[0].key)
             if p is None or p.status not in active or not job.is_preemptible:
                 continue
             if job.subgroups:
@@ -75,7 +75,7 @@ def _leaf_victims(session: Session, leaf: str) -> LeafVictims | None:
         else:
             gs: list[float] = []
             for t in tasks:
-                p = placements.get(t.name)
+                p = placements.get(t.key)
                 if p is not None and p.status in active:
                     gs.append(p.charge.get("gpu", 0.0))
             if not gs or not job.is_preemptible:
@@ -95,7 +95,7 @@ def _leaf_victims(session: Session, leaf: str) -> LeafVictims | None:
             total += sum(gs)
         jobs += 1
         if first is None:
-            first = job.name
+            first = job.key
         if job.last_start_s is not None:
             started = True
     if jobs >= 2**20 or not all(abs(g) < _EXACT_BOUND and float(g * 4).is_integer() for g in seen):

@@ -28,16 +28,16 @@ class PendingHeads:
         self.keys: KeyMemo = {}
 
     def add(self, job: Job) -> None:
-        self.by_leaf.setdefault(job.queue, []).append((job_key(self.session, job), job.name))
+        self.by_leaf.setdefault(job.queue, []).append((job_key(self.session, job), job.key))
 
     def freeze(self) -> None:
         for lst in self.by_leaf.values():
             lst.sort()
 
     def request(self, job: Job) -> dict[str, float]:
-        req = self.requests.get(job.name)
+        req = self.requests.get(job.key)
         if req is None:
-            req = self.requests[job.name] = job_request(self.session, job)
+            req = self.requests[job.key] = job_request(self.session, job)
         return req
 
 
@@ -59,7 +59,7 @@ class AllocateOrder:
     ) -> None:
         self.session = session
         self.heads = heads
-        self.in_sim = {j.name for j, _ in entries}
+        self.in_sim = {j.key for j, _ in entries}
         self.sim: dict[str, list[tuple[tuple[object, ...], int, tuple[Job, list[Task]]]]] = {}
         for i, e in enumerate(entries):
             self.sim.setdefault(e[0].queue, []).append((job_key(session, e[0]), i, e))

@@ -51,7 +51,7 @@ class FreeTracker:
             self.free_pods += ns.pods_idle + ns.pods_rel
 
     def add(self, task: Task) -> None:
-        p = self.session.placements[task.name]
+        p = self.session.placements[task.key]
         if p.node not in self.nodes or p.status not in ACTIVE:
             return
         ns = self.nodes[p.node]

@@ -164,5 +164,5 @@ class _ActionLoop:
             return
         stmt.commit()
         self.screen.committed()
-        session.action_notes.pop(job.name, None)
+        session.action_notes.pop(job.key, None)
         record(session, self.policy.name, job, outcome, self.policy.describe)

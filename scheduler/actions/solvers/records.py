@@ -16,7 +16,7 @@ from scheduler.session import Session
 def add_note(session: Session, job: Job, note: Note) -> None:
     """Keep the note on the job once (``session.action_notes``; a later action that helps the job
     drops them)."""
-    notes = session.action_notes.setdefault(job.name, [])
+    notes = session.action_notes.setdefault(job.key, [])
     if note not in notes:
         notes.append(note)
 
@@ -31,23 +31,23 @@ def record(
     """Record a committed scenario: an ``Eviction`` per victim (moved or not), worded by the
     action's ``describe``, the evicted tasks' reasons and an "Evict" event per victim task."""
     for t, moved in [(t, False) for t in outcome.victims] + [(t, True) for t in outcome.moved]:
-        vjob = session.task_job[t.name]
+        vjob = session.task_job[t.key]
         message, why = describe(job, t, outcome)
-        p = session.placements[t.name]
+        p = session.placements[t.key]
         ev = Eviction(
-            task=t.name,
-            job=vjob.name,
+            task=t.key,
+            job=vjob.key,
             queue=vjob.queue,
             action=action,
             message=message,
-            evictor_job=job.name,
+            evictor_job=job.key,
             evictor_queue=job.queue,
             reason=why,
-            node=outcome.origin.get(t.name, p.node),
+            node=outcome.origin.get(t.key, p.node),
             moved_to=p.node if moved else None,
             pool=session.pool,
         )
         session.evictions.append(ev)
         if not moved:
-            session.task_reasons[t.name] = message
-        session.events.append((vjob.name, "Evict", message))
+            session.task_reasons[t.key] = message
+        session.events.append((vjob.key, "Evict", message))

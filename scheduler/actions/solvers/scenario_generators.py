@@ -72,7 +72,7 @@ class _Greedy:
         for i, c in enumerate(stream):
             seen: set[str] = set()
             for t in c.tasks:
-                n = session.placements[t.name].node
+                n = session.placements[t.key].node
                 if n and n not in seen:
                     seen.add(n)
                     self.on_node.setdefault(n, []).append(i)
@@ -140,7 +140,7 @@ class _Greedy:
         for i in best[2]:
             self.chosen.add(i)
             for v in self.stream[i].tasks:
-                dirty.add(session.placements[v.name].node or "")
+                dirty.add(session.placements[v.key].node or "")
                 stmt.evict(v)
         ns = session.nodes[best[1]]
         fit = node_fit(session, ns, t, self.job)
@@ -259,14 +259,14 @@ def node_local(
     on_node: dict[str, list[str]] = {}  # node -> victim jobs with a victim task there, first seen first
     groups: dict[str, list[int]] = {}  # victim job -> its contributions' indexes in the prefix
     for k, c in enumerate(stream, start=1):
-        groups.setdefault(c.job.name, []).append(k - 1)
+        groups.setdefault(c.job.key, []).append(k - 1)
         for t in c.tasks:
-            node = session.placements[t.name].node
-            if node is not None and c.job.name not in on_node.setdefault(node, []):
-                on_node[node].append(c.job.name)
+            node = session.placements[t.key].node
+            if node is not None and c.job.key not in on_node.setdefault(node, []):
+                on_node[node].append(c.job.key)
         if k < lo:
             continue
-        nodes = sorted({p.node for t in c.job.tasks if (p := session.placements[t.name]).node is not None})
+        nodes = sorted({p.node for t in c.job.tasks if (p := session.placements[t.key]).node is not None})
         for node in nodes:
             if out_of_time(session):
                 return None
@@ -274,7 +274,7 @@ def node_local(
             if not jobs:
                 continue
             picked = [stream[i] for i in sorted(i for j in jobs for i in groups[j])]
-            key = frozenset(t.name for p in picked for t in p.tasks)
+            key = frozenset(t.key for p in picked for t in p.tasks)
             if key in tried:
                 continue
             tried.add(key)

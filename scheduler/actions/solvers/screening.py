@@ -84,7 +84,7 @@ def _carries(session: Session, heads: PendingHeads, carry: Carry, a: Job, b: Job
     if not in_order:
         return False
     if carry == "later":
-        return (job_key(session, a), a.name) < (job_key(session, b), b.name)
+        return (job_key(session, a), a.key) < (job_key(session, b), b.key)
     return _same_turn(session, heads, a, b)
 
 
@@ -98,8 +98,8 @@ def _same_turn(session: Session, heads: PendingHeads, a: Job, b: Job) -> bool:
     that failed at or before the preemptor's placement in every scenario (``SolveLog.late``
     unset) fails for ``b`` too."""
     lst = heads.by_leaf.get(b.queue, [])
-    ka = (job_key(session, a), a.name)
-    kb = (job_key(session, b), b.name)
+    ka = (job_key(session, a), a.key)
+    kb = (job_key(session, b), b.key)
     if not ka < kb:
         return False
     req = heads.request(a)

@@ -78,7 +78,7 @@ def _replace_victims(
     for t in tasks:
         if capacity_error(session, job, step_request(session, [t])):
             continue  # its queue's room went to the preemptor (a limit, non-preemptible quota)
-        own = before[t.name]
+        own = before[t.key]
         if not node_order and stmt.unevict(t, own.status):
             continue
         if not bound:
@@ -108,7 +108,7 @@ def _replace_victims(
         if ns.name == own.node and (not t.is_fractional or fit.devices == own.devices):
             if stmt.unevict(t, own.status):
                 continue
-            if own.status == TaskState.ALLOCATED and session.placements[t.name].status == TaskState.PENDING:
+            if own.status == TaskState.ALLOCATED and session.placements[t.key].status == TaskState.PENDING:
                 # a fraction allocated this cycle went back to Pending (``Statement.evict``)
                 stmt.place(t, ns.name, fit.devices, pipelined=not fit.now)
                 continue
@@ -167,11 +167,11 @@ def simulate(
     cp = stmt.checkpoint()
     victims = [t for c in contributions for t in c.tasks]
     spend(session, PLACE_UNITS * (len(tasks) + len(victims)))
-    before = {t.name: session.placements[t.name] for t in victims}
+    before = {t.key: session.placements[t.key] for t in victims}
     origin = {name: p.node for name, p in before.items()}
     by_job: dict[str, tuple[Job, list[Task]]] = {}
     for c in contributions:
-        by_job.setdefault(c.job.name, (c.job, []))[1].extend(c.tasks)
+        by_job.setdefault(c.job.key, (c.job, []))[1].extend(c.tasks)
     entries = [(job, tasks)] + list(by_job.values())
     for t in victims:
         stmt.evict(t)
@@ -202,16 +202,16 @@ def simulate(
     real: list[Task] = []
     moved: list[Task] = []
     for t in victims:
-        p = session.placements[t.name]
+        p = session.placements[t.key]
         if p.status in (TaskState.RELEASING, TaskState.PENDING):
             real.append(t)
-        elif p.node != origin[t.name] or p.status == TaskState.PIPELINED:
+        elif p.node != origin[t.key] or p.status == TaskState.PIPELINED:
             moved.append(t)
     outcome = Outcome(real, moved, list(contributions), origin)
     if (
         not real
         and not moved
-        and not any(session.placements[t.name].status == TaskState.PIPELINED for t in tasks)
+        and not any(session.placements[t.key].status == TaskState.PIPELINED for t in tasks)
     ):
         stmt.rollback(cp)
         return None

@@ -26,7 +26,7 @@ def min_runtime_ok(session: Session, outcome: Outcome, core_protected: set[str])
     """A protected elastic job may lose only its surplus (KAI's ``minruntime`` scenario validators:
     a protected victim must keep its minimum available pods)."""
     for c in outcome.contributions:
-        if c.job.name in core_protected and not gang.gang_satisfied(session, c.job):
+        if c.job.key in core_protected and not gang.gang_satisfied(session, c.job):
             return False
     return True
 
@@ -43,7 +43,7 @@ def split_candidates(
         if protected(v, min_runtime(v)):
             if not is_elastic(v):
                 continue
-            core_protected.add(v.name)
+            core_protected.add(v.key)
         out.append(v)
     return out, core_protected
 

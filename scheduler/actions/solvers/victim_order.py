@@ -26,7 +26,7 @@ def active_tasks(session: Session, job: Job) -> list[Task]:
 
 
 def _charge(session: Session, task: Task) -> dict[str, float]:
-    return session.placements[task.name].charge
+    return session.placements[task.key].charge
 
 
 def _drf(qs: QueueState, alloc: dict[str, float], cap: dict[str, float]) -> float:
@@ -77,9 +77,9 @@ def victim_chunks(
             extra = gang.surplus_task(job, rem)
             if extra is not None:
                 out.append(Contribution(job, [extra]))
-                rem = [t for t in rem if t.name != extra.name]
+                rem = [t for t in rem if t.key != extra.key]
                 continue
-            if job.name not in core_protected:
+            if job.key not in core_protected:
                 out.append(Contribution(job, list(rem)))
             break
     return out
@@ -112,16 +112,19 @@ class _VictimStream:
     ) -> None:
         self.session = session
         self.core_protected = core_protected
-        self.names_desc = {n: i for i, n in enumerate(sorted((j.name for j in candidates), reverse=True))}
+        # Each job's rank by name, last name first (the victim order's tie-break); two jobs of one
+        # name (in two queues) rank by key.
+        by_name = sorted(candidates, key=lambda j: (j.name, j.key), reverse=True)
+        self.names_desc = {j.key: i for i, j in enumerate(by_name)}
         self.remaining: dict[str, list[Task]] = {}
         self.heaps: dict[str, list[tuple[tuple[float, ...], str]]] = {}
-        self.jobs = {j.name: j for j in candidates}
+        self.jobs = {j.key: j for j in candidates}
         for job in candidates:
             tasks = list(reversed(active_tasks(session, job)))
             if not tasks:
                 continue
-            self.remaining[job.name] = tasks
-            heapq.heappush(self.heaps.setdefault(job.queue, []), (self.key(job), job.name))
+            self.remaining[job.key] = tasks
+            heapq.heappush(self.heaps.setdefault(job.queue, []), (self.key(job), job.key))
         self.taken: dict[str, dict[str, float]] = {}
         # Queue keys by (queue, allocation now, allocation after): a key reads nothing else that
         # changes within a cycle (fair shares: by identity), so ``memo`` may serve every stream of
@@ -132,7 +135,7 @@ class _VictimStream:
         self.leaf_memo: dict[str, tuple[str, Job] | None] = {}
 
     def key(self, job: Job) -> tuple[float, ...]:
-        rem = self.remaining[job.name]
+        rem = self.remaining[job.key]
         if job.subgroups:
             if not gang.meets_minimum(job, rem):
                 state = 0
@@ -142,7 +145,7 @@ class _VictimStream:
             n = len(rem)
             m = job.gang_min
             state = 0 if n < m else (1 if n == m else 2)
-        return (job.priority, -state, job.created_s, self.names_desc[job.name])
+        return (job.priority, -state, job.created_s, self.names_desc[job.key])
 
     def alloc_after(self, qname: str, extra: dict[str, float]) -> dict[str, float]:
         qs = self.session.queues[qname]
@@ -150,11 +153,11 @@ class _VictimStream:
         return {r: qs.allocated[r] - t.get(r, 0.0) - extra.get(r, 0.0) for r in RESOURCES}
 
     def next_contribution(self, job: Job) -> list[Task]:
-        rem = self.remaining[job.name]
+        rem = self.remaining[job.key]
         extra = gang.surplus_task(job, rem)
         if extra is not None:
             return [extra]
-        if job.name in self.core_protected:
+        if job.key in self.core_protected:
             return []
         return list(rem)
 
@@ -232,11 +235,11 @@ class _VictimStream:
                 t = self.taken.setdefault(qs.name, dict.fromkeys(RESOURCES, 0.0))
                 for r in RESOURCES:
                     t[r] += charge[r]
-            rem = self.remaining[job.name]
-            gone = {t.name for t in tasks}
-            rem[:] = [t for t in rem if t.name not in gone]
+            rem = self.remaining[job.key]
+            gone = {t.key for t in tasks}
+            rem[:] = [t for t in rem if t.key not in gone]
             heap = self.heaps[leaf]
             heapq.heappop(heap)
             if rem:
-                heapq.heappush(heap, (self.key(job), job.name))
+                heapq.heappush(heap, (self.key(job), job.key))
         return out

@@ -2,4 +2,4 @@
 
 from __future__ import annotations
 
-from tests.portal.api.conftest import World, world  # noqa: F401
+from tests.portal.web.api_world import World, world  # noqa: F401

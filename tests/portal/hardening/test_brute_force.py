@@ -10,7 +10,7 @@ from django.core.cache import cache
 from django.test import Client
 
 from kai_portal.accounts.models import User
-from tests.portal.api.conftest import World
+from tests.portal.web.api_world import World
 
 
 @pytest.fixture(autouse=True)

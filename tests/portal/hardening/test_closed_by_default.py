@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from django.test import Client
 
-from tests.portal.api.conftest import World
+from tests.portal.web.api_world import World
 
 
 def test_metrics_are_closed_without_a_token_and_say_how_to_open_them(db: None, settings) -> None:

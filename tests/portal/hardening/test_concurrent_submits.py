@@ -11,8 +11,8 @@ from __future__ import annotations
 import pytest
 
 from kai_portal.workloads.models import Job, Pod
-from tests.portal.api.conftest import World
 from tests.portal.concurrency import at_once
+from tests.portal.web.api_world import World
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

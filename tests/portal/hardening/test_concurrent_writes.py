@@ -12,8 +12,8 @@ import pytest
 
 from kai_portal.queues.models import Queue
 from tests.portal import factories
-from tests.portal.api.conftest import World
 from tests.portal.concurrency import at_once
+from tests.portal.web.api_world import World
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -21,7 +21,7 @@ from kai_portal.queues.kai_yaml import export_queues
 from kai_portal.queues.models import Queue
 from kai_portal.workloads.models import Job
 from tests.kai_examples import MIRROR, kai_file
-from tests.portal.api.conftest import World
+from tests.portal.web.api_world import World
 
 HEADER = """apiVersion: v1
 kind: Pod

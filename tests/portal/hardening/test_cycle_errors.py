@@ -6,7 +6,7 @@ from django.utils import timezone
 
 from kai_portal.history.api.serializers import HIDDEN_ERROR
 from kai_portal.history.models import SchedulingCycle
-from tests.portal.api.conftest import World
+from tests.portal.web.api_world import World
 
 TRACEBACK = (
     'Traceback (most recent call last):\n  File "/srv/kai/kai_portal/x.py", line 3\nOverflowError: boom\n'

@@ -21,7 +21,7 @@ from django.test import Client
 from rest_framework.test import APIClient
 
 from kai_portal.workloads.models import Job
-from tests.portal.api.conftest import World, build_world
+from tests.portal.web.api_world import World, build_world
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),

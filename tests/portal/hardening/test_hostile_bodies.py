@@ -15,7 +15,7 @@ from django.test import override_settings
 
 from kai_portal.queues.models import Queue
 from kai_portal.workloads.models import Job
-from tests.portal.api.conftest import World
+from tests.portal.web.api_world import World
 
 
 def _alias_bomb(levels: int = 9) -> str:

@@ -13,7 +13,7 @@ from django.db import connection
 from kai_portal.cli import client as cli_client
 from kai_portal.cli.main import main
 from kai_portal.workloads.models import Job, Pod
-from tests.portal.api.conftest import World, build_world
+from tests.portal.web.api_world import World, build_world
 
 BODY = {"name": "retry-me", "queue": "ml-train", "gpu_count": 1, "task_count": 2, "min_member": 2}
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from kai_portal.workloads.models import Job
-from tests.portal.api.conftest import World
+from tests.portal.web.api_world import World
 
 BODY = {"name": "keyed", "queue": "ml-train", "gpu_count": 1, "task_count": 2, "min_member": 2}
 MANIFEST = (

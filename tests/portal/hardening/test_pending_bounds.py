@@ -14,8 +14,8 @@ from django.test import Client
 from kai_portal.audit.models import AuditEntry
 from kai_portal.queues.models import Queue
 from kai_portal.workloads.models import Job, Pod
-from tests.portal.api.conftest import World
 from tests.portal.concurrency import at_once
+from tests.portal.web.api_world import World
 
 
 @pytest.fixture(autouse=True)

@@ -6,7 +6,7 @@ import pytest
 from django.test import Client, override_settings
 
 from kai_portal.workloads.models import Job
-from tests.portal.api.conftest import World
+from tests.portal.web.api_world import World
 
 NO_REDIS = {
     "default": {

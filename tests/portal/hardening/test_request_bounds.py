@@ -11,7 +11,7 @@ from django.test import Client
 
 from kai_portal.workloads.models import Job
 from tests.portal import factories
-from tests.portal.api.conftest import World
+from tests.portal.web.api_world import World
 
 BAD_API_FIELDS = [
     ({"duration": "999999999 00:00:00"}, "duration", "365"),

@@ -8,7 +8,7 @@ from __future__ import annotations
 from django.test import Client
 
 from kai_portal.workloads.models import Job
-from tests.portal.api.conftest import World
+from tests.portal.web.api_world import World
 
 
 def _job(name: str) -> dict:

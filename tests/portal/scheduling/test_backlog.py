@@ -41,7 +41,7 @@ def _both(settings):  # type: ignore[no-untyped-def]
 
 
 def _placed(result: scheduler.CycleResult) -> dict[str, tuple[str | None, tuple[int, ...]]]:
-    return {a.name: (a.node, a.gpu_devices) for a in result.allocations}
+    return {a.key: (a.node, a.gpu_devices) for a in result.allocations}
 
 
 def test_a_job_of_many_tasks_is_listed_up_to_what_the_pool_could_hold_and_decides_the_same(

@@ -28,7 +28,7 @@ from kai_portal.history.models import Decision, SchedulingCycle
 from kai_portal.teams.models import Membership
 from kai_portal.workloads.models import Job, Pod
 from tests.portal import factories
-from tests.portal.api.conftest import World
+from tests.portal.web.api_world import World
 
 ROOT = Path(__file__).resolve().parents[3]
 CYCLE_SECONDS = 5

@@ -1,18 +1,21 @@
-"""Texts name pods and workloads as they are, even when the snapshot renamed them for the engine.
+"""Texts name pods and workloads as they are, whatever key the engine holds them by.
 
 Two jobs may share a name (KAI's quickstart ``gpu-pod`` applied by every user in their own
-namespace; two teams' ``train``). The engine needs unique names, so ``snapshot`` calls them
-``train-<pk>`` with tasks ``train-<pk>-<index>``; KAI's messages name ``<namespace>/<pod>`` and
-``<namespace>/<workload>``, so no made-up name may reach a reason, an event or history: the
-engine's reasons name tasks and jobs by key (``Ref``) and the portal words them with the cluster's
-own names (``SnapshotIndex.text``).
-The cluster tier checks the same on a real API server (``tests/cluster/test_kai_quickstart.py``).
+namespace; two teams' ``train``). The engine holds them by key (``<namespace>/<queue>/<name>``, a
+task by ``<job key>/<pod>``, ``#<row id>`` added where a key is taken) and calls them by their own
+names; KAI's messages name ``<namespace>/<pod>`` and ``<namespace>/<workload>``, so no key may
+reach a reason, an event or history: the engine's reasons name tasks and jobs by key (``Ref``) and
+the portal words them with the cluster's own names (``SnapshotIndex.text``). The keys below are
+any strings, as the index treats them. The previews word them the same way
+(``tests/portal/previews/test_same_name_jobs.py``); the cluster tier checks the same on a real API
+server (``tests/cluster/test_kai_quickstart.py``).
 """
 
 from __future__ import annotations
 
 import pytest
 
+from kai_portal.scheduling.snapshot import build_snapshot
 from kai_portal.scheduling.snapshot_index import JobRef, PodRef, SnapshotIndex
 from kai_portal.workloads.models import Pod
 from scheduler import reasons
@@ -39,6 +42,20 @@ def test_two_teams_train_jobs_pending_reasons_name_their_own_pods(loop, db) -> N
             f"PodSchedulingErrors: Resources were not found for pod {queue}/train-0 due to: no nodes "
             "with enough resources were found: 1 node is unschedulable."
         )
+
+
+def test_the_snapshot_keys_two_trains_by_namespace_queue_and_name_and_calls_them_train(loop, db) -> None:
+    for name in ("vision", "nlp"):
+        factories.job(factories.queue(name, gpu_quota=1), "train")
+
+    inp = build_snapshot(loop.now)
+
+    assert sorted(inp.index.jobs) == ["nlp/nlp/train", "vision/vision/train"]
+    assert sorted(inp.index.tasks) == ["nlp/nlp/train/train-0", "vision/vision/train/train-0"]
+    assert sorted((j.name, j.key, [t.name for t in j.tasks]) for j in inp.snapshot.jobs) == [
+        ("train", "nlp/nlp/train", ["train-0"]),
+        ("train", "vision/vision/train", ["train-0"]),
+    ]
 
 
 def _index() -> SnapshotIndex:

@@ -41,10 +41,10 @@ def test_a_job_the_snapshot_cannot_convert_is_failed_and_the_rest_scheduled(loop
     good = factories.job(leaf, "good")
     real_task = snapshot_jobs.row_task
 
-    def task(state, node, devices, job, name, job_name):
+    def task(state, node, devices, job, name, owner, key):
         if job.pk == bad.pk:
             raise ArithmeticError("cannot convert this row")
-        return real_task(state, node, devices, job, name, job_name)
+        return real_task(state, node, devices, job, name, owner, key)
 
     monkeypatch.setattr(snapshot_jobs, "row_task", task)
     cycle = loop.run()

@@ -9,7 +9,7 @@ from django.utils import timezone
 from kai_portal.history.models import QueueStatus
 from kai_portal.queues.models import Queue
 from tests.portal import factories
-from tests.portal.api.conftest import World
+from tests.portal.web.api_world import World
 
 
 def test_queue_status_comes_from_the_latest_usage_sample_and_is_null_without_one(world: World) -> None:

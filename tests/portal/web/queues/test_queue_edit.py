@@ -9,7 +9,7 @@ from kai_portal.nodes.models import NodePool
 from kai_portal.queues.forms import QueueForm
 from kai_portal.queues.models import Queue
 from tests.portal import factories
-from tests.portal.pages.rendered_form import rendered_form_data
+from tests.portal.web.rendered_form import rendered_form_data
 
 
 def _data(queue: Queue, **changes: Any) -> dict[str, Any]:

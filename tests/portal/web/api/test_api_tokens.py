@@ -8,7 +8,7 @@ from rest_framework.test import APIClient
 
 from kai_portal.accounts import tokens
 from kai_portal.accounts.models import ApiToken
-from tests.portal.api.conftest import World
+from tests.portal.web.api_world import World
 
 
 def test_token_is_stored_hashed_and_shown_once(world: World) -> None:

@@ -9,7 +9,7 @@ from kai_portal.accounts import tokens
 from kai_portal.accounts.models import User
 from kai_portal.history.models import Decision, JobMessage, SchedulingCycle
 from tests.portal import factories
-from tests.portal.api.conftest import World
+from tests.portal.web.api_world import World
 
 
 def test_nodes_with_gpus_and_filters(world: World) -> None:

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.portal.api.conftest import PERSONAS, World
+from tests.portal.web.api_world import PERSONAS, World
 
 QUEUE_YAML = """apiVersion: scheduling.run.ai/v2
 kind: Queue

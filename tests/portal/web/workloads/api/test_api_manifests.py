@@ -9,7 +9,7 @@ import pytest
 
 from kai_portal.workloads.manifests import ManifestError, parse_manifest
 from kai_portal.workloads.models import Job, Pod
-from tests.portal.api.conftest import World
+from tests.portal.web.api_world import World
 
 BATCH_JOB = """apiVersion: batch/v1
 kind: Job

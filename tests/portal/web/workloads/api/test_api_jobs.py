@@ -14,7 +14,7 @@ from kai_portal.accounts.models import User
 from kai_portal.teams.models import Membership
 from kai_portal.workloads.models import Job, Pod
 from tests.portal import factories
-from tests.portal.api.conftest import World
+from tests.portal.web.api_world import World
 
 
 def test_submit_creates_the_job_and_its_pods_as_the_caller(world: World) -> None:

@@ -1,4 +1,4 @@
-"""Personas and a small seeded world for the REST API tests.
+"""Personas and a small seeded world for the REST API tests (imported where a test needs it).
 
 Personas: ``admin`` (portal admin), ``team_admin`` (admin of team ml),
 ``member`` (member of ml), ``other`` (member of team cv), ``anon``.

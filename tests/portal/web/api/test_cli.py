@@ -9,7 +9,7 @@ import pytest
 
 from kai_portal.cli.main import main
 from kai_portal.workloads.models import Job
-from tests.portal.api.conftest import World, build_world
+from tests.portal.web.api_world import World, build_world
 
 MANIFEST = """apiVersion: v1
 kind: Pod

@@ -8,7 +8,7 @@ from kai_portal.accounts import tokens
 from kai_portal.accounts.models import User
 from kai_portal.teams.models import Membership
 from tests.portal import factories
-from tests.portal.api.conftest import World
+from tests.portal.web.api_world import World
 
 
 def test_team_admin_manages_members_of_their_team(world: World) -> None:

@@ -16,7 +16,7 @@ from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import response_schema_conformance
 
 from kai_portal.wsgi import application
-from tests.portal.api.conftest import World, build_world
+from tests.portal.web.api_world import World, build_world
 
 
 @pytest.fixture
