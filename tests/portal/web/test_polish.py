@@ -25,7 +25,7 @@ from kai_portal.teams.models import Membership
 from kai_portal.workloads import limits
 from kai_portal.workloads.models import Job
 from tests.portal import factories
-from tests.portal.pages.rendered_form import rendered_form_data
+from tests.portal.web.rendered_form import rendered_form_data
 
 pytestmark = pytest.mark.django_db
 
