@@ -18,37 +18,6 @@ def allocatable_share(qs: QueueState, r: str) -> float:
     return qs.allocatable()[r]
 
 
-def _share(alloc: float, as_r: float, cap: float) -> float:
-    if as_r < 0:
-        as_r = cap
-    if as_r <= 0:
-        return alloc * 1000  # heavy penalty for holding what the queue has no share of
-    return alloc / as_r
-
-
-def drf_share(
-    qs: QueueState, capacity: Mapping[str, float], extra: Mapping[str, float] | None = None
-) -> float:
-    """Dominant resource share max_r (A_r [+ J_r]) / AS_r."""
-    a_s = qs.allocatable()
-    alloc = qs.allocated
-    if extra is None:
-        return max(_share(alloc[r], a_s[r], capacity.get(r, 0.0)) for r in RESOURCES)
-    return max(_share(alloc[r] + extra.get(r, 0.0), a_s[r], capacity.get(r, 0.0)) for r in RESOURCES)
-
-
-def over_utilised(qs: QueueState) -> bool:
-    return all(qs.allocated[r] > qs.fair_share[r] + 1e-9 for r in RESOURCES)
-
-
-def starved_with(qs: QueueState, job_req: Mapping[str, float]) -> bool:
-    for r in RESOURCES:
-        d = qs.quota(r)
-        if d >= 0 and clean(qs.allocated[r] + job_req.get(r, 0.0)) > d + 1e-9:
-            return False
-    return True
-
-
 def queue_key(
     qs: QueueState, job_req: Mapping[str, float], capacity: Mapping[str, float]
 ) -> tuple[object, ...]:

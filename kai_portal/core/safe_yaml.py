@@ -203,11 +203,6 @@ def load_all(text: str, bounds: Bounds | None = None) -> list[Any]:
     return [construct(node) for node in compose_all(text, bounds)]
 
 
-def check_bounds(text: str, max_depth: int = MAX_DEPTH, max_nodes: int = MAX_NODES) -> None:
-    """Raise ``UnsafeYamlError`` (or ``yaml.YAMLError`` for bad syntax) without building anything."""
-    scan_events(text, Bounds(None, max_nodes, max_depth))
-
-
 def shorten(text: str, limit: int = 300) -> str:
     """Error text that may quote user input, cut to ``limit`` characters."""
     return text if len(text) <= limit else f"{text[:limit]}… ({len(text)} characters in all)"
