@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from django.db import connections
@@ -18,6 +19,8 @@ from kai_portal.scheduling.cycle import run_scheduling_cycle
 from kai_portal.scheduling.event_loop import PERIODIC, EventLoop
 
 from .conftest import Cluster, Nodes, pod_body, wait_until
+from .test_pod_grouping import podgroup_crd  # noqa: F401
+from .test_pod_groups_written import pod_groups
 
 pytestmark = pytest.mark.django_db(transaction=True)
 HOUR = 3600.0
@@ -108,6 +111,30 @@ def test_a_deleted_pod_frees_room_for_a_pending_one_at_once(
     freed = loop.starts[j - 1]
     assert j > i and PERIODIC not in freed.reasons and freed.cycle is not None, freed
     assert freed.cycle.allocated_count == 1, freed
+
+
+def test_the_loop_writes_the_podgroup_of_a_pod_it_binds(
+    cluster: Cluster, podgroup_crd: None, loop: EventLoop, namespace: str, nodes: Nodes,  # noqa: F811
+    scheduler_name: str,
+) -> None:  # fmt: skip
+    """The cycles of the scheduler process read the watches' copy: the PodGroup writer must see the
+    pods' groupings and the listed PodGroups there too, as a polled cycle does (it once saw neither,
+    so under ``run_scheduler`` no PodGroup was ever written)."""
+    core = cluster.core
+    nodes.kwok("gpu")
+    body = pod_body("solo", scheduler_name, gpus=1, labels={"kai.scheduler/queue": "team-a"})
+    uid = core.create_namespaced_pod(namespace, body).metadata.uid
+    wait_until(lambda: core.read_namespaced_pod("solo", namespace).spec.node_name, "the pod bound")
+
+    name = f"pg-solo-{uid}"
+    group = wait_until(lambda: pod_groups(cluster, namespace).get(name), f"PodGroup {name}")
+    assert group["spec"]["queue"] == "team-a" and group["spec"]["minMember"] == 1, group["spec"]
+    def allocated() -> Any:
+        status = pod_groups(cluster, namespace)[name].get("status") or {}
+        return (status.get("resourcesStatus") or {}).get("allocated")
+
+    allocated_now = wait_until(allocated, "the PodGroup's allocated resources")
+    assert allocated_now["nvidia.com/gpu"] in ("1", 1), allocated_now
 
 
 def _started_for(loop: EventLoop, namespace: str, pod: str, kind: str = "added") -> int:

@@ -158,6 +158,10 @@ class ClusterCache:
             self.nodes, self.pods, self.foreign = dict(live.nodes), dict(live.pods), dict(live.foreign)
             self.node_rv = self._informers["nodes"].resource_version
             self.pod_rv = self._informers["pods"].resource_version
+            # What the PodGroup writer reads (grouping_of, pod_group_specs, pod_groups_listed).
+            self._grouped, self._pod_groups = dict(live._grouped), dict(live._pod_groups)
+            pod_groups = self._informers["podgroups"]
+            self._pod_group_rv = pod_groups.resource_version if pod_groups.synced.is_set() else None
 
     # ----- one refresh per cycle ---------------------------------------------------------------
 
