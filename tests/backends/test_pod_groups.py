@@ -19,6 +19,7 @@ from kai_portal.cluster.backends.kubernetes.pod_groups import (
     desired_pod_group,
     desired_status,
     quantities,
+    top_owner_metadata,
 )
 from tests.cluster.kai_object_fields import ALL_LISTS
 
@@ -162,3 +163,17 @@ def test_docs_list_every_field_path_the_cluster_tests_require() -> None:
     for name, paths in ALL_LISTS.items():
         block = doc.split(f"{name}:\n\n```\n", 1)[1].split("```", 1)[0]
         assert block.split() == list(paths), name
+
+
+def test_top_owner_metadata_is_written_as_kais_yaml_marshaller_writes_it() -> None:
+    """Byte for byte as KAI's (docs/kai-parity/quickstart-kai.yaml): a uid that starts with a digit
+    stays plain, the core group is ``""``, and only a string YAML would read as something else is
+    quoted, in double quotes."""
+    pod = {"apiVersion": "v1", "kind": "Pod", "name": "gpu-pod", "uid": "8229eda8-27d7-40e6"}
+    expected = 'name: gpu-pod\nuid: 8229eda8-27d7-40e6\ngroup: ""\nversion: v1\nkind: Pod\n'
+    assert top_owner_metadata(pod) == expected
+    job = {"apiVersion": "batch/v1", "kind": "Job", "name": "123", "uid": "true"}
+    text = top_owner_metadata(job)
+    assert text == 'name: "123"\nuid: "true"\ngroup: batch\nversion: v1\nkind: Job\n'
+    assert yaml.safe_load(text) == {"name": "123", "uid": "true", "group": "batch", "version": "v1",
+                                    "kind": "Job"}  # fmt: skip

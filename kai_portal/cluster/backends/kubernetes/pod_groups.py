@@ -29,13 +29,13 @@ which replaces the status the portal wrote before (a stale resource name cannot 
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
+import yaml
 from kubernetes import client
 
 from ..base import Bind, ObservedPod, OperationResult, PodEvent, TaskStatus
@@ -352,14 +352,12 @@ def top_owner_metadata(top: Mapping[str, str]) -> str:
 
 
 def _yaml_scalar(value: str) -> str:
-    plain = re.fullmatch(r"[A-Za-z_][\w.-]*", value) and value.lower() not in (
-        "true",
-        "false",
-        "null",
-        "yes",
-        "no",
-    )
-    return value if plain else '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    """As KAI's YAML marshaller writes a string: plain where YAML reads it back as that string,
+    else in double quotes (``""`` for an empty group, ``"123"``); PyYAML would single-quote."""
+    plain = yaml.safe_dump(value, width=1 << 30)
+    if not plain.startswith(("'", '"')):
+        return plain.removesuffix("\n...\n").strip()
+    return yaml.safe_dump(value, default_style='"', width=1 << 30).strip()
 
 
 def min_member(pods: Sequence[ObservedPod]) -> int:
