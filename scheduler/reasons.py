@@ -304,7 +304,7 @@ def _w_job_message(errors: Sequence[tuple[str, str]]) -> str:
     for _reason, msg in errors:
         counts[msg] = counts.get(msg, 0) + 1
     parts = sorted(msg if n == 1 else f"{n} {msg}" for msg, n in counts.items())
-    body = ". \n".join(p.rstrip(".") for p in parts)
+    body = ". \n".join(parts)
     return f"{prefix}: {body}."
 
 

@@ -192,7 +192,7 @@ def test_the_quickstart_pod_applied_by_two_users_is_named_as_it_is_in_every_mess
         assert message == "no nodes with enough resources were found: 1 node is unschedulable.", message
         assert Job.objects.get(namespace=ns).message == (
             f"PodSchedulingErrors: Resources were not found for pod {ns}/gpu-pod due to: no nodes with "
-            "enough resources were found: 1 node is unschedulable."
+            "enough resources were found: 1 node is unschedulable.."
         )
         pod = core.read_namespaced_pod("gpu-pod", ns)
         assert pod.spec.node_name is None

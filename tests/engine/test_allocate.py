@@ -55,7 +55,7 @@ def test_gang_is_all_or_nothing() -> None:
     assert r.job_message("g") == (
         "PodSchedulingErrors: Resources were found for 3 pods while 4 are required for gang scheduling. "
         "Additional pods cannot be scheduled due to: no nodes with enough resources were found: "
-        "1 node(s) didn't have enough resources: GPUs."
+        "1 node(s) didn't have enough resources: GPUs.."
     )
 
 
@@ -163,7 +163,7 @@ def test_a_job_asking_for_another_pool_than_its_queues_waits_with_queue_does_not
     assert status(r, "x-0") == TaskState.PENDING
     assert r.job_message("x") == (
         "QueueDoesNotExist: Queue 'q1' does not exist in node-pool 'p2': it belongs to node-pool 'p1'. "
-        "Submit the job to a queue of node-pool 'p2', or drop the node-pool selector."
+        "Submit the job to a queue of node-pool 'p2', or drop the node-pool selector.."
     )
 
 
@@ -202,7 +202,7 @@ def test_non_preemptible_job_stays_within_quota() -> None:
     assert r.tasks["np-0"].text() == (
         "NonPreemptibleOverQuota: Non-preemptible workload is over quota. Workload requested 2 GPUs, but q "
         "quota is 1 GPUs, while 0 GPUs are already allocated for non-preemptible pods. Use a preemptible "
-        "workload to go over quota."
+        "workload to go over quota.."
     )
 
 

@@ -28,7 +28,7 @@ def test_the_pods_text_is_its_fit_error_over_every_node_as_kai_words_it() -> Non
         "no nodes with enough resources were found: 1 node(s) didn't match Pod's node affinity/selector. \n"
         "6 node(s) didn't have enough resources: GPUs."
     )
-    assert job_text == f"PodSchedulingErrors: Resources were not found for pod ns/x-0 due to: {pod_text}"
+    assert job_text == f"PodSchedulingErrors: Resources were not found for pod ns/x-0 due to: {pod_text}."
 
 
 def test_with_no_node_at_all_the_pods_text_has_no_counts_and_no_full_stop() -> None:

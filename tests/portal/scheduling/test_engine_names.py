@@ -40,7 +40,7 @@ def test_two_teams_train_jobs_pending_reasons_name_their_own_pods(loop, db) -> N
         assert pod.decisions.get().message == pod.reason
         assert pod.job.message == (
             f"PodSchedulingErrors: Resources were not found for pod {queue}/train-0 due to: no nodes "
-            "with enough resources were found: 1 node is unschedulable."
+            "with enough resources were found: 1 node is unschedulable.."
         )
 
 
