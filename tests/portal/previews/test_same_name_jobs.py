@@ -66,7 +66,8 @@ def test_a_waiting_trains_reasons_name_its_own_pods_not_the_other_teams(loop, pe
     verdict = check_fit(other, fields, loop.now + timedelta(seconds=5))
 
     assert verdict.verdict == Verdict.WAITS, verdict.summary
-    assert "team-b/train-0" in verdict.pod_reason and "team-a/" not in verdict.pod_reason
+    # The pod's own text is its fit error (KAI's pod event); the job's message names the pod.
+    assert "team-b/train-0" in verdict.reason and "team-a/" not in verdict.reason + verdict.pod_reason
     ours = submission.submit(Job(submitter=other, **fields))
     loop.run(5)
     pod = Pod.objects.get(job=ours)
