@@ -11,11 +11,12 @@ from typing import Any
 
 import yaml
 
-from kai_portal.cluster.backends.base import GpuRequest, JobRef, ObservedPod, TaskStatus
+from kai_portal.cluster.backends.base import GpuRequest, JobRef, ObservedPod, OperationResult, TaskStatus
 from kai_portal.cluster.backends.kubernetes.owners import group_pod
 from kai_portal.cluster.backends.kubernetes.pod_grouping import PodGroupSpec, PriorityClasses, finish_pod
 from kai_portal.cluster.backends.kubernetes.pod_groups import (
     PodGroupPlan,
+    PodGroupWriter,
     desired_pod_group,
     desired_status,
     quantities,
@@ -177,3 +178,52 @@ def test_top_owner_metadata_is_written_as_kais_yaml_marshaller_writes_it() -> No
     assert text == 'name: "123"\nuid: "true"\ngroup: batch\nversion: v1\nkind: Job\n'
     assert yaml.safe_load(text) == {"name": "123", "uid": "true", "group": "batch", "version": "v1",
                                     "kind": "Job"}  # fmt: skip
+
+
+class _Cache:
+    """What the writer reads of the watch cache: pods naming their PodGroups, none listed yet."""
+
+    pool_label = POOL
+    pod_groups_listed = True
+
+    def __init__(self, pods: list[ObservedPod]) -> None:
+        self.pods = {(p.namespace, p.name): p for p in pods}
+
+    def grouping_of(self, key: tuple[str, str]) -> None:
+        return None
+
+    def pod_group_specs(self) -> dict[tuple[str, str], PodGroupSpec]:
+        return {}
+
+
+class _Caller:
+    """The API as it answers while one namespace is being deleted: 403 there, fine elsewhere."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, str]] = []
+
+    def call(self, operation: str, namespace: str, name: str, _request: Any) -> OperationResult:
+        self.calls.append((operation, namespace))
+        if namespace == "dying":
+            return OperationResult(operation, namespace, name, ok=False, error="terminating", status_code=403)
+        return OperationResult(operation, namespace, name, ok=True)
+
+
+def test_a_namespace_being_deleted_pauses_its_own_podgroup_writes_not_everyone_elses() -> None:
+    """A member who deletes their namespace makes the API refuse writes there (403, "being
+    terminated"); that must not stop the PodGroups of every other team for a minute."""
+    named = {"pod-group-name": "g"}
+    pods = [
+        observed("a", namespace="dying", annotations=named, job=JobRef("dying", "PodGroup", "g")),
+        observed("b", namespace="team-b", annotations=named, job=JobRef("team-b", "PodGroup", "g")),
+    ]
+    caller = _Caller()
+    writer = PodGroupWriter(None, caller, _Cache(pods), concurrency=1)  # type: ignore[arg-type]
+
+    writer.write([], [], [])
+    third = observed("c", namespace="team-c", annotations=named, job=JobRef("team-c", "PodGroup", "g"))
+    writer.cache = _Cache([*pods, third])  # type: ignore[assignment]
+    writer.write([], [], [])
+
+    assert ("podgroup", "team-b") in caller.calls and ("podgroup", "team-c") in caller.calls, caller.calls
+    assert caller.calls.count(("podgroup", "dying")) == 1, caller.calls  # paused there after one refusal

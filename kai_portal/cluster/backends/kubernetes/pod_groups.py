@@ -57,8 +57,10 @@ UNSCHEDULABLE_ON_NODE_POOL = "UnschedulableOnNodePool"
 KNOWN_REASONS = ("NonPreemptibleOverQuota", "OverLimit", "PreemptionDelayNotElapsed", "QueueDoesNotExist")
 NON_PREEMPTIBLE_PRIORITY = 100  # KAI: a group without preemptibility is non-preemptible from here up
 DEFAULT_PRIORITY = 50
-# A cluster without KAI's PodGroup CRD (404) or a role without the writes (403): the writes pause
-# this long after one failure is reported, instead of failing for every group every cycle.
+# A namespace that refuses PodGroup writes (403: no right there, or being deleted; 404: gone): its
+# writes pause this long after one failure is reported, instead of failing for every group every
+# cycle. Per namespace, so one team deleting its namespace never stops the others' PodGroups. (A
+# cluster without KAI's PodGroup CRD writes none at all: its list fails first.)
 UNAVAILABLE_PAUSE_SECONDS = 60.0
 STATE_LIMIT = 20_000  # groups remembered; forgetting one costs one idempotent status write
 GPU, GPU_MEMORY = "nvidia.com/gpu", "run.ai/gpu.memory"
@@ -108,7 +110,7 @@ class PodGroupWriter:
         # (namespace, job name) -> PodGroup name: the cycle's PodGroup events are about jobs.
         self.names: dict[tuple[str, str], str] = {}
         self.plans: dict[tuple[str, str], PodGroupPlan] = {}
-        self._paused_until = 0.0
+        self._paused_until: dict[str, float] = {}  # namespace -> monotonic time its writes resume
 
     # ----- what to write -------------------------------------------------
 
@@ -156,7 +158,7 @@ class PodGroupWriter:
         """Create the missing PodGroups, then write each of ours whose status or start changed."""
         done_binds = [b for b, r in zip(binds, bound, strict=True) if r.ok]
         plans = self.plan({(b.namespace, b.pod): b.node for b in done_binds})
-        if time.monotonic() < self._paused_until or not self.cache.pod_groups_listed:
+        if not self.cache.pod_groups_listed:
             return []  # a cluster without KAI's PodGroup CRD: nothing to write them to
         now = datetime.now(UTC).replace(microsecond=0)
         started = {self._group_of(b.namespace, b.pod) for b in done_binds}
@@ -167,7 +169,7 @@ class PodGroupWriter:
         }
 
         def one(plan: PodGroupPlan) -> list[OperationResult]:
-            if not plan.ours or time.monotonic() < self._paused_until:
+            if not plan.ours or self._paused(plan.namespace):
                 return []
             results: list[OperationResult] = []
             key = (plan.namespace, plan.name)
@@ -205,13 +207,28 @@ class PodGroupWriter:
 
         todo = [p for key, p in plans.items() if p.ours and not settled(key, p)]
         done = concurrently(self.concurrency, one, todo)
-        if time.monotonic() < self._paused_until:  # one failure says why; the rest say the same
-            failed = [r for results in done for r in results if not r.ok]
-            return failed[:1]
+        # In a paused namespace one failure says why; the rest would say the same.
+        failed_in: set[str] = set()
+        reported: list[OperationResult] = []
+        for result in (r for results in done for r in results):
+            if not result.ok and result.namespace in self._paused_until:
+                if result.namespace in failed_in:
+                    continue
+                failed_in.add(result.namespace)
+            reported.append(result)
         if len(self._status) > STATE_LIMIT or len(self._seen) > STATE_LIMIT:
             self._status = {k: v for k, v in self._status.items() if k in plans}
             self._seen = {k: v for k, v in self._seen.items() if k in plans}
-        return [r for results in done for r in results]
+        return reported
+
+    def _paused(self, namespace: str) -> bool:
+        until = self._paused_until.get(namespace)
+        if until is None:
+            return False
+        if time.monotonic() < until:
+            return True
+        del self._paused_until[namespace]
+        return False
 
     def retarget(self, events: Iterable[PodEvent]) -> list[PodEvent]:
         """The cycle's PodGroup events, about the PodGroup objects (a job's events name the job)."""
@@ -243,8 +260,8 @@ class PodGroupWriter:
         )
         if result.ok:
             self._created.add((namespace, name))
-        elif result.status_code in (403, 404):  # no PodGroup CRD, or no right to write them
-            self._paused_until = time.monotonic() + UNAVAILABLE_PAUSE_SECONDS
+        elif result.status_code in (403, 404):  # no right there, the namespace going or gone
+            self._paused_until[namespace] = time.monotonic() + UNAVAILABLE_PAUSE_SECONDS
         elif result.status_code == 409:
             # Someone else (KAI's podgrouper, a user) made it meanwhile: theirs, never changed here.
             plan = self.plans.get((namespace, name))
