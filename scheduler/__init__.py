@@ -46,7 +46,18 @@ from scheduler.model import (
 )
 from scheduler.ordering import JobQueue, job_request
 from scheduler.pools import queue_pools
-from scheduler.reasons import DEFAULT_POD_TEXT, Names, Reason, Ref, as_keyed, render
+from scheduler.reasons import (
+    DEFAULT_POD_TEXT,
+    NON_PREEMPTIBLE_OVER_QUOTA,
+    OVER_LIMIT,
+    PROTECTED_BY_MIN_RUNTIME,
+    RECLAIM_SOURCE,
+    Names,
+    Reason,
+    Ref,
+    as_keyed,
+    render,
+)
 from scheduler.result import CycleResult, Event, Eviction, QueueOutcome, TaskOutcome
 
 # The simulator's entry point under a name of its own: ``simulate`` is also the subpackage.
@@ -64,6 +75,10 @@ __all__ = [
     "Job",
     "JobQueue",
     "MatchExpression",
+    "NON_PREEMPTIBLE_OVER_QUOTA",
+    "OVER_LIMIT",
+    "PROTECTED_BY_MIN_RUNTIME",
+    "RECLAIM_SOURCE",
     "Names",
     "Node",
     "PreferredTerm",

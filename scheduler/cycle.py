@@ -202,6 +202,25 @@ def _job_notes(session: Session, job: Job) -> list[Reason]:
     return [reasons.note(r, m) for r, m in session.action_notes.get(job.key, []) if r not in KAI_NOTES]
 
 
+# The codes of a job's fit errors that are refusals by its queue's limit or quota, and the note code
+# of each eviction action whose search records what it met (``Session.blockers``).
+_QUOTA_CODES = frozenset({reasons.OVER_LIMIT, reasons.NON_PREEMPTIBLE_OVER_QUOTA})
+_ACTION_NOTES = {reasons.RECLAIM_NOT_POSSIBLE: "reclaim", reasons.PREEMPT_NOT_POSSIBLE: "preempt"}
+
+
+def _job_blockers(session: Session, job: Job) -> list[Reason]:
+    """``CycleResult.job_blockers`` of a pending job (see there)."""
+    out = [m for code, m in session.job_errors.get(job.key, []) if code in _QUOTA_CODES]
+    for code, m in session.action_notes.get(job.key, []):
+        if code in KAI_NOTES:
+            continue
+        out.append(m)
+        action = _ACTION_NOTES.get(code)
+        if action is not None:
+            out.extend(session.blockers.get(action, {}).get(job.key, []))
+    return [m for i, m in enumerate(out) if m not in out[:i]]  # once each (reasons hold dicts: no set)
+
+
 def _collect(session: Session, result: CycleResult) -> None:
     ns_of = {j.key: j.namespace for j in session.jobs.values()}
     pool = session.pool
@@ -248,6 +267,9 @@ def _collect(session: Session, result: CycleResult) -> None:
         notes = _job_notes(session, job)
         if notes:
             result.job_notes[job.key] = notes
+        blocked = _job_blockers(session, job)
+        if blocked:
+            result.job_blockers[job.key] = blocked
     result.events.extend(Event(o, k, m) for o, k, m in session.events)
     result.evictions.extend(session.evictions)
     pool_out: dict[str, QueueOutcome] = {}

@@ -653,3 +653,42 @@ def note(code: str, reason: Reason) -> Reason:
 @_wording
 def _w_note(code: str, text: str) -> str:
     return f"{code}: {text}"
+
+
+# ---- what blocks a pending job, as the eviction searches found it (``CycleResult.job_blockers``) --
+# Structured for the portal's job page, never part of KAI's texts: the jobs a search could not take
+# from because they are inside their minimum runtime (``protected_job``, with the seconds left), and
+# the queues above their fair share it may take from (``reclaim_source``). The quota and limit
+# refusals are the job's own fit errors (``over_limit``, ``non_preemptible_over_quota``).
+PROTECTED_BY_MIN_RUNTIME = "ProtectedByMinRuntime"
+RECLAIM_SOURCE = "ReclaimSource"
+
+
+def protected_job(action: str, job: Ref, queue: str, seconds_left: float, surplus_only: bool) -> Reason:
+    """A job ``action`` (reclaim or preempt) may not evict for ``seconds_left`` more seconds (its
+    ``<action>_min_runtime``); ``surplus_only``: an elastic job, whose pods above its gang minimum
+    may still be taken."""
+    params: tuple[Param, ...] = (action, job, queue, seconds_left, surplus_only)
+    return Reason(PROTECTED_BY_MIN_RUNTIME, "protected_job", params)
+
+
+@_wording
+def _w_protected_job(action: str, job: str, queue: str, seconds_left: float, surplus_only: bool) -> str:
+    what = "its pods above its gang minimum may be taken, the rest are" if surplus_only else "it is"
+    return (
+        f"job {job} of queue {queue} could make room, but {what} protected from {action} by its "
+        f"minimum runtime for another {go_duration(seconds_left)}"
+    )
+
+
+def reclaim_source(queue: str, used: Mapping[str, float], fair_share: Mapping[str, float]) -> Reason:
+    """A queue that reclaim may take from for the job (above its fair share, or its quota)."""
+    return Reason(RECLAIM_SOURCE, "reclaim_source", (queue, dict(used), dict(fair_share)))
+
+
+@_wording
+def _w_reclaim_source(queue: str, used: Mapping[str, float], fair_share: Mapping[str, float]) -> str:
+    return (
+        f"queue {queue} uses {_vector(used)} with a fair-share of {_vector(fair_share)}, "
+        "so reclaim may take from it"
+    )

@@ -112,6 +112,12 @@ class CycleResult:
     # Why reclaim, preempt or consolidation could not help a pending job ("<Reason>: <text>"); the
     # engine's own explanations, which KAI does not emit, so they are kept out of job_messages.
     job_notes: dict[str, list[Reason]] = field(default_factory=dict)
+    # What blocks each job left pending, as the engine found it (never worded into ``to_json``, so
+    # KAI's outputs stay as they are): the quota and limit refusals among its fit errors, the notes
+    # of the eviction actions that could not help it, and what each one's search met (the jobs
+    # protected by their minimum runtime, the queues reclaim may take from; ``reasons``, "what
+    # blocks a pending job").
+    job_blockers: dict[str, list[Reason]] = field(default_factory=dict)
     events: list[Event] = field(default_factory=list)
     counters: dict[str, int] = field(default_factory=dict)
     # Every task evicted this cycle (those re-placed elsewhere carry ``moved_to``).

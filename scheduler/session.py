@@ -70,6 +70,9 @@ class Session:
         # Why an eviction action (reclaim, preempt, consolidation) could not help a pending job;
         # joined to the job's fit errors in its message.
         self.action_notes: dict[str, list[tuple[str, Reason]]] = {}
+        # What stopped the search of each action that left a note: {action: {job key: reasons}}
+        # (``actions/solvers/blockers.py``; the result's ``job_blockers``).
+        self.blockers: dict[str, dict[str, list[Reason]]] = {}
         self.events: list[tuple[str, str, Reason]] = []
         self.evictions: list[Eviction] = []
         # Monotonic deadline of the running eviction action, and its name (set by the action).

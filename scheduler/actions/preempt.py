@@ -6,6 +6,7 @@ from __future__ import annotations
 from scheduler import reasons
 from scheduler.actions.common.notes import Note
 from scheduler.actions.common.queues import request_of
+from scheduler.actions.solvers import blockers
 from scheduler.actions.solvers.loop import run_action
 from scheduler.actions.solvers.policy import ActionPolicy, Validator
 from scheduler.actions.solvers.scenario import Outcome
@@ -45,6 +46,12 @@ class _Preempt:
         return True
 
     def explain(self, job: Job, kind: str) -> Note:
+        session = self.session
+        found = blockers.find(
+            session, "preempt", job, session.jobs_of_queue(job.queue),
+            lambda v: v.priority < job.priority, lambda v: preempt_min_runtime(session, v.queue), False,
+        )  # fmt: skip
+        blockers.record(session, "preempt", job, found)
         if kind == "no_victims":
             return reasons.PREEMPT_NOT_POSSIBLE, reasons.preempt_no_victims(job.queue, job.priority)
         return reasons.PREEMPT_NOT_POSSIBLE, reasons.preempt_no_scenario(job.queue, job.priority)

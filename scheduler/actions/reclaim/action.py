@@ -3,7 +3,7 @@ takes room from queues above theirs, under the rules of :mod:`.rules`."""
 
 from __future__ import annotations
 
-from scheduler import reasons
+from scheduler import gang, reasons
 from scheduler.actions.common.notes import Note
 from scheduler.actions.common.queues import diverging, request_of
 from scheduler.actions.reclaim import gain
@@ -14,6 +14,7 @@ from scheduler.actions.reclaim.rules import (
     reclaimer_objection,
     scenario_holds,
 )
+from scheduler.actions.solvers import blockers
 from scheduler.actions.solvers.loop import run_action
 from scheduler.actions.solvers.policy import ActionPolicy, Validator
 from scheduler.actions.solvers.scenario import Contribution, Outcome
@@ -44,6 +45,7 @@ class _Reclaim:
         return True if note is None else note
 
     def explain(self, job: Job, kind: str) -> Note:
+        blockers.record(self.session, "reclaim", job, self.blockers(job))
         if kind == "no_victims":
             return reasons.RECLAIM_NOT_POSSIBLE, reasons.reclaim_no_victims(job.queue)
         return reasons.RECLAIM_NOT_POSSIBLE, reasons.reclaim_no_scenario(job.queue)
@@ -72,6 +74,24 @@ class _Reclaim:
         out, prot = split_candidates(session, jobs, min_runtime)
         self.core[job.key] = prot
         return out, prot
+
+    def blockers(self, job: Job) -> list[Reason]:
+        """What the search met (``solvers.blockers``), with ``candidates``' rules, for the job page."""
+        session = self.session
+        j = request_of(session, gang.step_tasks(session, job))
+        allowed: dict[str, bool] = {}
+
+        def may_take(v: Job) -> bool:
+            if v.queue == job.queue:
+                return False
+            if v.queue not in allowed:
+                allowed[v.queue] = may_reclaim_from(session, job.queue, v.queue, j)
+            return allowed[v.queue]
+
+        def min_runtime(v: Job) -> float:
+            return reclaim_min_runtime(session, job.queue, v.queue)
+
+        return blockers.find(session, "reclaim", job, session.jobs.values(), may_take, min_runtime, True)
 
     def make_validator(self, job: Job, tasks: list[Task]) -> Validator:
         step = ReclaimStep(self.session, job, request_of(self.session, tasks), self.core)
