@@ -33,6 +33,7 @@ from kai_portal.core import bulk
 from kai_portal.history.models import Decision, JobMessage, SchedulingCycle
 from kai_portal.scheduling import usage, waiting
 from kai_portal.scheduling.backlog import persist_backlog
+from kai_portal.scheduling.blockers import persist_blockers
 from kai_portal.scheduling.pool_usage import record_pool_usage
 from kai_portal.scheduling.snapshot_index import CycleInput, PodRef, SnapshotIndex
 from kai_portal.workloads import lifecycle
@@ -179,6 +180,7 @@ def persist_result(
     }
     left_out = persist_backlog(cycle.pk, index.hidden, index.left_out, hidden_messages, now)
     _persist_job_messages(cycle, inp, result, skip=left_out)
+    persist_blockers(inp, result, now, skip=left_out)
     lifecycle.refresh_job_states({ref.job_id for ref in index.tasks.values()}, now)
     usage.record_usage(cycle, index.queues, result.queues, now)
     record_pool_usage(inp, result, now)

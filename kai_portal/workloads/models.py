@@ -147,6 +147,9 @@ class Job(ValidatedModel):
 
     state = models.CharField(max_length=16, choices=JobState.choices, default=JobState.PENDING)
     message = models.TextField(blank=True, help_text="Latest job-level scheduling message.")
+    # What blocks a pending job, as the last cycle's engine found it (``scheduling/blockers.py``):
+    # {"items": [...]}; None when nothing is recorded.
+    blockers = models.JSONField(null=True, blank=True, help_text="What blocks the pending job (last cycle).")
     # When the job arrived: the submit, or for a job read from a cluster the creationTimestamp of
     # its top owner (cluster/sync.py), which KAI's job order reads. Not auto_now_add, which would
     # overwrite the cluster's time with the sync's.

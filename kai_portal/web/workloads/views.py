@@ -28,6 +28,7 @@ from kai_portal.previews.warnings import request_warnings, submit_warnings
 from kai_portal.queues.models import Queue
 from kai_portal.scheduling import waiting
 from kai_portal.teams.models import Team
+from kai_portal.web.workloads.waiting import answer as waiting_answer
 from kai_portal.workloads import cluster_jobs, lifecycle, pod_security, submission
 from kai_portal.workloads.choices import JobState, PodState
 from kai_portal.workloads.copying import copy_initial
@@ -170,6 +171,8 @@ def _job_context(job: Job, user: Any) -> dict[str, Any]:
         "latest_message": latest_message,
         "waiting_for": waiting.waiting_for(latest_message.reason) if latest_message else "",
         "forecast": job_forecast,
+        "wait": waiting_answer(job, Job.objects.visible_to(user)),
+        "now": timezone.now(),
         "can_cancel": not job.is_terminal and Job.objects.cancellable_by(user).filter(pk=job.pk).exists(),
     }
 
