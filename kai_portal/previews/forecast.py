@@ -80,6 +80,7 @@ class Forecast:
     estimated_at: datetime | None = None  # when the estimate was made; None = not estimated yet
     not_before: datetime | None = None  # UNKNOWN_NOT_BEFORE: how far the simulation got without starting it
     fit_checked_at: datetime | None = None  # when "does it fit at all" was last asked (stalest first)
+    queue_id: int | None = None  # its leaf queue (``explain_order`` compares jobs within one)
 
     @property
     def estimate_age(self) -> str:
@@ -118,6 +119,105 @@ def pool_orders(inp: CycleInput) -> dict[str, list[str]]:
             session.charge_step(popped, job_request(session, popped))
         orders[pool] = order
     return orders
+
+
+# ---- estimates that agree with the queue's order ------------------------------
+
+
+def _when(fc: Forecast) -> datetime | None:
+    """The estimated start, or the lower bound, or None (unknown)."""
+    if fc.estimated_start is not None:
+        return fc.estimated_start
+    return fc.not_before if fc.unknown == UNKNOWN_NOT_BEFORE else None
+
+
+def _asks(inp: CycleInput, forecasts: Mapping[int, Forecast]) -> dict[int, tuple[float, float, float]]:
+    """What each pending job's pending pods ask: GPUs, CPU millicores, memory MiB."""
+    out: dict[int, tuple[float, float, float]] = {}
+    for job in inp.snapshot.jobs:
+        ref = inp.index.jobs.get(job.key)
+        if ref is None or ref.job_id not in forecasts:
+            continue
+        waiting = [t for t in job.tasks if t.state == engine.TaskState.PENDING]
+        out[ref.job_id] = (
+            sum(t.gpu for t in waiting),
+            sum(t.cpu_millis for t in waiting),
+            sum(t.memory_mib for t in waiting),
+        )
+    return out
+
+
+def explain_order(inp: CycleInput, forecasts: Mapping[int, Forecast]) -> None:
+    """Make each job's estimate agree with the jobs ahead of it in its leaf queue, or say why not.
+
+    Estimates come from simulations of different ages (a budgeted refresh keeps an older estimate
+    where the new simulation only proved a lower bound), so alone each is true and side by side
+    they may contradict. In its queue's order a job never starts before a job ahead of it that
+    asks no more than it does (allocate pops that one first, and what does not fit for it does
+    not fit for this one either): a lower bound earlier than such a job's time is raised to it, and
+    the reason names that job. A job that may start before a job ahead of it that asks for more
+    (room too small for that one) says so."""
+    asks = _asks(inp, forecasts)
+    names = {ref.job_id: ref.name for ref in inp.index.jobs.values()}
+    by_queue: dict[tuple[str, int | None], list[Forecast]] = {}
+    for fc in forecasts.values():
+        if fc.queue_position is not None:
+            by_queue.setdefault((fc.pool, fc.queue_id), []).append(fc)
+    for jobs in by_queue.values():
+        jobs.sort(key=lambda f: f.queue_position or 0)
+        for i, fc in enumerate(jobs):
+            when = _when(fc)
+            if when is None or fc.job_id not in asks:
+                continue
+            mine = asks[fc.job_id]
+            later = [
+                (w, a) for a in jobs[:i] if (w := _when(a)) is not None and w > when and a.job_id in asks
+            ]
+            alike = [
+                (w, a)
+                for w, a in later
+                if all(x <= y + 1e-9 for x, y in zip(asks[a.job_id], mine, strict=True))
+            ]
+            if alike and fc.estimated_start is None:
+                w, a = max(alike, key=lambda e: e[0])
+                fc.not_before = w
+                said = "is estimated to start" if a.estimated_start is not None else "starts not before"
+                fc.reason = (
+                    f"it waits behind {names.get(a.job_id, a.job_id)} of its queue, which asks no more "
+                    f"than it does and {said} then"
+                )[:300]
+                continue
+            if alike:
+                _w, a = max(alike, key=lambda e: e[0])
+                older = (
+                    a.estimated_at is not None
+                    and fc.estimated_at is not None
+                    and a.estimated_at < fc.estimated_at
+                )
+                fc.reason = (
+                    f"estimated before {names.get(a.job_id, a.job_id)}, ahead of it in its queue: "
+                    + (
+                        "that estimate is from an earlier simulation"
+                        if older
+                        else "their placement rules differ"
+                    )
+                )[:300]
+                continue
+            if later:
+                _w, a = min(later, key=lambda e: e[1].queue_position or 0)
+                more = len(later)
+                why = (
+                    f"it may start before {names.get(a.job_id, a.job_id)}, ahead of it in its queue, "
+                    "which asks for more"
+                    + (
+                        f" (and {more - 1} other job{'s' if more > 2 else ''} ahead that ask for more)"
+                        if more > 1
+                        else ""
+                    )
+                    + ": it fits in room they cannot use"
+                )
+                if why not in fc.reason:  # a kept estimate keeps its reason: say it once
+                    fc.reason = (f"{fc.reason}; {why}" if fc.reason else why)[:300]
 
 
 # ---- simulation --------------------------------------------------------------
@@ -186,6 +286,7 @@ def positions(inp: CycleInput, data: ForecastInputs, now: datetime) -> dict[int,
                 cluster_pending=len(pending),
                 jobs_ahead=position - 1,
                 computed_at=now,
+                queue_id=ref.queue_id,
             )
     return out
 
@@ -383,6 +484,7 @@ def forecast(now: datetime | None = None) -> dict[int, Forecast]:
     data = ForecastInputs.load(inp)
     out = positions(inp, data, now)
     estimate(inp, data, now, out)
+    explain_order(inp, out)
     by_pool: dict[str, list[Forecast]] = {}
     for fc in out.values():
         by_pool.setdefault(fc.pool, []).append(fc)

@@ -34,6 +34,7 @@ from kai_portal.previews.forecast import (
     Forecast,
     ForecastInputs,
     estimate,
+    explain_order,
     positions,
 )
 from kai_portal.scheduling.backlog import NOT_CONSIDERED
@@ -95,6 +96,7 @@ def refresh(now: datetime, budget_s: float) -> RefreshReport:
             for name in _ESTIMATE_FIELDS:
                 setattr(fc, name, old[name])
             kept += 1
+    explain_order(inp, forecasts)
     with transaction.atomic():
         JobForecast.objects.all().delete()
         JobForecast.objects.bulk_create(
