@@ -19,6 +19,15 @@ from kai_portal.workloads.choices import JobState
 from kai_portal.workloads.models import Job
 
 
+def _whole_second_after(moment: datetime) -> datetime:
+    """``moment`` rounded up to a whole second (to the millisecond first: the float seconds the
+    engine counts differ by a microsecond from one cycle to the next), so the time shown is never
+    before the protection ends."""
+    ms = round(moment.microsecond / 1000)
+    whole = moment.replace(microsecond=0)
+    return whole if ms == 0 else whole + timedelta(seconds=1)
+
+
 def item(reason: scheduler.Reason, index: SnapshotIndex, now: datetime) -> dict[str, Any]:
     """One blocker as stored: its kind, the engine's parameters and its text."""
     p = reason.params
@@ -27,7 +36,7 @@ def item(reason: scheduler.Reason, index: SnapshotIndex, now: datetime) -> dict[
         action, ref, queue, left, surplus_only = p
         assert isinstance(ref, scheduler.Ref) and isinstance(left, float)
         row = index.jobs.get(ref.key)
-        until = (now + timedelta(seconds=left)).replace(microsecond=0)
+        until = _whole_second_after(now + timedelta(seconds=left))
         del out["text"]  # its words count the seconds left: the page words it from ``until``
         out.update(kind="protected", action=action, queue=queue, surplus_only=surplus_only,
                    job_id=row.job_id if row else None, job=index.shown(ref), namespace=ref.namespace,
