@@ -104,7 +104,8 @@ def _replace_victims(
         # KAI's Statement.Pipeline onto the node the task is on un-evicts it, back to the status
         # it had, unless a fractional task was given another GPU group there (then it moves,
         # Pipelined). KAI counts whole GPUs per node, not devices: a whole-GPU task whose own
-        # device was taken is un-evicted all the same, onto the devices it is given.
+        # device was taken is un-evicted all the same, on the GPUs left; its pod keeps its own
+        # devices and what took them moves onto the ones it was given.
         if ns.name == own.node and (not t.is_fractional or fit.devices == own.devices):
             if stmt.unevict(t, own.status):
                 continue
@@ -115,6 +116,7 @@ def _replace_victims(
             if not t.is_fractional:
                 stmt.place(t, ns.name, fit.devices, pipelined=True)
                 stmt.set_status(t, own.status)
+                stmt.keep_own_devices(t, own.devices)
                 continue
         stmt.place(t, ns.name, fit.devices, pipelined=True)
     if not gang.gang_satisfied(session, job) and stmt.checkpoint() > cp:
