@@ -366,6 +366,11 @@ class Config:
     # ``actions_out_of_time``); the work budget ends a search long before it. KAI's default
     # action search limit (maxActionSearchDuration) is 5 minutes.
     action_time_budget_s: float = 300.0
+    # KAI's node-local scenario generator runs for a one-task step whose victim stream has at most
+    # this many contributions; longer streams go straight to the logarithmic prefix search (KAI's
+    # generator simulates once per prefix and node: the 5,000-node mixed stress workload does not
+    # finish in 240 s without the cap). None = every stream, as KAI does (docs/kai-agreement.md).
+    node_local_max_stream: int | None = 64
     # Reclaim ordering check multiplier (>= 1; larger = more conservative).
     reclaimer_saturation_multiplier: float = 1.0
     # Per node pool overrides of ``reclaimer_saturation_multiplier`` (KAI sets it per shard).

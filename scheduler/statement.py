@@ -4,6 +4,7 @@ try (a gang that does not fit, a victim set that does not help)."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -125,15 +126,20 @@ class Statement:
     def evict(self, task: Task) -> None:
         """Evict a placed task.
 
-        A task running at the snapshot becomes Releasing: its node resources turn into releasing
-        resources and its queue is no longer charged. A task placed earlier in this cycle
-        (Allocated or Pipelined) simply goes back to Pending and frees what it held.
+        A running task, and one allocated earlier in this cycle, becomes Releasing: its node
+        resources turn into releasing resources and its queue is no longer charged (KAI's
+        ``Statement.Evict`` sets any evicted task Releasing and its node counts it so). A task
+        pipelined earlier in this cycle, and a fractional one allocated earlier in this cycle, go
+        back to Pending and free what they held: in KAI a GPU group keeps its releasing members
+        (a task re-placed on it still gets the shared-group score), which the engine's devices do
+        not model, so a releasing device of this cycle's fractions would send them elsewhere
+        (kai_diff seeds 30243, 30279, full cycle).
         """
         s = self.session
         p = s.placements[task.key]
         if p.node is None or p.status in (_PENDING, _RELEASING):
             return
-        if p.status in (_ALLOCATED, _PIPELINED):
+        if p.status == _PIPELINED or (p.status == _ALLOCATED and task.is_fractional):
             self._unplace(task)
             return
         ns = s.nodes[p.node]
@@ -201,6 +207,47 @@ class Statement:
             restore_node()
             s._charge_queues(job, p.charge, +1)
             s.placements[task.key] = p
+
+        self._undo.append(undo)
+
+    def keep_own_devices(self, task: Task, own: tuple[int, ...]) -> None:
+        """A whole-GPU task un-evicted onto other devices of its own node keeps its own devices.
+
+        KAI counts whole GPUs per node and does not name them, so a whole-GPU victim whose own
+        devices a preemptor took is un-evicted all the same (``Statement.Pipeline`` of a task
+        already on the node) onto the GPUs left. The engine names devices, and a running pod
+        cannot change GPUs: the task goes back onto its own devices, and what this cycle placed
+        on them moves onto the devices the task was given (those hold the same releasing room
+        that placement was counted against). Each pair of devices swaps its state."""
+        s = self.session
+        p = s.placements[task.key]
+        assert p.node is not None
+        given = [i for i in p.devices if i not in own]
+        lost = [i for i in own if i not in p.devices]
+        if not lost:
+            return
+        pairs = dict(zip(lost, given, strict=True))
+        pairs.update({g: o for o, g in zip(lost, given, strict=True)})
+        ns = s.nodes[p.node]
+        restore_node = self._snapshot_node(ns, tuple(pairs))
+        for o, g in zip(lost, given, strict=True):
+            a, b = ns.devices[o], ns.devices[g]
+            held = (a.active, a.releasing, a.whole)
+            a.active, a.releasing, a.whole = b.active, b.releasing, b.whole
+            b.active, b.releasing, b.whole = held
+        moved: list[tuple[str, Placement]] = [(task.key, p)]
+        s.placements[task.key] = dataclasses.replace(p, devices=own)
+        for key, q in list(s.placements.items()):
+            if key == task.key or q.node != p.node or q.status not in (_ALLOCATED, _PIPELINED):
+                continue
+            if any(i in pairs for i in q.devices):
+                moved.append((key, q))
+                s.placements[key] = dataclasses.replace(q, devices=tuple(pairs.get(i, i) for i in q.devices))
+
+        def undo() -> None:
+            restore_node()
+            for key, q in moved:
+                s.placements[key] = q
 
         self._undo.append(undo)
 

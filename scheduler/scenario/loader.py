@@ -41,6 +41,7 @@ CONFIG_KEYS = {
     "cpu_placement",
     "reclaimer_saturation_multiplier",
     "pool_saturation_multiplier",
+    "node_local_max_stream",
     "fragmentation_requests",
 }
 NODE_KEYS = {
@@ -112,6 +113,14 @@ def _config(data: Mapping[str, Any], path: str) -> Config:
         if isinstance(v, bool) or not isinstance(v, int | float) or v < 1:
             raise ScenarioError(f"{path}: a reclaimer saturation multiplier must be a number >= 1")
     cfg.reclaimer_saturation_multiplier = float(mult)
+    if "node_local_max_stream" in c:
+        cap = c["node_local_max_stream"]
+        if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int) or cap < 0):
+            raise ScenarioError(
+                f"{path}: config.node_local_max_stream must be a whole number >= 0, or null for every "
+                "stream (KAI's behaviour)"
+            )
+        cfg.node_local_max_stream = cap
     cfg.pool_saturation_multiplier = {str(k): float(v) for k, v in pools.items()}
     return cfg
 

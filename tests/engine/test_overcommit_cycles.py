@@ -187,3 +187,38 @@ def test_preempting_a_gang_evicts_it_whole_instead_of_double_booking() -> None:
     assert result.tasks["hi-0"].status == TaskState.PIPELINED
     assert {result.tasks[f"g-{i}"].status for i in range(4)} == {TaskState.RELEASING}
     assert result.queues["q"].allocated["gpu"] == 1
+
+
+def test_whole_gpu_victim_unevicted_elsewhere_keeps_its_own_devices() -> None:
+    """--hypothesis-seed=53's second cycle, minimised. j0 preempts j1 (min 2 of 3): j1-0 is
+    re-placed onto n1, on j1-1's GPUs; j1-1 is un-evicted there all the same (KAI counts whole
+    GPUs), so its pod keeps GPUs 0-1 and j1-0 waits for j1-2's, which stays Releasing. Putting
+    j1-1 on j1-2's GPUs double-booked them
+    (tests/scenarios/kai-diff/whole-gpu-victim-keeps-its-own-devices.yaml has KAI's result)."""
+    running = {"j1-0": ("n0", (0, 1)), "j1-1": ("n1", (0, 1)), "j1-2": ("n1", (2, 3))}
+    j1 = Job(
+        "j1",
+        "q0",
+        priority=40,
+        min_available=2,
+        tasks=[
+            Task(name, gpu=2, state=TaskState.RUNNING, node=node, gpu_devices=devices)
+            for name, (node, devices) in running.items()
+        ],
+    )
+    j0 = Job("j0", "q0", priority=50, tasks=[Task("j0-0", gpu=0.5)])
+    snap = Snapshot(
+        [Node(f"n{i}", gpus=g, gpu_memory_mib=1000, max_pods=2) for i, g in enumerate((2, 4))],
+        [
+            Queue("root", resources={"gpu": QueueResource(-1, -1, 1)}),
+            Queue("q0", parent="root", created_index=1, resources={"gpu": QueueResource(0, -1, 0)}),
+        ],
+        [j1, j0],
+    )
+    result = run_cycle(snap, Config(staleness_grace_period_s=60.0))
+    assert problems(snap, result) == []
+    out = {name: (t.status, t.node, t.gpu_devices) for name, t in result.tasks.items()}
+    assert out["j1-1"] == (TaskState.RUNNING, "n1", (0, 1))
+    assert out["j1-2"] == (TaskState.RELEASING, "n1", (2, 3))
+    assert out["j1-0"] == (TaskState.PIPELINED, "n1", (2, 3))
+    assert out["j0-0"][:2] == (TaskState.PIPELINED, "n0")

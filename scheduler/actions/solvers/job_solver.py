@@ -1,6 +1,7 @@
 """The search for one preemptor's step (KAI's ``job_solver.go``): a capacity screen over the
-victim stream, KAI's node-local generator for a one-task step on a short stream, then the greedy
-scenario and the shortest working prefix.
+victim stream, KAI's node-local generator for a one-task step (on streams of at most
+``Config.node_local_max_stream`` contributions), then the greedy scenario and the shortest working
+prefix.
 
 The prefix answer wins unless the greedy one evicts strictly fewer tasks.
 """
@@ -22,13 +23,6 @@ from scheduler.actions.solvers.simulation import SolveLog, simulate
 from scheduler.model import Job, Task
 from scheduler.session import Session
 from scheduler.statement import Statement
-
-# KAI's generators walk the victim stream one prefix at a time (a simulation or more per
-# prefix): linear in the stream
-# where the prefix search below is logarithmic. Longer streams (large clusters: thousands of
-# victim jobs) keep the prefix search, whose answer is the same wherever one victim node suffices
-# and the victims not needed are re-placed where they ran; docs/kai-agreement.md.
-KAI_GENERATORS_MAX_STREAM = 64
 
 
 def solve(
@@ -55,7 +49,8 @@ def solve(
             tracker.add(t)
         lo += 1
     lo = max(lo, 1)
-    if len(tasks) == 1 and len(stream) <= KAI_GENERATORS_MAX_STREAM:
+    cap = session.config.node_local_max_stream
+    if len(tasks) == 1 and (cap is None or len(stream) <= cap):
         # KAI tries its node-local generator first and the multi-node one only when it finds
         # nothing (the generators registered by sg-nodelocalgreedy, then sg-multinodegang).
         # (KAI's multi-node generator is not modelled yet: after the node-local one, the greedy

@@ -62,9 +62,9 @@ def _replace_victims(
     KAI's ``AllocateJob(isPipelineOnly)`` does: a task whose best node is the one it ran on (on its
     own devices, for a fractional task) is un-evicted there (``Statement.Pipeline`` of a task
     already on the node unevicts it, back to the status it had: a task allocated earlier in this
-    cycle is Allocated again); a better node elsewhere pipelines it there, even while its own room
-    is still free. A gang that cannot reach its minimum stays evicted. ``before``: the victims'
-    placements before the scenario's evictions.
+    cycle is Allocated again, a whole-GPU task also on other devices of the node); a better node
+    elsewhere pipelines it there, even while its own room is still free. A gang that cannot reach
+    its minimum stays evicted. ``before``: the victims' placements before the scenario's evictions.
 
     ``node_order`` False (the greedy and prefix scenarios, which take in victims KAI's narrower
     scenarios would not evict): a task whose own room is still free is un-evicted first, which
@@ -78,7 +78,8 @@ def _replace_victims(
     for t in tasks:
         if capacity_error(session, job, step_request(session, [t])):
             continue  # its queue's room went to the preemptor (a limit, non-preemptible quota)
-        if not node_order and stmt.unevict(t):
+        own = before[t.key]
+        if not node_order and stmt.unevict(t, own.status):
             continue
         if not bound:
             bound[:] = _max_free(session)
@@ -100,15 +101,22 @@ def _replace_victims(
             bound[:] = _max_free(session)  # tighten the screen for the victims that follow
             continue
         ns, fit = found
-        # KAI's Statement.Pipeline onto the node the task is on un-evicts it, unless a fractional
-        # task was given another GPU group there (then it moves, Pipelined).
-        own = before[t.key]
+        # KAI's Statement.Pipeline onto the node the task is on un-evicts it, back to the status
+        # it had, unless a fractional task was given another GPU group there (then it moves,
+        # Pipelined). KAI counts whole GPUs per node, not devices: a whole-GPU task whose own
+        # device was taken is un-evicted all the same, on the GPUs left; its pod keeps its own
+        # devices and what took them moves onto the ones it was given.
         if ns.name == own.node and (not t.is_fractional or fit.devices == own.devices):
-            if own.status == TaskState.ALLOCATED:
-                # evicted back to Pending (``Statement.evict``): its room is idle again
+            if stmt.unevict(t, own.status):
+                continue
+            if own.status == TaskState.ALLOCATED and session.placements[t.key].status == TaskState.PENDING:
+                # a fraction allocated this cycle went back to Pending (``Statement.evict``)
                 stmt.place(t, ns.name, fit.devices, pipelined=not fit.now)
                 continue
-            if stmt.unevict(t):
+            if not t.is_fractional:
+                stmt.place(t, ns.name, fit.devices, pipelined=True)
+                stmt.set_status(t, own.status)
+                stmt.keep_own_devices(t, own.devices)
                 continue
         stmt.place(t, ns.name, fit.devices, pipelined=True)
     if not gang.gang_satisfied(session, job) and stmt.checkpoint() > cp:
