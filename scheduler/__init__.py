@@ -50,10 +50,12 @@ from scheduler.reasons import DEFAULT_POD_TEXT, Names, Reason, Ref, as_keyed, re
 from scheduler.result import CycleResult, Event, Eviction, QueueOutcome, TaskOutcome
 
 # The simulator's entry point under a name of its own: ``simulate`` is also the subpackage.
+from scheduler.simulate import Arrival, SimResult
 from scheduler.simulate import simulate as simulate_over_time
 
 __all__ = [
     "DEFAULT_POD_TEXT",
+    "Arrival",
     "MATCH_OPERATORS",
     "TAINT_EFFECTS",
     "Config",
@@ -72,6 +74,7 @@ __all__ = [
     "QueueResource",
     "Reason",
     "Ref",
+    "SimResult",
     "Snapshot",
     "Taint",
     "Task",
