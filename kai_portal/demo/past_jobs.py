@@ -32,9 +32,9 @@ class Load:
 
 # The demo's team queues in the A100 and H100 pools (fractional serving is left to the live demo).
 DEMO_LOADS = {
-    "nlp": Load(14),
-    "vision": Load(12),
-    "recsys": Load(8, gpus=(1, 2, 4)),
+    "nlp": Load(14, gpus=(2, 4, 8), run_minutes=(30, 360)),
+    "vision": Load(12, gpus=(2, 4, 8), run_minutes=(30, 360)),
+    "recsys": Load(8, gpus=(2, 4)),
     "nlp-h100": Load(6, gpus=(4, 8), tasks=(1, 2)),
     "vision-h100": Load(4, gpus=(2, 4, 8)),
 }

@@ -4,8 +4,8 @@ Both replays start from an empty cluster at the window's start (jobs submitted b
 are not in it), with today's nodes and queue tree, and take the same arrivals
 (``history.window_jobs``). The changed one has some queues' GPU quota, limit and over-quota
 weight replaced, and/or extra nodes in a pool. Each is ``scheduler.simulate`` (through the
-scheduling adapter) with a cycle every ``STEP_S`` simulated seconds; it runs until every job of the
-window has finished or ``until_s`` (the window plus as long again, at least a day) is reached.
+scheduling adapter) with a cycle every ``step_seconds`` simulated seconds; it runs until every job
+of the window has finished or ``until_s`` (the window and a day after it) is reached.
 
 What each replay reports, per leaf queue and per team (a team's queues together):
 * waits: seconds from submit to first start, median and p95 (nearest rank), of the jobs that
@@ -32,7 +32,12 @@ from kai_portal.queues.models import Queue
 from kai_portal.scheduling import engine
 from kai_portal.scheduling.snapshot import build_snapshot
 
-STEP_S = 60.0  # one scheduling cycle per simulated minute: waits are exact to the minute
+# One scheduling cycle per simulated minute (waits exact to the minute), fewer on long windows so
+# that a replay stays near MAX_CYCLES cycles: a queue with a min-runtime makes the simulator run
+# every cycle, not only those where something changes.
+STEP_S = 60.0
+MAX_CYCLES = 3000
+DRAIN = timedelta(days=1)
 # Wall-clock limit of one replay in the worker; a replay stopped by it says so on the page.
 REPLAY_BUDGET_S = 240.0
 POOL_LABEL = "kai.scheduler/node-pool"
@@ -85,6 +90,7 @@ class Setup:
     jobs: WindowJobs
     config: engine.Config
     until_s: float
+    step_s: float
 
 
 def setup(inputs: PlanInputs, now: datetime) -> Setup:
@@ -104,12 +110,24 @@ def setup(inputs: PlanInputs, now: datetime) -> Setup:
         usage_half_life_hours=settings.FAIRSHARE_USAGE_HALF_LIFE_HOURS,
         usage_k=settings.FAIRSHARE_USAGE_K,
     )
-    return Setup(today, changed, jobs, config, until_seconds(inputs.start, inputs.end))
+    return Setup(
+        today,
+        changed,
+        jobs,
+        config,
+        until_seconds(inputs.start, inputs.end),
+        step_seconds(inputs.start, inputs.end),
+    )
 
 
 def until_seconds(start: datetime, end: datetime) -> float:
-    window_s = (end - start).total_seconds()
-    return window_s + max(window_s, timedelta(days=1).total_seconds())
+    """The replay's end: the window and a day after it for the last jobs to start and finish."""
+    return (end - start + DRAIN).total_seconds()
+
+
+def step_seconds(start: datetime, end: datetime) -> float:
+    """Simulated seconds between cycles: a minute, or whole minutes enough for ``MAX_CYCLES``."""
+    return max(STEP_S, math.ceil(until_seconds(start, end) / MAX_CYCLES / 60) * 60)
 
 
 def _changed_queue(q: engine.Queue, changes: Mapping[str, float] | None) -> engine.Queue:
@@ -161,7 +179,7 @@ def run(
 ) -> engine.SimResult:
     """One replay; ``progress(percent, stage)`` is told how far it got, within ``share`` percent."""
     low, high = share
-    most = max(1, int(setup.until_s // STEP_S) + 1)
+    most = max(1, int(setup.until_s // setup.step_s) + 1)
     started = time.monotonic()
     cycles = 0
     last_report = 0.0
@@ -178,7 +196,7 @@ def run(
     return engine.simulate(
         copy.deepcopy(snapshot),
         setup.jobs.arrivals,
-        STEP_S,
+        setup.step_s,
         config=setup.config,
         until_s=setup.until_s,
         should_stop=should_stop,
@@ -272,7 +290,7 @@ def replay(inputs: PlanInputs, now: datetime, progress: Progress) -> dict[str, A
     return {
         "jobs": len(s.jobs.arrivals),
         "left_out": s.jobs.left_out,
-        "step_s": STEP_S,
+        "step_s": s.step_s,
         "until_s": s.until_s,
         "today": summarise(today, s.today, teams),
         "changed": summarise(changed, s.changed, teams),

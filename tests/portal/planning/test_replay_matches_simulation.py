@@ -14,7 +14,7 @@ import pytest
 
 import scheduler
 from kai_portal.planning.models import PlanRun
-from kai_portal.planning.replay import STEP_S, PlanInputs, until_seconds
+from kai_portal.planning.replay import PlanInputs, step_seconds, until_seconds
 from kai_portal.planning.tasks import run_plan
 from kai_portal.workloads.models import Job
 from tests.portal.planning.seeded_week import seed_week
@@ -59,7 +59,7 @@ def _direct(week: dict[str, Any], quotas: dict[str, float]) -> scheduler.SimResu
     return scheduler.simulate_over_time(
         scheduler.Snapshot(nodes=nodes, queues=queues, jobs=[]),
         arrivals,
-        STEP_S,
+        step_seconds(week["start"], week["end"]),
         config=scheduler.Config(now=week["start"]),
         until_s=until_seconds(week["start"], week["end"]),
     )
