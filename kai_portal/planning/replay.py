@@ -188,7 +188,7 @@ def run(
         nonlocal cycles, last_report
         cycles += 1
         now = time.monotonic()
-        if now - last_report >= 0.5:
+        if now - last_report >= 1.0:
             last_report = now
             progress(low + (high - low) * min(cycles, most) // most, f"cycle {cycles} of at most {most}")
         return now - started > REPLAY_BUDGET_S
