@@ -14,7 +14,11 @@ from kai_portal.planning.replay import PlanInputs, replay
 logger = logging.getLogger(__name__)
 
 
-@shared_task(name="kai_portal.planning.tasks.run_plan", ignore_result=True, time_limit=600)
+# The soft limit raises inside the replay, so the row is marked failed with the reason rather than
+# left "running" by the hard kill.
+@shared_task(
+    name="kai_portal.planning.tasks.run_plan", ignore_result=True, soft_time_limit=570, time_limit=600
+)
 def run_plan(plan_id: int) -> None:
     """Run one queued plan (a plan already taken by another worker is left alone)."""
     taken = PlanRun.objects.filter(pk=plan_id, status=PlanRun.Status.QUEUED).update(
