@@ -13,4 +13,5 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path("audit/", include("kai_portal.audit.urls")),
     path("fairness/", include("kai_portal.reports.fairness_urls")),
     path("showback/", include("kai_portal.reports.showback_urls")),
+    path("planner/", include("kai_portal.planning.urls")),
 ]

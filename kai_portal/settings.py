@@ -124,6 +124,7 @@ INSTALLED_APPS = [
     "kai_portal.scheduling",
     "kai_portal.history",
     "kai_portal.previews",
+    "kai_portal.planning",
     "kai_portal.audit",
     "kai_portal.monitoring",
     "kai_portal.demo",

@@ -61,10 +61,12 @@ from scheduler.reasons import (
 from scheduler.result import CycleResult, Event, Eviction, QueueOutcome, TaskOutcome
 
 # The simulator's entry point under a name of its own: ``simulate`` is also the subpackage.
+from scheduler.simulate import Arrival, SimResult
 from scheduler.simulate import simulate as simulate_over_time
 
 __all__ = [
     "DEFAULT_POD_TEXT",
+    "Arrival",
     "MATCH_OPERATORS",
     "TAINT_EFFECTS",
     "Config",
@@ -87,6 +89,7 @@ __all__ = [
     "QueueResource",
     "Reason",
     "Ref",
+    "SimResult",
     "Snapshot",
     "Taint",
     "Task",

@@ -20,7 +20,9 @@ from typing import Any
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import transaction
+from django.utils import timezone
 
+from kai_portal.demo import past_jobs
 from kai_portal.nodes.models import GpuDevice, Node, NodePool
 from kai_portal.queues.models import Queue
 from kai_portal.teams.models import Membership, Team
@@ -194,6 +196,7 @@ def seed() -> bool:
     _seed_queues()
     if simulated:
         _seed_jobs(users)
+        past_jobs.seed_past_week(timezone.now())  # history for the capacity planner
     return simulated
 
 

@@ -70,8 +70,27 @@ def _pages(username: str) -> list[str]:
     ]  # fmt: skip
     if admin:
         pages += [f"/queues/{queue.name}/edit/", "/queues/new/", "/queues/new/import/"]
-        pages += ["/audit/", "/fairness/"]
+        pages += ["/audit/", "/fairness/", "/planner/", *_plans()]
     return pages
+
+
+def _plans() -> list[str]:
+    """A capacity plan with results (a day of the demo's history, fewer cycles to keep it short: the
+    page is under test here, not the numbers) and one still waiting for the worker."""
+    from unittest import mock
+
+    from kai_portal.planning import replay
+    from kai_portal.planning.models import PlanRun
+    from kai_portal.planning.tasks import run_plan
+
+    end = timezone.now()
+    inputs = replay.PlanInputs(end - timedelta(days=1), end, {"vision": {"gpu_quota": 24.0}}, None).to_json()
+    done, waiting = PlanRun.objects.create(inputs=inputs), PlanRun.objects.create(inputs=inputs)
+    with mock.patch.object(replay, "MAX_CYCLES", 150):
+        run_plan(done.pk)
+    done.refresh_from_db()
+    assert done.status == PlanRun.Status.SUCCEEDED, done.error
+    return [f"/planner/{done.pk}/", f"/planner/{waiting.pk}/"]
 
 
 def _violations(page: Any, path: str) -> list[str]:
