@@ -66,7 +66,7 @@ run: install
 	DEBUG=1 $(PY) manage.py migrate --noinput
 	DEBUG=1 $(PY) manage.py seed_demo
 	DEBUG=1 $(PY) manage.py run_scheduler & SCHED=$$!; \
-	DEBUG=1 $(PY) -m celery -A kai_portal worker --queues default --pool solo --loglevel WARNING & WORKER=$$!; \
+	DEBUG=1 $(PY) -m celery -A kai_portal --quiet worker --queues default --pool solo --loglevel WARNING & WORKER=$$!; \
 	trap 'kill $$SCHED $$WORKER' EXIT; \
 	DEBUG=1 $(PY) manage.py runserver 127.0.0.1:$(RUN_PORT)
 
