@@ -78,6 +78,10 @@ def _promql(metric: str, namespaces: set[str], window_minutes: int) -> str:
     return f"avg by ({by}) (avg_over_time({metric}{{{selector}}}[{window_minutes}m]))"
 
 
+def _series_order(sample: prometheus.Sample) -> tuple[str, ...]:
+    return tuple(sample.labels.get(key, "") for key in SERIES_KEY)
+
+
 @dataclass
 class _JobSums:
     utilisation: list[float] = field(default_factory=list)
@@ -110,6 +114,9 @@ def read_gpu_use(now: datetime | None = None) -> GpuUseRead:
     except prometheus.PrometheusError as exc:
         return GpuUseRead.objects.create(attempted_at=now, outcome=exc.kind, message=exc.message)
     truncated = len(utilisation) > limit or len(memory) > limit
+    # Prometheus returns series in no set order: sort, so a bound leaves out the same ones each time.
+    utilisation.sort(key=_series_order)
+    memory.sort(key=_series_order)
     sums: dict[int, _JobSums] = defaultdict(_JobSums)
     for sample in utilisation[:limit]:
         job_id = targets.get((sample.labels.get("namespace", ""), sample.labels.get("pod", "")))

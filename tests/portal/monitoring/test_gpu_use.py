@@ -16,6 +16,7 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
+from kai_portal.history.models import UsageSample
 from kai_portal.monitoring import gpu_use, tasks
 from kai_portal.monitoring.models import GpuUseRead, JobGpuUse
 from kai_portal.teams.models import Membership
@@ -127,8 +128,15 @@ def test_the_job_page_shows_allocated_hours_use_and_idle(world: dict, scraped: s
 
 def test_showback_per_team_and_queue(world: dict, scraped: str) -> None:
     gpu_use.read_gpu_use()
-    response = client_for(world, "admin").get("/showback/")
+    start = timezone.now() - timedelta(hours=1)
+    UsageSample.objects.bulk_create(  # half an hour of alpha's 3 GPUs, a minute apart: 1.5 GPU-hours
+        UsageSample(queue=world["queues"]["alpha"], resource="gpu", sampled_at=start + timedelta(minutes=m),
+                    allocated=3)
+        for m in range(30)
+    )  # fmt: skip
+    response = client_for(world, "admin").get("/showback/?preset=24h")
     use = response.context["gpu_use"]
+    assert {r.name: r.gpu_hours for r in use.teams} == {"Alpha": 1.5, "Beta": 0.0}
     teams = {r.name: (r.allocated_gpus, r.measured_gpus, r.idle_gpus, r.mean_utilisation, r.unmeasured_gpus)
              for r in use.teams}  # fmt: skip
     assert {k: tuple(str(v) for v in t) for k, t in teams.items()} == {
@@ -156,6 +164,32 @@ def test_one_teams_gpu_use_never_reaches_another_team(world: dict, scraped: str)
     assert Client().get("/api/v1/gpu-use/").status_code in (401, 403)
 
 
+def test_showback_gpu_use_reads_a_fixed_number_of_queries(
+    world: dict, scraped: str, django_assert_max_num_queries: Any
+) -> None:
+    gpu_use.read_gpu_use()
+    queue_ids = [q.pk for q in world["queues"].values()]
+    with django_assert_max_num_queries(5):
+        gpu_use.showback_gpu_use(queue_ids, [])
+    for i in range(20):
+        job = factories.job(world["queues"]["alpha"], f"more-{i}")
+        Pod.objects.filter(job=job).update(state=PodState.RUNNING, node=world["node"])
+    gpu_use.read_gpu_use()
+    assert JobGpuUse.objects.count() == 23
+    with django_assert_max_num_queries(5):
+        gpu_use.showback_gpu_use(queue_ids, [])
+
+
+def test_a_finished_job_keeps_its_last_reading_without_a_stale_mark(world: dict, scraped: str) -> None:
+    gpu_use.read_gpu_use()
+    Job.objects.filter(pk=world["jobs"]["busy"].pk).update(state=JobState.SUCCEEDED)
+    Pod.objects.filter(job=world["jobs"]["busy"]).update(state=PodState.SUCCEEDED, finished_at=timezone.now())
+    JobGpuUse.objects.update(read_at=timezone.now() - timedelta(hours=1))
+    busy = page(world, "member", f"/jobs/{world['jobs']['busy'].uid}/")
+    assert "70.0 %" in busy and "(while it ran)" in busy and "gpu-use-stale" not in busy
+    assert 'data-testid="gpu-use-allocated">0<' in busy
+
+
 def test_the_celery_task_reads_through_prometheus(world: dict, scraped: str) -> None:
     assert tasks.read_gpu_use() == "ok"
     assert JobGpuUse.objects.count() == 3
@@ -165,7 +199,10 @@ def test_series_past_the_bound_are_left_out_and_said(world: dict, scraped: str, 
     settings.GPU_USE_MAX_SERIES = 1
     read = gpu_use.read_gpu_use()
     assert read.truncated and "GPU_USE_MAX_SERIES (1)" in read.message
-    assert sum(u.gpus_seen for u in JobGpuUse.objects.all()) == 1
+    # The same series each time (sorted by namespace, pod, GPU): alpha's busy-0, GPU 0.
+    assert [
+        (u.job.name, u.gpus_seen, u.mean_utilisation) for u in JobGpuUse.objects.filter(gpus_seen__gt=0)
+    ] == [("busy", 1, 80.0)]
 
 
 # --- Prometheus down, slow, answering errors or garbage: a clear note, nothing lost -------------------
