@@ -29,7 +29,7 @@ class FairnessAuditView(APIView):
 
 
 class JobGpuUseViewSet(viewsets.ReadOnlyModelViewSet):
-    """``GET /api/v1/gpu-use/``: the stored DCGM GPU use of the jobs you can see (404 while
+    """``GET /api/v1/gpu-use/``: the stored DCGM GPU use of the jobs you can see (none while
     ``PROMETHEUS_URL`` is unset). ``fresh`` is false past three read intervals."""
 
     serializer_class = JobGpuUseSerializer
@@ -39,10 +39,8 @@ class JobGpuUseViewSet(viewsets.ReadOnlyModelViewSet):
     ordering = ["-read_at", "job_id"]
 
     def get_queryset(self) -> QuerySet[JobGpuUse]:
-        if not gpu_use.enabled():
-            raise exceptions.NotFound(
-                "GPU use is off: the portal has no PROMETHEUS_URL to read DCGM metrics from."
-            )
+        if not gpu_use.enabled():  # off: nothing to say (the API root lists it all the same)
+            return JobGpuUse.objects.none()
         visible = Job.objects.visible_to(self.request.user).values("pk")
         fresh_since = timezone.now() - gpu_use.stale_after()
         return (
