@@ -28,6 +28,10 @@ from tests.portal.monitoring.prometheus_server import Gpu, PrometheusServer, Sta
 
 @pytest.fixture
 def world(db: None, django_user_model: Any) -> dict[str, Any]:
+    return build_world(django_user_model)
+
+
+def build_world(django_user_model: Any) -> dict[str, Any]:
     """Two teams, each with a queue; alpha runs a 2-GPU job (busy) and a 1-GPU job DCGM has no series
     for; beta runs a 1-GPU job that is idle. Queue names (the simulated namespaces) are new each
     test, as Prometheus keeps the series of earlier tests."""
