@@ -4,6 +4,9 @@ showback and the API show of it (and to whom); and every way Prometheus can fail
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -335,3 +338,20 @@ def test_before_the_first_read_pages_say_so(world: dict, settings: Any) -> None:
     settings.PROMETHEUS_URL = _closed_url()
     busy = page(world, "member", f"/jobs/{world['jobs']['busy'].uid}/")
     assert "GPU use has not been read yet" in busy and "No GPU use read for this job yet" in busy
+
+
+@pytest.mark.parametrize(("url", "scheduled"), [("", False), ("http://prometheus:9090", True)])
+def test_beat_reads_gpu_use_only_with_prometheus_url(url: str, scheduled: bool) -> None:
+    """Settings as a deployment loads them: the read is on beat's schedule exactly when the URL is set."""
+    env = {k: v for k, v in os.environ.items() if k not in {"PROMETHEUS_URL", "GPU_USE_READ_SECONDS"}}
+    env |= {"PROMETHEUS_URL": url, "GPU_USE_READ_SECONDS": "30", "DEBUG": "1"}
+    code = "import json; from kai_portal import settings as s; print(json.dumps(s.CELERY_BEAT_SCHEDULE))"
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60, check=True
+    )
+    entry = json.loads(out.stdout.strip().splitlines()[-1]).get("read-gpu-use")
+    if scheduled:
+        assert entry == {"task": "kai_portal.monitoring.tasks.read_gpu_use", "schedule": 30.0,
+                         "options": {"queue": "default", "expires": 30.0}}  # fmt: skip
+    else:
+        assert entry is None
