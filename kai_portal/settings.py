@@ -56,6 +56,12 @@ Environment variables (all optional unless noted):
 ``WRITE_RATE`` (120/min): writes per user (API and submitting pages), 429 past it,
 ``NUM_PROXIES`` (0; trusted proxies in front that append to X-Forwarded-For: 1 behind an
     ingress, or every client is the ingress's address to the throttles and the sign-in lockout)
+``PROMETHEUS_URL`` (none: GPU use is off and pages say nothing of it): a Prometheus that scrapes
+    NVIDIA's DCGM exporter; the worker reads each running job's GPU utilisation and memory from it
+    (``monitoring/gpu_use.py``), every ``GPU_USE_READ_SECONDS`` (60), averaged over
+    ``GPU_USE_WINDOW_MINUTES`` (10), each query within ``GPU_USE_TIMEOUT_SECONDS`` (5) and
+    ``GPU_USE_MAX_SERIES`` (20,000) series; a GPU under ``GPU_IDLE_THRESHOLD_PERCENT`` (5) mean
+    utilisation is shown as allocated but idle
 """
 
 from __future__ import annotations
@@ -337,6 +343,14 @@ FORECAST_BUDGET_SECONDS = env_int("FORECAST_BUDGET_SECONDS", 2, minimum=0)
 REASON_RETENTION_DAYS = env_int("REASON_RETENTION_DAYS", 14, minimum=1)
 USAGE_RETENTION_DAYS = env_int("USAGE_RETENTION_DAYS", 90, minimum=1)
 
+# --- GPU use from NVIDIA's DCGM exporter, through Prometheus (monitoring/gpu_use.py) ---
+PROMETHEUS_URL = env_str("PROMETHEUS_URL", "").strip()
+GPU_USE_READ_SECONDS = env_int("GPU_USE_READ_SECONDS", 60, minimum=10)
+GPU_USE_WINDOW_MINUTES = env_int("GPU_USE_WINDOW_MINUTES", 10, minimum=1)
+GPU_USE_TIMEOUT_SECONDS = env_int("GPU_USE_TIMEOUT_SECONDS", 5, minimum=1)
+GPU_USE_MAX_SERIES = env_int("GPU_USE_MAX_SERIES", 20_000, minimum=1)
+GPU_IDLE_THRESHOLD_PERCENT = env_int("GPU_IDLE_THRESHOLD_PERCENT", 5, minimum=0)
+
 CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", REDIS_URL)
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_TIME_LIMIT = 300
@@ -357,6 +371,12 @@ CELERY_BEAT_SCHEDULE = {
 }
 if SCHEDULING_LOOP == "process":  # manage.py run_scheduler runs the cycles
     del CELERY_BEAT_SCHEDULE["run-scheduling-cycle"]
+if PROMETHEUS_URL:  # GPU use from DCGM through Prometheus, in the worker (never in a request)
+    CELERY_BEAT_SCHEDULE["read-gpu-use"] = {
+        "task": "kai_portal.monitoring.tasks.read_gpu_use",
+        "schedule": float(GPU_USE_READ_SECONDS),
+        "options": {"queue": "default", "expires": float(GPU_USE_READ_SECONDS)},
+    }
 
 # --- REST API ---------------------------------------------------------------
 # Token auth first: its WWW-Authenticate header makes unauthenticated requests 401, not 403.

@@ -13,6 +13,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils import timezone
 
+from kai_portal.monitoring.gpu_use import showback_gpu_use
 from kai_portal.queues.models import Queue
 from kai_portal.reports.showback import idle_allocated, showback
 
@@ -44,7 +45,8 @@ def _context(request: HttpRequest) -> dict[str, Any]:
     form = WindowForm(request.GET or None, initial={"preset": "7d"})
     since, until = form.window(timezone.now())
     queue_ids = list(Queue.objects.visible_to(request.user).values_list("pk", flat=True))
-    return {"form": form, "report": showback(queue_ids, since, until), "idle": idle_allocated(queue_ids)}
+    return {"form": form, "report": showback(queue_ids, since, until), "idle": idle_allocated(queue_ids),
+            "queue_ids": queue_ids}  # fmt: skip
 
 
 @login_required
@@ -57,6 +59,12 @@ def showback_page(request: HttpRequest) -> HttpResponse:
         "series": report.series,
     }
     context["query"] = request.GET.urlencode()
+    # DCGM utilisation as stored by the worker (None while PROMETHEUS_URL is unset: nothing shown).
+    gpu_use = showback_gpu_use(context["queue_ids"], [(q.queue, q.team, q.gpu_hours) for q in report.queues])
+    if gpu_use is not None:
+        context["gpu_use"] = gpu_use
+        context["gpu_use_tables"] = [("Per team", gpu_use.teams, "gpu-use-teams"),
+                                     ("Per queue", gpu_use.queues, "gpu-use-queues")]  # fmt: skip
     return render(request, "reports/showback.html", context)
 
 

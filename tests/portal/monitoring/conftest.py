@@ -1,9 +1,11 @@
-"""Fixtures for the monitoring tests: a free cycle lock, a cycle runner, and /metrics parsed."""
+"""Fixtures for the monitoring tests: a free cycle lock, a cycle runner, /metrics parsed, and a real
+Prometheus scraping a stand-in DCGM exporter."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,6 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from kai_portal.history.models import SchedulingCycle
 from kai_portal.scheduling.cycle import run_scheduling_cycle
+from tests.portal.monitoring.prometheus_server import PROMETHEUS, PrometheusServer, StandInExporter
 from tests.portal.scheduling.conftest import free_cycle_lock  # noqa: F401  (autouse here too)
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
@@ -66,3 +69,20 @@ def scrape() -> Callable[..., tuple[dict[str, str], Samples]]:
         return parse(response.content.decode())
 
     return get
+
+
+@pytest.fixture(scope="session")
+def prometheus(tmp_path_factory: Any) -> Iterator[tuple[PrometheusServer, StandInExporter]]:
+    """Debian's Prometheus, started once per test session on a free port, scraping a stand-in DCGM
+    exporter (``prometheus_server.py``). Tests set ``exporter.gpus`` and wait for the scrape."""
+    if not Path(PROMETHEUS).exists():
+        pytest.skip(
+            "Debian's prometheus is not installed (.ci/services installs it; apt-get install prometheus)"
+        )
+    exporter = StandInExporter()
+    server = PrometheusServer(tmp_path_factory.mktemp("prometheus"), exporter)
+    try:
+        yield server, exporter
+    finally:
+        server.stop()
+        exporter.stop()
