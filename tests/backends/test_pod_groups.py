@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from kai_portal.cluster.backends.base import GpuRequest, JobRef, ObservedPod, OperationResult, TaskStatus
@@ -19,7 +20,9 @@ from kai_portal.cluster.backends.kubernetes.pod_groups import (
     PodGroupWriter,
     desired_pod_group,
     desired_status,
+    memory_quantity,
     quantities,
+    scheduling_condition,
     top_owner_metadata,
 )
 from tests.cluster.kai_object_fields import ALL_LISTS
@@ -117,14 +120,14 @@ def test_status_counts_requested_and_allocated_as_kais_podgroup_controller() -> 
     non-preemptible group (build, 100) also counts its allocation as non-preemptible."""
     pods = [
         observed("run", node="n1", status=TaskStatus.RUNNING, cpu_millis=1500, memory_mib=1024,
-                 gpu=GpuRequest(whole=1)),
+                 memory_bytes=1024 * 2**20, memory_binary=True, gpu=GpuRequest(whole=1)),
         observed("half", status=TaskStatus.PENDING, gpu=GpuRequest(fraction=0.5, num_devices=2)),
         observed("done", node="n1", status=TaskStatus.SUCCEEDED, gpu=GpuRequest(whole=4)),
     ]  # fmt: skip
     status = desired_status(PodGroupPlan(NS, "g", pods), None, None, POOL, NOW)
     assert status == {"resourcesStatus": {
-        "allocated": {"cpu": "1500m", "memory": "1024Mi", "nvidia.com/gpu": "1"},
-        "requested": {"cpu": "1500m", "memory": "1024Mi", "nvidia.com/gpu": "2"}}}  # fmt: skip
+        "allocated": {"cpu": "1500m", "memory": "1Gi", "nvidia.com/gpu": "1"},
+        "requested": {"cpu": "1500m", "memory": "1Gi", "nvidia.com/gpu": "2"}}}  # fmt: skip
     build = [observed("b", node="n1", status=TaskStatus.RUNNING, priority=100, gpu=GpuRequest(whole=2))]
     status = desired_status(PodGroupPlan(NS, "g", build), None, None, POOL, NOW)
     assert status["resourcesStatus"]["allocatedNonPreemptible"] == {"nvidia.com/gpu": "2"}
@@ -218,7 +221,7 @@ def test_a_namespace_being_deleted_pauses_its_own_podgroup_writes_not_everyone_e
         observed("b", namespace="team-b", annotations=named, job=JobRef("team-b", "PodGroup", "g")),
     ]
     caller = _Caller()
-    writer = PodGroupWriter(None, caller, _Cache(pods), concurrency=1)  # type: ignore[arg-type]
+    writer = PodGroupWriter(None, None, caller, _Cache(pods), concurrency=1)  # type: ignore[arg-type]
 
     writer.write([], [], [])
     third = observed("c", namespace="team-c", annotations=named, job=JobRef("team-c", "PodGroup", "g"))
@@ -227,3 +230,41 @@ def test_a_namespace_being_deleted_pauses_its_own_podgroup_writes_not_everyone_e
 
     assert ("podgroup", "team-b") in caller.calls and ("podgroup", "team-c") in caller.calls, caller.calls
     assert caller.calls.count(("podgroup", "dying")) == 1, caller.calls  # paused there after one refusal
+
+
+@pytest.mark.parametrize(
+    ("bytes_", "binary", "printed"),
+    [
+        (250_000_000, False, "250M"),  # cpu-only-pod.yaml's 250M, which the portal once wrote as 239Mi
+        (262_144_000, True, "250Mi"),
+        (262_144_000, False, "262144k"),
+        (250_000_000, True, "250000000"),  # binary, but no whole KiB: digits, as Quantity prints it
+        (1000, True, "1k"),  # under 1Ki a binary quantity prints in decimal
+        (1_500_000, False, "1500k"),
+        (2**30, True, "1Gi"),
+    ],
+)
+def test_memory_is_printed_as_resource_quantity_prints_it(bytes_: int, binary: bool, printed: str) -> None:
+    assert memory_quantity(bytes_, binary) == printed
+
+
+def test_memory_sums_keep_the_unit_of_the_first_pod_by_name() -> None:
+    """KAI sums a group's pods in the order it lists them (by name): "250M" then "256Mi" prints in
+    decimal units; the group's name-first pod decides, whatever order the cache holds them in."""
+    pods = [
+        observed("b", memory_bytes=256 * 2**20, memory_binary=True),
+        observed("a", memory_bytes=250_000_000, memory_binary=False),
+    ]
+    status = desired_status(PodGroupPlan(NS, "g", pods), None, None, POOL, NOW)
+    assert status["resourcesStatus"]["requested"] == {"memory": str(250_000_000 + 256 * 2**20)}
+    alone = desired_status(PodGroupPlan(NS, "g", pods[:1]), None, None, POOL, NOW)
+    assert alone["resourcesStatus"]["requested"] == {"memory": "256Mi"}
+
+
+def test_a_pod_scheduling_error_is_the_reason_of_the_condition_as_kai_writes_it() -> None:
+    """KAI's scheduler gives each job fit error its reason (``PodSchedulingErrors`` for a gang
+    that does not fit) and the text after it as the reason's message."""
+    text = "Resources were found for 1 pods while 2 are required for gang scheduling."
+    condition = scheduling_condition("default", f"PodSchedulingErrors: {text}", 1, NOW)
+    assert condition["reasons"] == [{"reason": "PodSchedulingErrors", "message": text}]
+    assert condition["message"] == f"PodSchedulingErrors: {text}"

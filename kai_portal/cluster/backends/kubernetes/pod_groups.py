@@ -40,7 +40,7 @@ from kubernetes import client
 
 from ..base import Bind, ObservedPod, OperationResult, PodEvent, TaskStatus
 from .cache import ClusterCache
-from .client import Caller, concurrently, rfc3339
+from .client import FIELD_MANAGER, Caller, concurrently, rfc3339
 from .objects import BATCH_MIN_MEMBER_ANNOTATION, POD_GROUP_ANNOTATION
 from .owners import Grouping, as_int
 from .pod_grouping import WRITTEN_BY, WRITTEN_BY_LABEL
@@ -53,8 +53,11 @@ USER_KEY = "user"  # copied from the pod when the owner lacks it (defaultgrouper
 DEFAULT_QUEUE = "default-queue"  # KAI's podgrouper, for a group that names no queue
 DEFAULT_NODE_POOL = "default"
 UNSCHEDULABLE_ON_NODE_POOL = "UnschedulableOnNodePool"
-# The reasons KAI's API names (v2alpha2 UnschedulableReason); a job message starting "<one>: " is that.
-KNOWN_REASONS = ("NonPreemptibleOverQuota", "OverLimit", "PreemptionDelayNotElapsed", "QueueDoesNotExist")
+# The reasons of a job's fit errors: those KAI's API names (v2alpha2 UnschedulableReason) and the
+# scheduler's own (podgroup_info: PodSchedulingErrors, OverCapacity); a line of a job's message
+# starting "<one>: " is a fit error of that reason (KAI's JobFitErrorsToMessage).
+KNOWN_REASONS = ("NonPreemptibleOverQuota", "OverLimit", "PreemptionDelayNotElapsed", "QueueDoesNotExist",
+                 "PodSchedulingErrors", "OverCapacity")  # fmt: skip
 NON_PREEMPTIBLE_PRIORITY = 100  # KAI: a group without preemptibility is non-preemptible from here up
 DEFAULT_PRIORITY = 50
 # A namespace that refuses PodGroup writes (403: no right there, or being deleted; 404: gone): its
@@ -65,9 +68,13 @@ UNAVAILABLE_PAUSE_SECONDS = 60.0
 STATE_LIMIT = 20_000  # groups remembered; forgetting one costs one idempotent status write
 GPU, GPU_MEMORY = "nvidia.com/gpu", "run.ai/gpu.memory"
 FINISHED = (TaskStatus.SUCCEEDED, TaskStatus.FAILED)
-# Resources as whole units the portal counts: cpu in millicores, memory and GPU memory in MiB,
-# GPUs in thousandths (a fraction of 0.5 is 500).
+# Resources as whole units: cpu in millicores, memory in bytes, GPU memory in MiB, GPUs in
+# thousandths (a fraction of 0.5 is 500); BINARY_MEMORY (no resource can be named so) is present
+# when the memory is written in binary units, as the first quantity summed was (resource.Quantity).
 Resources = dict[str, int]
+BINARY_MEMORY = "memory:binary"
+DECIMAL_SUFFIXES = ("", "k", "M", "G", "T", "P", "E")
+BINARY_SUFFIXES = ("", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei")
 
 
 @dataclass
@@ -94,9 +101,15 @@ class PodGroupWriter:
     """Creates the missing PodGroups and keeps the status of those the portal wrote."""
 
     def __init__(
-        self, custom: client.CustomObjectsApi, caller: Caller, cache: ClusterCache, concurrency: int
+        self,
+        custom: client.CustomObjectsApi,
+        core: client.CoreV1Api,
+        caller: Caller,
+        cache: ClusterCache,
+        concurrency: int,
     ) -> None:
         self.custom = custom
+        self.core = core
         self.caller = caller
         self.cache = cache
         self.concurrency = concurrency
@@ -111,6 +124,8 @@ class PodGroupWriter:
         self.names: dict[tuple[str, str], str] = {}
         self.plans: dict[tuple[str, str], PodGroupPlan] = {}
         self._paused_until: dict[str, float] = {}  # namespace -> monotonic time its writes resume
+        # Pods given pod-group-name here (namespace, name, uid), until the watch shows it.
+        self._annotated: set[tuple[str, str, str]] = set()
 
     # ----- what to write -------------------------------------------------
 
@@ -162,6 +177,7 @@ class PodGroupWriter:
             return []  # a cluster without KAI's PodGroup CRD: nothing to write them to
         now = datetime.now(UTC).replace(microsecond=0)
         started = {self._group_of(b.namespace, b.pod) for b in done_binds}
+        bound_keys = {(b.namespace, b.pod) for b in done_binds}  # their Binding named the group
         waiting = {
             (e.namespace, self.names.get((e.namespace, e.name), e.name)): e.message
             for e in events
@@ -179,6 +195,7 @@ class PodGroupWriter:
                 results.append(result)
                 if not result.ok:
                     return results
+            results += self._annotate_pods(plan, bound_keys)
             old = self._status.get(key)
             pods, message = tuple(plan.pods), waiting.get(key)
             status = desired_status(plan, old, message, self.pool_label, now)
@@ -221,6 +238,32 @@ class PodGroupWriter:
             self._seen = {k: v for k, v in self._seen.items() if k in plans}
         return reported
 
+    def _annotate_pods(self, plan: PodGroupPlan, bound_keys: set[tuple[str, str]]) -> list[OperationResult]:
+        """``pod-group-name`` on the group's pods that lack it, as KAI's podgrouper writes it
+        (pod_controller.go), one merge patch per pod once in its life; a pod bound this cycle got
+        it on its Binding (binder.py). The pod's uid in the patch makes the server refuse to
+        annotate a re-created pod of the same name."""
+        results = []
+        for pod in plan.pods:
+            if POD_GROUP_ANNOTATION in pod.annotations or pod.key in bound_keys or not pod.uid:
+                continue
+            if pod.status in FINISHED or (pod.namespace, pod.name, pod.uid) in self._annotated:
+                continue
+            body = {"metadata": {"uid": pod.uid, "annotations": {POD_GROUP_ANNOTATION: plan.name}}}
+
+            def patch(pod: ObservedPod = pod, body: dict[str, Any] = body) -> object:
+                return self.core.patch_namespaced_pod(
+                    pod.name, pod.namespace, body, field_manager=FIELD_MANAGER, _preload_content=False
+                )
+
+            result = self.caller.call("pod-group-name", pod.namespace, pod.name, patch)
+            if result.ok:
+                if len(self._annotated) > STATE_LIMIT:
+                    self._annotated.clear()
+                self._annotated.add((pod.namespace, pod.name, pod.uid))
+            results.append(result)
+        return results
+
     def _paused(self, namespace: str) -> bool:
         until = self._paused_until.get(namespace)
         if until is None:
@@ -255,7 +298,7 @@ class PodGroupWriter:
             namespace,
             name,
             lambda: self.custom.create_namespaced_custom_object(
-                GROUP, VERSION, namespace, PLURAL, body, _preload_content=False
+                GROUP, VERSION, namespace, PLURAL, body, field_manager=FIELD_MANAGER, _preload_content=False
             ),
         )
         if result.ok:
@@ -284,6 +327,7 @@ class PodGroupWriter:
                 PLURAL,
                 name,
                 body,
+                field_manager=FIELD_MANAGER,
                 _preload_content=False,
                 _content_type=JSON_PATCH,
             ),
@@ -302,6 +346,7 @@ class PodGroupWriter:
                 PLURAL,
                 name,
                 body,
+                field_manager=FIELD_MANAGER,
                 _preload_content=False,
                 _content_type=MERGE_PATCH,
             ),
@@ -315,7 +360,11 @@ def desired_pod_group(plan: PodGroupPlan, pool_label: str) -> dict[str, Any]:
     """The PodGroup KAI's podgrouper would create for ``plan``."""
     first = plan.pods[0]
     source = plan.grouping.pod_group if plan.grouping is not None else None
-    named_by_pods = first.annotations.get(POD_GROUP_ANNOTATION) == plan.name
+    # A group the pods name themselves (the portal's jobs), not one named by the podgrouper's
+    # own pod-group-name annotation (written on the pods by the Binding or annotate_pods).
+    named_by_pods = first.annotations.get(POD_GROUP_ANNOTATION) == plan.name and (
+        source is None or source.name != plan.name
+    )
     labels: dict[str, str] = dict(source.labels) if source is not None and not named_by_pods else {}
     annotations: dict[str, str] = {}
     if USER_KEY in first.annotations:
@@ -396,21 +445,42 @@ def preemptible(pods: Sequence[ObservedPod]) -> bool:
 
 
 def add(total: Resources, more: Mapping[str, int]) -> Resources:
+    """``more`` added into ``total``; the memory's unit stays the one summed first (as
+    resource.Quantity.Add keeps the receiver's format unless it is zero)."""
+    first_memory = not total.get("memory")
     for name, value in more.items():
+        if name == BINARY_MEMORY:
+            continue
         total[name] = total.get(name, 0) + value
+    if first_memory and more.get("memory"):
+        if more.get(BINARY_MEMORY):
+            total[BINARY_MEMORY] = 1
+        else:
+            total.pop(BINARY_MEMORY, None)
     return total
+
+
+def memory_quantity(value: int, binary: bool) -> str:
+    """Bytes as resource.Quantity prints them: binary units when the value is a whole number of
+    KiB ("256Mi"), else decimal with the largest exact power-of-1000 suffix ("250M", "1500k")."""
+    suffixes, base = (BINARY_SUFFIXES, 1024) if binary and value >= 1024 else (DECIMAL_SUFFIXES, 1000)
+    exponent = 0
+    while value and value % base == 0 and exponent < len(suffixes) - 1:
+        value //= base
+        exponent += 1
+    return f"{value}{suffixes[exponent]}"
 
 
 def quantities(resources: Mapping[str, int]) -> dict[str, str]:
     """Resources as Kubernetes quantities, zeros left out (an empty ResourceList is omitted)."""
     out = {}
     for name, value in sorted(resources.items()):
-        if not value:
+        if not value or name == BINARY_MEMORY:
             continue
         if name == "cpu":
             out[name] = str(value // 1000) if value % 1000 == 0 else f"{value}m"
         elif name == "memory":
-            out[name] = f"{value}Mi"
+            out[name] = memory_quantity(value, bool(resources.get(BINARY_MEMORY)))
         elif name == GPU:
             out[name] = str(value // 1000) if value % 1000 == 0 else f"{value}m"
         else:
@@ -425,25 +495,34 @@ def group_usage(pods: Sequence[ObservedPod]) -> tuple[Resources, Resources, Reso
     took 0.4 s through a dict per pod)."""
     cpu = memory = gpus = gpu_memory = 0  # requested
     a_cpu = a_memory = a_gpus = 0  # allocated (GPU memory is allocated as a fraction of a GPU)
+    binary: bool | None = None  # the unit of the first pod's memory (KAI lists pods by name)
+    a_binary: bool | None = None
+    first: str | None = None
+    a_first: str | None = None
     for pod in pods:
         if pod.status in FINISHED:
             continue
+        if pod.memory_bytes and (first is None or pod.name < first):
+            first, binary = pod.name, pod.memory_binary
+        if pod.memory_bytes and pod.node and (a_first is None or pod.name < a_first):
+            a_first, a_binary = pod.name, pod.memory_binary
         gpu = pod.gpu
         devices = gpu.num_devices if gpu.num_devices > 1 else 1
         shared = round(gpu.fraction * 1000) * devices if gpu.fraction is not None else 0
         pod_gpus = gpu.whole * 1000 + shared
         cpu += pod.cpu_millis
-        memory += pod.memory_mib
+        memory += pod.memory_bytes
         gpus += pod_gpus
         if gpu.memory_mib:
             gpu_memory += gpu.memory_mib * devices
         if pod.node:
             a_cpu += pod.cpu_millis
-            a_memory += pod.memory_mib
+            a_memory += pod.memory_bytes
             a_gpus += pod_gpus
-    sums = (("cpu", cpu), ("memory", memory), (GPU, gpus), (GPU_MEMORY, gpu_memory))
-    requested = {k: v for k, v in sums if v}
-    allocated = {k: v for k, v in (("cpu", a_cpu), ("memory", a_memory), (GPU, a_gpus)) if v}
+    sums = (("cpu", cpu), ("memory", memory), (GPU, gpus), (GPU_MEMORY, gpu_memory), (BINARY_MEMORY, binary))
+    requested = {k: int(v) for k, v in sums if v}
+    a_sums = (("cpu", a_cpu), ("memory", a_memory), (GPU, a_gpus), (BINARY_MEMORY, a_binary))
+    allocated = {k: int(v) for k, v in a_sums if v}
     return requested, allocated, ({} if preemptible(pods) else dict(allocated))
 
 
