@@ -115,3 +115,41 @@ def test_a_waiting_gangs_pods_name_their_group_and_its_reason_is_kais(
     assert condition["reasons"] == [
         {"reason": "PodSchedulingErrors", "message": condition["message"].removeprefix(prefix)}]  # fmt: skip
     assert sorted(pod_groups(cluster, namespace)) == [name]
+
+
+def test_a_group_with_fewer_pods_than_its_minimum_gets_kais_not_ready_event(
+    cluster: Cluster, portal_backend: KubernetesBackend, namespace: str, nodes: Nodes,
+    kai_queues: Callable[[str], list[str]], podgroup_crd: None,  # noqa: F811
+) -> None:  # fmt: skip
+    """KAI's scheduler posts ``NotReady`` (Normal) about a PodGroup whose live pods are fewer than
+    its minimum (status_updater: "Job is not ready for scheduling. Waiting for ..."). Under KAI's
+    batch example it showed while the Job controller was still making pods; a Job that runs one
+    pod at a time with a gang minimum of 2 stays in that state, so the event must come."""
+    kai_queues(f"{QUICKSTART}/default-queues.yaml")
+    nodes.kwok("pods-not-ready", gpus=8)
+    job = {
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": "one-at-a-time", "annotations": {"kai.scheduler/batch-min-member": "2"},
+                     "labels": {"kai.scheduler/queue": "default-queue"}},
+        "spec": {"parallelism": 1, "completions": 2, "template": {
+            "metadata": {"labels": {"kai.scheduler/queue": "default-queue"}},
+            "spec": {"schedulerName": "kai-scheduler", "restartPolicy": "Never",
+                     "containers": [{"name": "c", "image": "busybox",
+                                     "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}},
+    }  # fmt: skip
+    made = cluster.batch.create_namespaced_job(namespace, job)
+    name = f"pg-one-at-a-time-{made.metadata.uid}"
+
+    def not_ready() -> list[Any]:
+        cycle()
+        return [
+            e for e in cluster.core.list_namespaced_event(namespace).items
+            if e.reason == "NotReady" and e.involved_object.name == name
+        ]  # fmt: skip
+
+    [event] = wait_until(not_ready, "KAI's NotReady event on the PodGroup", timeout=60, every=0.5)
+    assert (event.type, event.involved_object.kind, event.message) == (
+        "Normal", "PodGroup",
+        "Job is not ready for scheduling. Waiting for 2 pods, currently 1 exist, 0 are gated",
+    )  # fmt: skip
+    assert not cluster.core.list_namespaced_pod(namespace).items[0].spec.node_name
