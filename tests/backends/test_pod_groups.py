@@ -9,7 +9,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
 
 from kai_portal.cluster.backends.base import GpuRequest, JobRef, ObservedPod, OperationResult, TaskStatus
@@ -20,11 +19,10 @@ from kai_portal.cluster.backends.kubernetes.pod_groups import (
     PodGroupWriter,
     desired_pod_group,
     desired_status,
-    memory_quantity,
-    quantities,
     scheduling_condition,
     top_owner_metadata,
 )
+from kai_portal.cluster.backends.kubernetes.resource_sums import quantities
 from tests.cluster.kai_object_fields import ALL_LISTS
 
 from .owner_json import NS, QUEUE_KEYS, Reader, owner_object, pod_object
@@ -230,35 +228,6 @@ def test_a_namespace_being_deleted_pauses_its_own_podgroup_writes_not_everyone_e
 
     assert ("podgroup", "team-b") in caller.calls and ("podgroup", "team-c") in caller.calls, caller.calls
     assert caller.calls.count(("podgroup", "dying")) == 1, caller.calls  # paused there after one refusal
-
-
-@pytest.mark.parametrize(
-    ("bytes_", "binary", "printed"),
-    [
-        (250_000_000, False, "250M"),  # cpu-only-pod.yaml's 250M, which the portal once wrote as 239Mi
-        (262_144_000, True, "250Mi"),
-        (262_144_000, False, "262144k"),
-        (250_000_000, True, "250000000"),  # binary, but no whole KiB: digits, as Quantity prints it
-        (1000, True, "1k"),  # under 1Ki a binary quantity prints in decimal
-        (1_500_000, False, "1500k"),
-        (2**30, True, "1Gi"),
-    ],
-)
-def test_memory_is_printed_as_resource_quantity_prints_it(bytes_: int, binary: bool, printed: str) -> None:
-    assert memory_quantity(bytes_, binary) == printed
-
-
-def test_memory_sums_keep_the_unit_of_the_first_pod_by_name() -> None:
-    """KAI sums a group's pods in the order it lists them (by name): "250M" then "256Mi" prints in
-    decimal units; the group's name-first pod decides, whatever order the cache holds them in."""
-    pods = [
-        observed("b", memory_bytes=256 * 2**20, memory_binary=True),
-        observed("a", memory_bytes=250_000_000, memory_binary=False),
-    ]
-    status = desired_status(PodGroupPlan(NS, "g", pods), None, None, POOL, NOW)
-    assert status["resourcesStatus"]["requested"] == {"memory": str(250_000_000 + 256 * 2**20)}
-    alone = desired_status(PodGroupPlan(NS, "g", pods[:1]), None, None, POOL, NOW)
-    assert alone["resourcesStatus"]["requested"] == {"memory": "256Mi"}
 
 
 def test_a_pod_scheduling_error_is_the_reason_of_the_condition_as_kai_writes_it() -> None:

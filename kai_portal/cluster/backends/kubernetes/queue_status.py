@@ -19,7 +19,8 @@ from kubernetes import client
 
 from ..base import OperationResult
 from .client import FIELD_MANAGER, Caller, concurrently
-from .pod_groups import DEFAULT_QUEUE, PodGroupPlan, Resources, add, quantities
+from .pod_groups import DEFAULT_QUEUE, PodGroupPlan
+from .resource_sums import Resources, add, quantities
 
 GROUP, VERSION, PLURAL = "scheduling.run.ai", "v2", "queues"
 MERGE_PATCH = "application/merge-patch+json"
