@@ -233,7 +233,13 @@ def test_a_namespace_being_deleted_pauses_its_own_podgroup_writes_not_everyone_e
 def test_a_pod_scheduling_error_is_the_reason_of_the_condition_as_kai_writes_it() -> None:
     """KAI's scheduler gives each job fit error its reason (``PodSchedulingErrors`` for a gang
     that does not fit) and the text after it as the reason's message."""
-    text = "Resources were found for 1 pods while 2 are required for gang scheduling."
-    condition = scheduling_condition("default", f"PodSchedulingErrors: {text}", 1, NOW)
+    text = (
+        "Resources were found for 1 pods while 2 are required for gang scheduling. Additional pods "
+        "cannot be scheduled due to: no nodes with enough resources were found: 1 node(s) didn't "
+        "have enough resources: GPUs."
+    )
+    # KAI's recorded view (docs/kai-parity/batch-gang-waiting-kai.yaml): the message ends "GPUs..",
+    # the reason's own message "GPUs.".
+    condition = scheduling_condition("default", f"PodSchedulingErrors: {text}.", 1, NOW)
     assert condition["reasons"] == [{"reason": "PodSchedulingErrors", "message": text}]
-    assert condition["message"] == f"PodSchedulingErrors: {text}"
+    assert condition["message"] == f"PodSchedulingErrors: {text}."

@@ -111,9 +111,10 @@ def test_a_waiting_gangs_pods_name_their_group_and_its_reason_is_kais(
         assert "received-resource-type" not in pod.metadata.annotations
     [condition] = group["status"]["schedulingConditions"]
     prefix = "PodSchedulingErrors: "
-    assert condition["message"].startswith(prefix), condition
-    assert condition["reasons"] == [
-        {"reason": "PodSchedulingErrors", "message": condition["message"].removeprefix(prefix)}]  # fmt: skip
+    assert condition["message"].startswith(prefix) and condition["message"].endswith("GPUs.."), condition
+    # The error's own text: without the prefix, nor the "." JobFitErrorsToMessage adds.
+    own = condition["message"].removeprefix(prefix)[:-1]
+    assert condition["reasons"] == [{"reason": "PodSchedulingErrors", "message": own}]
     assert sorted(pod_groups(cluster, namespace)) == [name]
 
 

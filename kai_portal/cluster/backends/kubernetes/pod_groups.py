@@ -460,9 +460,16 @@ def desired_status(
 
 
 def scheduling_condition(pool: str, message: str, transition: int, now: datetime) -> dict[str, Any]:
-    """KAI's UnschedulableOnNodePool condition for a message of the cycle."""
+    """KAI's UnschedulableOnNodePool condition for a message of the cycle.
+
+    The message is KAI's JobFitErrorsToMessage text: the fit errors' messages joined with ". \n"
+    and a "." added at the end; each ``reasons[]`` entry holds one error's own message, so the
+    joint and the added full stop are taken off again (a gang's message ends "GPUs..", its
+    reason's "GPUs.")."""
     reasons = []
-    for line in message.split("\n"):
+    lines = message.split("\n")
+    for i, line in enumerate(lines):
+        line = line.removesuffix(". ") if i < len(lines) - 1 else line.removesuffix(".")
         code, sep, text = line.partition(": ")
         if sep and code in KNOWN_REASONS:
             reasons.append({"reason": code, "message": text})
