@@ -117,7 +117,7 @@ def cluster_operations(inp: CycleInput, result: CycleResult) -> Operations:
         job = index.jobs.get(key)
         if job is not None:
             kind = "NotReady" if reason.code == "NotReady" else "Unschedulable"
-            message = index.text(reason)
+            message = index.text(_not_ready_sentence(reason) if kind == "NotReady" else reason)
             ops.events.append(
                 PodEvent(job.namespace, job.name, EventType.NORMAL, kind, message, kind="PodGroup")
             )
@@ -370,3 +370,14 @@ def _persist_job_messages(
         ("cycle_id", "job_id", "reason", "message"),
         [(cycle.pk, job_id, reason_code(reason), message) for job_id, message, reason in messages if reason],
     )
+
+
+def _not_ready_sentence(reason: Reason) -> Reason:
+    """KAI's scheduler posts a not-ready group's ``NotReady`` event as the bare sentence ("Job is
+    not ready for scheduling. Waiting for ..."), not as a fit-error message ("NotReady: ... .")."""
+    errors = reason.params[0] if reason.wording == "job_message" and reason.params else ()
+    if isinstance(errors, tuple) and len(errors) == 1:
+        only = errors[0]
+        if isinstance(only, tuple) and len(only) == 2 and isinstance(only[1], Reason):
+            return only[1]
+    return reason

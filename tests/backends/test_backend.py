@@ -59,8 +59,9 @@ def test_a_failed_event_write_is_reported_and_does_not_undo_the_bind(
     report = backend.apply([Bind("team-a", "p1", "gpu-1")], [], [])
 
     # The PodGroup (created, its status, its start) is written after the bind; the pod's Scheduled
-    # event is refused (a fault answers once), its Bound event is written; the bind stands.
+    # event is refused (a fault answers once), its Bound event and PodBound condition are written;
+    # the bind stands.
     assert [(r.operation, r.ok, r.status_code) for r in report.results] == [
         ("bind", True, None), ("podgroup", True, None), ("podgroup-status", True, None),
-        ("podgroup", True, None), ("event", False, 503), ("event", True, None)]
+        ("podgroup", True, None), ("event", False, 503), ("event", True, None), ("condition", True, None)]
     assert backend.observe().pods["team-a", "p1"].node == "gpu-1"

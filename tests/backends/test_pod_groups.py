@@ -19,9 +19,10 @@ from kai_portal.cluster.backends.kubernetes.pod_groups import (
     PodGroupWriter,
     desired_pod_group,
     desired_status,
-    quantities,
+    scheduling_condition,
     top_owner_metadata,
 )
+from kai_portal.cluster.backends.kubernetes.resource_sums import quantities
 from tests.cluster.kai_object_fields import ALL_LISTS
 
 from .owner_json import NS, QUEUE_KEYS, Reader, owner_object, pod_object
@@ -117,14 +118,14 @@ def test_status_counts_requested_and_allocated_as_kais_podgroup_controller() -> 
     non-preemptible group (build, 100) also counts its allocation as non-preemptible."""
     pods = [
         observed("run", node="n1", status=TaskStatus.RUNNING, cpu_millis=1500, memory_mib=1024,
-                 gpu=GpuRequest(whole=1)),
+                 memory_bytes=1024 * 2**20, memory_binary=True, gpu=GpuRequest(whole=1)),
         observed("half", status=TaskStatus.PENDING, gpu=GpuRequest(fraction=0.5, num_devices=2)),
         observed("done", node="n1", status=TaskStatus.SUCCEEDED, gpu=GpuRequest(whole=4)),
     ]  # fmt: skip
     status = desired_status(PodGroupPlan(NS, "g", pods), None, None, POOL, NOW)
     assert status == {"resourcesStatus": {
-        "allocated": {"cpu": "1500m", "memory": "1024Mi", "nvidia.com/gpu": "1"},
-        "requested": {"cpu": "1500m", "memory": "1024Mi", "nvidia.com/gpu": "2"}}}  # fmt: skip
+        "allocated": {"cpu": "1500m", "memory": "1Gi", "nvidia.com/gpu": "1"},
+        "requested": {"cpu": "1500m", "memory": "1Gi", "nvidia.com/gpu": "2"}}}  # fmt: skip
     build = [observed("b", node="n1", status=TaskStatus.RUNNING, priority=100, gpu=GpuRequest(whole=2))]
     status = desired_status(PodGroupPlan(NS, "g", build), None, None, POOL, NOW)
     assert status["resourcesStatus"]["allocatedNonPreemptible"] == {"nvidia.com/gpu": "2"}
@@ -218,7 +219,7 @@ def test_a_namespace_being_deleted_pauses_its_own_podgroup_writes_not_everyone_e
         observed("b", namespace="team-b", annotations=named, job=JobRef("team-b", "PodGroup", "g")),
     ]
     caller = _Caller()
-    writer = PodGroupWriter(None, caller, _Cache(pods), concurrency=1)  # type: ignore[arg-type]
+    writer = PodGroupWriter(None, None, caller, _Cache(pods), concurrency=1)  # type: ignore[arg-type]
 
     writer.write([], [], [])
     third = observed("c", namespace="team-c", annotations=named, job=JobRef("team-c", "PodGroup", "g"))
@@ -227,3 +228,18 @@ def test_a_namespace_being_deleted_pauses_its_own_podgroup_writes_not_everyone_e
 
     assert ("podgroup", "team-b") in caller.calls and ("podgroup", "team-c") in caller.calls, caller.calls
     assert caller.calls.count(("podgroup", "dying")) == 1, caller.calls  # paused there after one refusal
+
+
+def test_a_pod_scheduling_error_is_the_reason_of_the_condition_as_kai_writes_it() -> None:
+    """KAI's scheduler gives each job fit error its reason (``PodSchedulingErrors`` for a gang
+    that does not fit) and the text after it as the reason's message."""
+    text = (
+        "Resources were found for 1 pods while 2 are required for gang scheduling. Additional pods "
+        "cannot be scheduled due to: no nodes with enough resources were found: 1 node(s) didn't "
+        "have enough resources: GPUs."
+    )
+    # KAI's recorded view (docs/kai-parity/batch-gang-waiting-kai.yaml): the message ends "GPUs..",
+    # the reason's own message "GPUs.".
+    condition = scheduling_condition("default", f"PodSchedulingErrors: {text}.", 1, NOW)
+    assert condition["reasons"] == [{"reason": "PodSchedulingErrors", "message": text}]
+    assert condition["message"] == f"PodSchedulingErrors: {text}."

@@ -18,7 +18,7 @@ def _events(cluster: Cluster, namespace: str) -> list[client.CoreV1Event]:
     return list(cluster.core.list_namespaced_event(namespace).items)
 
 
-def test_bind_sets_the_node_and_devices_and_writes_a_scheduled_event(
+def test_bind_sets_the_node_and_kais_binder_annotation_and_writes_a_scheduled_event(
     cluster: Cluster, namespace: str, nodes: Nodes, scheduler_name: str, backend: KubernetesBackend
 ) -> None:
     node = nodes.make("gpu-1", labels={"kai.scheduler/node-pool": "training"})
@@ -31,7 +31,9 @@ def test_bind_sets_the_node_and_devices_and_writes_a_scheduled_event(
     pod = cluster.core.read_namespaced_pod("p1", namespace)
     # The API server copies the Binding's annotations onto the pod in the same write.
     assert (pod.spec.node_name, pod.metadata.uid) == (node, uid)
-    assert pod.metadata.annotations["kai.scheduler/gpu-devices"] == "0,3"
+    # KAI's binder's annotation; no device for whole GPUs (KAI writes none: the device plugin picks).
+    assert pod.metadata.annotations["received-resource-type"] == "Regular"
+    assert "kai.scheduler/gpu-devices" not in pod.metadata.annotations
     [event] = [e for e in _events(cluster, namespace) if e.reason == "Scheduled"]
     # KAI's binder's own event beside the scheduler's.
     [bound] = [e for e in _events(cluster, namespace) if e.reason == "Bound"]
@@ -45,7 +47,8 @@ def test_bind_sets_the_node_and_devices_and_writes_a_scheduled_event(
     assert (event.source.component, event.reporting_component) == (scheduler_name, scheduler_name)
     assert event.first_timestamp == event.last_timestamp
     observed = backend.observe().pods[namespace, "p1"]
-    assert (observed.node, observed.status, observed.gpu_devices) == (node, TaskStatus.BOUND, (0, 3))
+    # No device for whole GPUs, as KAI (the portal's engine places them on free devices).
+    assert (observed.node, observed.status, observed.gpu_devices) == (node, TaskStatus.BOUND, ())
 
 
 def test_a_failed_bind_is_reported_and_the_others_still_happen(
@@ -123,7 +126,7 @@ def test_binds_go_out_concurrently_each_with_its_own_result_and_event(
             assert bound.spec.node_name is None
         else:
             assert bound.spec.node_name == node_names[i % 4]
-            assert bound.metadata.annotations["kai.scheduler/gpu-devices"] == str(i % 8)
+            assert bound.metadata.annotations["received-resource-type"] == "Regular"
     reasons = sorted((e.involved_object.name, e.reason) for e in _events(cluster, namespace))
     bound = [(p, reason) for p in pods if p != "p17" for reason in ("Bound", "Scheduled")]
     assert reasons == sorted(bound + [("p17", "FailedBinding")])
@@ -160,11 +163,11 @@ def test_a_watch_lagging_behind_our_binds_never_shows_a_bound_pod_pending_again(
 
     monkeypatch.setattr(backend.lister, "watch", lagging)
     stale = backend.observe().pods[namespace, "p1"]
-    assert (stale.node, stale.status, stale.gpu_devices) == (node, TaskStatus.BOUND, (2,))
+    assert (stale.node, stale.status, stale.gpu_devices) == (node, TaskStatus.BOUND, ())
 
     monkeypatch.setattr(backend.lister, "watch", real_watch)
     caught_up = backend.observe().pods[namespace, "p1"]
-    assert (caught_up.node, caught_up.status, caught_up.gpu_devices) == (node, TaskStatus.BOUND, (2,))
+    assert (caught_up.node, caught_up.status, caught_up.gpu_devices) == (node, TaskStatus.BOUND, ())
     assert backend.binder.bound_here == {}  # the watch showed the node: the mark is gone
 
     # A mark is for that pod (uid): deleted and created again under its name before the watch

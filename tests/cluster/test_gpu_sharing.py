@@ -344,6 +344,7 @@ def test_gpu_memory_and_multi_device_fractions(
     groups = _groups(pair)
     assert len(groups) == 2 and all(pair.metadata.labels[f"runai-gpu-group/{g}"] == g for g in groups)
     assert len(pair.metadata.annotations["kai.scheduler/gpu-devices"].split(",")) == 2
+    assert pair.metadata.annotations["received-resource-type"] == "Fraction"  # KAI's binder's word
     visible = _configmap(core, namespace, pair)["NVIDIA_VISIBLE_DEVICES"].split(",")
     held = {r.metadata.labels["runai-gpu-group"]: r.metadata.annotations[sharing.GPU_INDEX_ANNOTATION]
             for r in _reservations(core, node)}  # fmt: skip

@@ -131,7 +131,13 @@ def test_the_chart_applies_and_its_service_account_runs_a_full_cycle(
     assert cycle.status == "succeeded", cycle.error
     assert cycle.counters["apply_failures"] == 0, "a call of the cycle was refused"
     assert core.read_namespaced_pod("borrower", namespace).spec.node_name == node
-    borrower_uid = core.read_namespaced_pod("borrower", namespace).metadata.uid
+    borrower = core.read_namespaced_pod("borrower", namespace)
+    borrower_uid = borrower.metadata.uid
+    # KAI's binder's and podgrouper's marks on the pod, under the chart's role (no new verb: the
+    # annotations ride on the Binding, PodBound is a pods/status patch like PodScheduled).
+    assert borrower.metadata.annotations["pod-group-name"] == f"pg-borrower-{borrower_uid}"
+    assert borrower.metadata.annotations["received-resource-type"] == "Regular"
+    assert [c.reason for c in borrower.status.conditions if c.type == "PodBound"] == ["Bound"]
     # KAI's podgrouper's and controllers' objects, written under the chart's role: a PodGroup per
     # workload (owned by the pod: it goes with it), with its status as of the cycle that bound it.
     group = client.CustomObjectsApi(cluster.api).get_namespaced_custom_object(

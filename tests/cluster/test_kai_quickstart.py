@@ -158,7 +158,7 @@ def test_kai_quickstart_queues_and_pods_applied_unchanged_become_portal_queues_a
             f"Successfully assigned pod {namespace}/{name} to node {node} at node-pool default"
         ]
     gpu_pod = core.read_namespaced_pod("gpu-pod", namespace)
-    assert len(gpu_pod.metadata.annotations["kai.scheduler/gpu-devices"].split(",")) == 1
+    assert "kai.scheduler/gpu-devices" not in gpu_pod.metadata.annotations  # KAI writes none either
     # The portal follows them as jobs of KAI's leaf queue.
     for name in pods:
         job = Job.objects.get(name=name)

@@ -57,7 +57,7 @@ def test_kai_quickstart_queues_show_children_allocated_and_requested(
     assert parent["status"]["childQueues"] == ["default-queue"]
     assert "childQueues" not in leaf["status"]
     # gpu-pod: one GPU; cpu-only-pod: 100m and 250M (counted in whole MiB, rounded up: 239Mi).
-    want = {"cpu": "100m", "memory": "239Mi", "nvidia.com/gpu": "1"}
+    want = {"cpu": "100m", "memory": "250M", "nvidia.com/gpu": "1"}  # as KAI's queue controller prints it
     for obj in (leaf, parent):
         assert obj["status"]["allocated"] == want and obj["status"]["requested"] == want
         assert "allocatedNonPreemptible" not in obj["status"]  # train is preemptible
@@ -81,4 +81,4 @@ def test_kai_quickstart_queues_show_children_allocated_and_requested(
                    for n in ("default-queue", "default-parent-queue"))  # fmt: skip
 
     wait_until(gpu_gone, "the deleted pod's GPU to leave the queues' status", timeout=60, every=0.5)
-    assert queue(cluster, "default-parent-queue")["status"]["allocated"] == {"cpu": "100m", "memory": "239Mi"}
+    assert queue(cluster, "default-parent-queue")["status"]["allocated"] == {"cpu": "100m", "memory": "250M"}

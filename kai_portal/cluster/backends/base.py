@@ -148,6 +148,11 @@ class ObservedPod:
     # creationTimestamp of the object the group is named for (the top owner; the PodGroup a pod
     # names, when earlier). None: the pod's own ``created_at`` stands in.
     job_created_at: datetime | None = None
+    # Memory requested in bytes (``memory_mib`` is rounded up to whole MiB) and whether its
+    # quantity is written in binary units ("256Mi"; "250M" is decimal): the PodGroup and Queue
+    # sums are written in the unit KAI's controllers print them in (resource.Quantity).
+    memory_bytes: int = 0
+    memory_binary: bool = False
 
     @property
     def key(self) -> tuple[str, str]:

@@ -51,8 +51,11 @@ def test_the_loop_binds_a_pending_pod_and_explains_one_that_cannot_fit(
     assert binding == [{
         "apiVersion": "v1",
         "kind": "Binding",
+        # KAI's binder's and podgrouper's annotations, in the bind's own write; no device for
+        # whole GPUs (KAI writes none).
         "metadata": {"name": "fits", "namespace": "team-a", "uid": uid,
-                     "annotations": {"kai.scheduler/gpu-devices": "0,1"}},
+                     "annotations": {"received-resource-type": "Regular",
+                                     "pod-group-name": f"pg-fits-{uid}"}},
         "target": {"apiVersion": "v1", "kind": "Node", "name": "gpu-1"},
     }]  # fmt: skip
     assert _posts(emulator, "/pods/too-big/binding") == []

@@ -92,7 +92,7 @@ class KubernetesBackend:
         self._queue_objects = QueueObjects(self.api_client, self.lister)
         # The objects KAI's tooling reads: PodGroups (podgrouper, podgroup controller) and Queue.status.
         custom = client.CustomObjectsApi(self.api_client)
-        self.pod_groups = PodGroupWriter(custom, self.caller, self.cache, self.bind_concurrency)
+        self.pod_groups = PodGroupWriter(custom, self.core, self.caller, self.cache, self.bind_concurrency)
         self.queue_status = QueueStatusWriter(custom, self.caller, self.bind_concurrency)
         # Leader election (cluster/leader_election.py): this backend's candidate, made on first use.
         self.elector: Elector | None = None

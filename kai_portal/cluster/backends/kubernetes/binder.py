@@ -1,9 +1,10 @@
 """Binds, as KAI's binder makes them (pkg/binder): POST pods/<pod>/binding.
 
-The chosen GPU devices travel as annotations on the Binding itself; the API server copies a
-Binding's annotations onto the pod in the same write, so devices and node can never disagree:
-``kai.scheduler/gpu-devices`` ("0,3") and, for shared GPUs, ``kai.scheduler/gpu-fraction`` (the
-fraction granted per device). A shared GPU is reserved and made visible (gpu_sharing.py) before
+What KAI's binder and podgrouper write on a pod travels as annotations on the Binding itself
+(``bind_annotations``); the API server copies a Binding's annotations onto the pod in the same
+write, so they cost no call and devices and node can never disagree: for shared GPUs
+``kai.scheduler/gpu-devices`` ("0,3") and ``kai.scheduler/gpu-fraction`` (the fraction granted
+per device). A shared GPU is reserved and made visible (gpu_sharing.py) before
 the pod is bound, never after. The pod's uid goes on the Binding, so the server refuses to bind a
 re-created pod of the same name.
 
@@ -20,11 +21,14 @@ from kubernetes import client
 
 from ..base import Bind, EventType, ObservedPod, OperationResult, PodEvent, TaskStatus
 from .cache import ClusterCache
-from .client import CALL_ERRORS, Caller, concurrently, failure
+from .client import CALL_ERRORS, FIELD_MANAGER, Caller, concurrently, failure
 from .gpu_sharing import GpuSharing, GpuSharingUnavailable
-from .objects import GPU_DEVICES_ANNOTATION
+from .objects import GPU_DEVICES_ANNOTATION, POD_GROUP_ANNOTATION, parse_devices
 
 GPU_FRACTION_GRANTED_ANNOTATION = "kai.scheduler/gpu-fraction"
+# KAI's binder (pkg/binder/binding/binder.go, constants.ReceivedResourceType) and its values.
+RECEIVED_RESOURCE_TYPE_ANNOTATION = "received-resource-type"
+REGULAR, FRACTION = "Regular", "Fraction"
 # Binds in flight at once: enough to hide the API server's round trip, few enough that a large
 # cycle does not flood it (kube-scheduler binds asynchronously in goroutines, unbounded).
 BIND_CONCURRENCY = 16
@@ -71,12 +75,8 @@ class Binder:
         return [o for o in out if o is not None]
 
     def bind(self, bind: Bind) -> OperationResult:
-        annotations: dict[str, str] = {}
-        if bind.gpu_devices:
-            annotations[GPU_DEVICES_ANNOTATION] = ",".join(str(d) for d in bind.gpu_devices)
-        if bind.gpu_fraction is not None:
-            annotations[GPU_FRACTION_GRANTED_ANNOTATION] = f"{bind.gpu_fraction:g}"
         cached = self.cache.pods.get((bind.namespace, bind.pod))
+        annotations = self.bind_annotations(bind, cached)
         if cached is None and bind.gpu_fraction is not None:
             # A pod created since this cycle's observation (a portal submission): its shared GPU
             # can only be reserved once its annotations are seen; the next cycle binds it.
@@ -109,12 +109,36 @@ class Binder:
             bind.namespace,
             bind.pod,
             lambda: self.core.create_namespaced_pod_binding(
-                bind.pod, bind.namespace, body, _preload_content=False
+                bind.pod, bind.namespace, body, field_manager=FIELD_MANAGER, _preload_content=False
             ),
         )
         if result.ok and cached is not None and cached.uid:
-            self.bound_here[cached.key] = (cached.uid, bind.node, tuple(bind.gpu_devices or ()))
+            # The devices the pod will show once watched: a shared GPU's, none for whole GPUs.
+            devices = parse_devices(annotations.get(GPU_DEVICES_ANNOTATION))
+            self.bound_here[cached.key] = (cached.uid, bind.node, devices)
         return result
+
+    def bind_annotations(self, bind: Bind, cached: ObservedPod | None) -> dict[str, str]:
+        """What the Binding carries onto the pod in the bind's own write (no extra call):
+
+        - ``received-resource-type``: KAI's binder patches it on before binding (``Regular``, or
+          ``Fraction`` for a shared GPU);
+        - ``pod-group-name``: KAI's podgrouper writes it on every pod it groups; a pod bound in the
+          cycle it is first seen gets it here rather than by a patch of its own (pod_groups.py);
+        - the devices of a shared GPU only (``kai.scheduler/gpu-devices`` and the fraction
+          granted): the GPU-sharing protocol reads them. KAI writes no device for a whole GPU
+          (the device plugin picks it), so neither does the portal."""
+        shared = bind.gpu_fraction is not None or (cached is not None and cached.gpu.shared)
+        annotations = {RECEIVED_RESOURCE_TYPE_ANNOTATION: FRACTION if shared else REGULAR}
+        if shared and bind.gpu_devices:
+            annotations[GPU_DEVICES_ANNOTATION] = ",".join(str(d) for d in bind.gpu_devices)
+        if bind.gpu_fraction is not None:
+            annotations[GPU_FRACTION_GRANTED_ANNOTATION] = f"{bind.gpu_fraction:g}"
+        if cached is not None and POD_GROUP_ANNOTATION not in cached.annotations:
+            group = self.cache.pod_group_name_of(cached.key)
+            if group:
+                annotations[POD_GROUP_ANNOTATION] = group
+        return annotations
 
     def bind_event(self, bind: Bind, result: OperationResult) -> PodEvent:
         """KAI's Scheduled / FailedBinding pod event for a bind outcome (§8)."""

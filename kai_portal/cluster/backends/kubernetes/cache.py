@@ -209,6 +209,15 @@ class ClusterCache:
         grouped = self._grouped.get(key)
         return grouped[1] if grouped is not None else None
 
+    def pod_group_name_of(self, key: tuple[str, str]) -> str | None:
+        """The PodGroup KAI's podgrouper would name for one of our pods (its ``pod-group-name``
+        annotation); None where PodGroups are not written (no CRD, no right) or the owners are
+        not known yet."""
+        grouping = self.grouping_of(key)
+        if not self.pod_groups_listed or grouping is None or grouping.pod_group is None:
+            return None
+        return grouping.pod_group.name
+
     @property
     def pod_groups_listed(self) -> bool:
         """Whether PodGroups could be listed (no CRD, a cluster without KAI's, or no right: False)."""

@@ -29,6 +29,11 @@ from kubernetes.client.exceptions import ApiException
 from ..base import OperationResult
 
 LIST_PAGE_SIZE = 500
+# The field manager of every object write (what ``metadata.managedFields`` names as the writer).
+# Not KAI's component names (podgrouper, binder, queuecontroller...): a user who reads
+# managedFields to learn who wrote a field must find the portal, not a KAI component that does
+# not run; and not the Python client's default ("OpenAPI-Generator"), which names no one.
+FIELD_MANAGER = "kai-portal"
 # The writes of a scheduling cycle: only the leader makes them (submit and cancel are the users').
 CYCLE_WRITES = frozenset(
     {"bind", "evict", "event", "condition", "podgroup", "podgroup-status", "queue-status"}

@@ -119,9 +119,11 @@ def parse_pod(raw: Json, queue_label_keys: Sequence[str], pool_label: str | None
         gpu=gpu_request(spec, annotations, requested),
         cpu_millis=math.ceil(requested["cpu"] * 1000),
         memory_mib=math.ceil(requested["memory"] / MIB),
+        memory_bytes=math.ceil(requested["memory"]),
+        memory_binary=memory_is_binary(spec),
         created_at=parse_time(meta.get("creationTimestamp")),
         deletion_timestamp=parse_time(meta.get("deletionTimestamp")),
-        gpu_devices=_devices(annotations.get(GPU_DEVICES_ANNOTATION)),
+        gpu_devices=parse_devices(annotations.get(GPU_DEVICES_ANNOTATION)),
         labels=labels,
         annotations=annotations,
         resource_version=meta.get("resourceVersion"),
@@ -284,6 +286,17 @@ def requests_of(spec: Json) -> dict[str, Decimal]:
     return pod_requests(spec, (GPU_RESOURCE, "cpu", "memory"), _read)
 
 
+def memory_is_binary(spec: Json) -> bool:
+    """Whether the first container's memory request is in binary units ("256Mi", "1Gi"): KAI's
+    podgroup controller sums the containers' requests as resource.Quantity, which keeps the unit
+    of the first quantity summed."""
+    for container in spec.get("containers") or ():
+        value = ((container.get("resources") or {}).get("requests") or {}).get("memory")
+        if value not in (None, ""):
+            return str(value).endswith("i")
+    return False
+
+
 def _read(value: Any, where: Where) -> Decimal:
     return _quantity(value)
 
@@ -324,7 +337,7 @@ def _preemptibility(value: str | None) -> str | None:
     return value if value in ("preemptible", "non-preemptible") else None
 
 
-def _devices(value: str | None) -> tuple[int, ...]:
+def parse_devices(value: str | None) -> tuple[int, ...]:
     if not value:
         return ()
     try:

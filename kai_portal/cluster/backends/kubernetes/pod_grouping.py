@@ -114,6 +114,10 @@ def finish_pod(
 ) -> ObservedPod:
     """The pod as the engine should see it: its group, queue, minimum, priority, preemptibility."""
     pod_group = pod.annotations.get(POD_GROUP_ANNOTATION)
+    if grouping.pod_group is not None and pod_group == grouping.pod_group.name:
+        # The podgrouper's own annotation (KAI's, or the portal's in its place): the pod is
+        # grouped by its owners as before it was written, so its job stays the same.
+        pod_group = None
     spec = pod_groups.get((pod.namespace, pod_group)) if pod_group else None
     if spec is not None and not spec.portal:
         return replace(

@@ -16,7 +16,8 @@ Nothing is written where PodGroups cannot be listed (a cluster without KAI's CRD
   leaves the other writer's object as it is.
 - podgroup controller (pkg/podgroupcontroller): ``status.resourcesStatus``: ``requested`` (pods
   Pending or Running), ``allocated`` (pods Running, or bound and Pending) and
-  ``allocatedNonPreemptible`` (the allocated of a non-preemptible group). Here: ``resources_status``.
+  ``allocatedNonPreemptible`` (the allocated of a non-preemptible group). Here: ``desired_status``
+  from ``resource_sums.group_usage``.
 - scheduler (cache/status_updater): ``status.schedulingConditions`` (``UnschedulableOnNodePool``
   while the group waits with nothing allocated, cleared once nothing is pending) and the
   ``kai.scheduler/last-start-timestamp`` annotation when the group is allocated.
@@ -40,10 +41,11 @@ from kubernetes import client
 
 from ..base import Bind, ObservedPod, OperationResult, PodEvent, TaskStatus
 from .cache import ClusterCache
-from .client import Caller, concurrently, rfc3339
+from .client import FIELD_MANAGER, Caller, concurrently, rfc3339
 from .objects import BATCH_MIN_MEMBER_ANNOTATION, POD_GROUP_ANNOTATION
 from .owners import Grouping, as_int
 from .pod_grouping import WRITTEN_BY, WRITTEN_BY_LABEL
+from .resource_sums import FINISHED, Resources, group_usage, quantities
 
 GROUP, VERSION, PLURAL, KIND = "scheduling.run.ai", "v2alpha2", "podgroups", "PodGroup"
 MERGE_PATCH, JSON_PATCH = "application/merge-patch+json", "application/json-patch+json"
@@ -53,21 +55,17 @@ USER_KEY = "user"  # copied from the pod when the owner lacks it (defaultgrouper
 DEFAULT_QUEUE = "default-queue"  # KAI's podgrouper, for a group that names no queue
 DEFAULT_NODE_POOL = "default"
 UNSCHEDULABLE_ON_NODE_POOL = "UnschedulableOnNodePool"
-# The reasons KAI's API names (v2alpha2 UnschedulableReason); a job message starting "<one>: " is that.
-KNOWN_REASONS = ("NonPreemptibleOverQuota", "OverLimit", "PreemptionDelayNotElapsed", "QueueDoesNotExist")
-NON_PREEMPTIBLE_PRIORITY = 100  # KAI: a group without preemptibility is non-preemptible from here up
-DEFAULT_PRIORITY = 50
+# The reasons of a job's fit errors: those KAI's API names (v2alpha2 UnschedulableReason) and the
+# scheduler's own (podgroup_info: PodSchedulingErrors, OverCapacity); a line of a job's message
+# starting "<one>: " is a fit error of that reason (KAI's JobFitErrorsToMessage).
+KNOWN_REASONS = ("NonPreemptibleOverQuota", "OverLimit", "PreemptionDelayNotElapsed", "QueueDoesNotExist",
+                 "PodSchedulingErrors", "OverCapacity")  # fmt: skip
 # A namespace that refuses PodGroup writes (403: no right there, or being deleted; 404: gone): its
 # writes pause this long after one failure is reported, instead of failing for every group every
 # cycle. Per namespace, so one team deleting its namespace never stops the others' PodGroups. (A
 # cluster without KAI's PodGroup CRD writes none at all: its list fails first.)
 UNAVAILABLE_PAUSE_SECONDS = 60.0
 STATE_LIMIT = 20_000  # groups remembered; forgetting one costs one idempotent status write
-GPU, GPU_MEMORY = "nvidia.com/gpu", "run.ai/gpu.memory"
-FINISHED = (TaskStatus.SUCCEEDED, TaskStatus.FAILED)
-# Resources as whole units the portal counts: cpu in millicores, memory and GPU memory in MiB,
-# GPUs in thousandths (a fraction of 0.5 is 500).
-Resources = dict[str, int]
 
 
 @dataclass
@@ -94,9 +92,15 @@ class PodGroupWriter:
     """Creates the missing PodGroups and keeps the status of those the portal wrote."""
 
     def __init__(
-        self, custom: client.CustomObjectsApi, caller: Caller, cache: ClusterCache, concurrency: int
+        self,
+        custom: client.CustomObjectsApi,
+        core: client.CoreV1Api,
+        caller: Caller,
+        cache: ClusterCache,
+        concurrency: int,
     ) -> None:
         self.custom = custom
+        self.core = core
         self.caller = caller
         self.cache = cache
         self.concurrency = concurrency
@@ -111,6 +115,8 @@ class PodGroupWriter:
         self.names: dict[tuple[str, str], str] = {}
         self.plans: dict[tuple[str, str], PodGroupPlan] = {}
         self._paused_until: dict[str, float] = {}  # namespace -> monotonic time its writes resume
+        # Pods given pod-group-name here (namespace, name, uid), until the watch shows it.
+        self._annotated: set[tuple[str, str, str]] = set()
 
     # ----- what to write -------------------------------------------------
 
@@ -162,6 +168,7 @@ class PodGroupWriter:
             return []  # a cluster without KAI's PodGroup CRD: nothing to write them to
         now = datetime.now(UTC).replace(microsecond=0)
         started = {self._group_of(b.namespace, b.pod) for b in done_binds}
+        bound_keys = {(b.namespace, b.pod) for b in done_binds}  # their Binding named the group
         waiting = {
             (e.namespace, self.names.get((e.namespace, e.name), e.name)): e.message
             for e in events
@@ -179,6 +186,7 @@ class PodGroupWriter:
                 results.append(result)
                 if not result.ok:
                     return results
+            results += self._annotate_pods(plan, bound_keys)
             old = self._status.get(key)
             pods, message = tuple(plan.pods), waiting.get(key)
             status = desired_status(plan, old, message, self.pool_label, now)
@@ -221,6 +229,32 @@ class PodGroupWriter:
             self._seen = {k: v for k, v in self._seen.items() if k in plans}
         return reported
 
+    def _annotate_pods(self, plan: PodGroupPlan, bound_keys: set[tuple[str, str]]) -> list[OperationResult]:
+        """``pod-group-name`` on the group's pods that lack it, as KAI's podgrouper writes it
+        (pod_controller.go), one merge patch per pod once in its life; a pod bound this cycle got
+        it on its Binding (binder.py). The pod's uid in the patch makes the server refuse to
+        annotate a re-created pod of the same name."""
+        results = []
+        for pod in plan.pods:
+            if POD_GROUP_ANNOTATION in pod.annotations or pod.key in bound_keys or not pod.uid:
+                continue
+            if pod.status in FINISHED or (pod.namespace, pod.name, pod.uid) in self._annotated:
+                continue
+            body = {"metadata": {"uid": pod.uid, "annotations": {POD_GROUP_ANNOTATION: plan.name}}}
+
+            def patch(pod: ObservedPod = pod, body: dict[str, Any] = body) -> object:
+                return self.core.patch_namespaced_pod(
+                    pod.name, pod.namespace, body, field_manager=FIELD_MANAGER, _preload_content=False
+                )
+
+            result = self.caller.call("pod-group-name", pod.namespace, pod.name, patch)
+            if result.ok:
+                if len(self._annotated) > STATE_LIMIT:
+                    self._annotated.clear()
+                self._annotated.add((pod.namespace, pod.name, pod.uid))
+            results.append(result)
+        return results
+
     def _paused(self, namespace: str) -> bool:
         until = self._paused_until.get(namespace)
         if until is None:
@@ -255,7 +289,7 @@ class PodGroupWriter:
             namespace,
             name,
             lambda: self.custom.create_namespaced_custom_object(
-                GROUP, VERSION, namespace, PLURAL, body, _preload_content=False
+                GROUP, VERSION, namespace, PLURAL, body, field_manager=FIELD_MANAGER, _preload_content=False
             ),
         )
         if result.ok:
@@ -284,6 +318,7 @@ class PodGroupWriter:
                 PLURAL,
                 name,
                 body,
+                field_manager=FIELD_MANAGER,
                 _preload_content=False,
                 _content_type=JSON_PATCH,
             ),
@@ -302,6 +337,7 @@ class PodGroupWriter:
                 PLURAL,
                 name,
                 body,
+                field_manager=FIELD_MANAGER,
                 _preload_content=False,
                 _content_type=MERGE_PATCH,
             ),
@@ -315,7 +351,11 @@ def desired_pod_group(plan: PodGroupPlan, pool_label: str) -> dict[str, Any]:
     """The PodGroup KAI's podgrouper would create for ``plan``."""
     first = plan.pods[0]
     source = plan.grouping.pod_group if plan.grouping is not None else None
-    named_by_pods = first.annotations.get(POD_GROUP_ANNOTATION) == plan.name
+    # A group the pods name themselves (the portal's jobs), not one named by the podgrouper's
+    # own pod-group-name annotation (written on the pods by the Binding or annotate_pods).
+    named_by_pods = first.annotations.get(POD_GROUP_ANNOTATION) == plan.name and (
+        source is None or source.name != plan.name
+    )
     labels: dict[str, str] = dict(source.labels) if source is not None and not named_by_pods else {}
     annotations: dict[str, str] = {}
     if USER_KEY in first.annotations:
@@ -386,67 +426,6 @@ def min_member(pods: Sequence[ObservedPod]) -> int:
     return declared if declared is not None and declared >= 1 else 1
 
 
-def preemptible(pods: Sequence[ObservedPod]) -> bool:
-    """KAI's podgroup controller: the explicit preemptibility, else priority below 100."""
-    first = pods[0]
-    if first.preemptibility:
-        return first.preemptibility == "preemptible"
-    priority = first.priority if first.priority is not None else DEFAULT_PRIORITY
-    return priority < NON_PREEMPTIBLE_PRIORITY
-
-
-def add(total: Resources, more: Mapping[str, int]) -> Resources:
-    for name, value in more.items():
-        total[name] = total.get(name, 0) + value
-    return total
-
-
-def quantities(resources: Mapping[str, int]) -> dict[str, str]:
-    """Resources as Kubernetes quantities, zeros left out (an empty ResourceList is omitted)."""
-    out = {}
-    for name, value in sorted(resources.items()):
-        if not value:
-            continue
-        if name == "cpu":
-            out[name] = str(value // 1000) if value % 1000 == 0 else f"{value}m"
-        elif name == "memory":
-            out[name] = f"{value}Mi"
-        elif name == GPU:
-            out[name] = str(value // 1000) if value % 1000 == 0 else f"{value}m"
-        else:
-            out[name] = str(value)
-    return out
-
-
-def group_usage(pods: Sequence[ObservedPod]) -> tuple[Resources, Resources, Resources]:
-    """(requested, allocated, allocated non-preemptible) of a group's pods.
-
-    Summed in plain integers (this runs for every group every cycle: 12,500 groups of 50,000 pods
-    took 0.4 s through a dict per pod)."""
-    cpu = memory = gpus = gpu_memory = 0  # requested
-    a_cpu = a_memory = a_gpus = 0  # allocated (GPU memory is allocated as a fraction of a GPU)
-    for pod in pods:
-        if pod.status in FINISHED:
-            continue
-        gpu = pod.gpu
-        devices = gpu.num_devices if gpu.num_devices > 1 else 1
-        shared = round(gpu.fraction * 1000) * devices if gpu.fraction is not None else 0
-        pod_gpus = gpu.whole * 1000 + shared
-        cpu += pod.cpu_millis
-        memory += pod.memory_mib
-        gpus += pod_gpus
-        if gpu.memory_mib:
-            gpu_memory += gpu.memory_mib * devices
-        if pod.node:
-            a_cpu += pod.cpu_millis
-            a_memory += pod.memory_mib
-            a_gpus += pod_gpus
-    sums = (("cpu", cpu), ("memory", memory), (GPU, gpus), (GPU_MEMORY, gpu_memory))
-    requested = {k: v for k, v in sums if v}
-    allocated = {k: v for k, v in (("cpu", a_cpu), ("memory", a_memory), (GPU, a_gpus)) if v}
-    return requested, allocated, ({} if preemptible(pods) else dict(allocated))
-
-
 def desired_status(
     plan: PodGroupPlan, old: Mapping[str, Any] | None, waiting: str | None, pool_label: str, now: datetime
 ) -> dict[str, Any]:
@@ -481,9 +460,16 @@ def desired_status(
 
 
 def scheduling_condition(pool: str, message: str, transition: int, now: datetime) -> dict[str, Any]:
-    """KAI's UnschedulableOnNodePool condition for a message of the cycle."""
+    """KAI's UnschedulableOnNodePool condition for a message of the cycle.
+
+    The message is KAI's JobFitErrorsToMessage text: the fit errors' messages joined with ". \n"
+    and a "." added at the end; each ``reasons[]`` entry holds one error's own message, so the
+    joint and the added full stop are taken off again (a gang's message ends "GPUs..", its
+    reason's "GPUs.")."""
     reasons = []
-    for line in message.split("\n"):
+    lines = message.split("\n")
+    for i, line in enumerate(lines):
+        line = line.removesuffix(". ") if i < len(lines) - 1 else line.removesuffix(".")
         code, sep, text = line.partition(": ")
         if sep and code in KNOWN_REASONS:
             reasons.append({"reason": code, "message": text})

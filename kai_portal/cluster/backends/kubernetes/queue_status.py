@@ -18,8 +18,9 @@ from typing import Any
 from kubernetes import client
 
 from ..base import OperationResult
-from .client import Caller, concurrently
-from .pod_groups import DEFAULT_QUEUE, PodGroupPlan, Resources, add, quantities
+from .client import FIELD_MANAGER, Caller, concurrently
+from .pod_groups import DEFAULT_QUEUE, PodGroupPlan
+from .resource_sums import Resources, add, quantities
 
 GROUP, VERSION, PLURAL = "scheduling.run.ai", "v2", "queues"
 MERGE_PATCH = "application/merge-patch+json"
@@ -30,7 +31,8 @@ STATUS_FIELDS = ("childQueues", *RESOURCE_FIELDS)
 def queue_usage(groups: Iterable[PodGroupPlan]) -> dict[str, tuple[Resources, Resources, Resources]]:
     """Each queue's own (allocated, allocated non-preemptible, requested), from its pod groups."""
     out: dict[str, tuple[Resources, Resources, Resources]] = {}
-    for group in groups:
+    # In KAI's listing order (by namespace and name): a sum keeps the memory unit summed first.
+    for group in sorted(groups, key=lambda g: (g.namespace, g.name)):
         pods = group.pods
         if not pods:
             continue
@@ -131,7 +133,14 @@ class QueueStatusWriter:
                 "",
                 name,
                 lambda: self.custom.patch_cluster_custom_object_status(
-                    GROUP, VERSION, PLURAL, name, patch, _preload_content=False, _content_type=MERGE_PATCH
+                    GROUP,
+                    VERSION,
+                    PLURAL,
+                    name,
+                    patch,
+                    field_manager=FIELD_MANAGER,
+                    _preload_content=False,
+                    _content_type=MERGE_PATCH,
                 ),
             )
             if result.ok:

@@ -12,7 +12,8 @@ events. Here:
 
 - pod condition: through PATCH pods/<pod>/status, as kube-scheduler and KAI write it, so cluster
   autoscalers and ``kubectl describe pod`` see why it waits. Written when the message changes, not
-  every cycle.
+  every cycle. A bound pod gets KAI's binder's ``PodBound`` condition the same way, beside its
+  ``Bound`` event (``mark_bound``).
 - events: core/v1 Events (involvedObject, reason, message, type, source.component,
   first/lastTimestamp, count). That is what client-go's classic recorder writes and what
   ``kubectl describe pod`` and ``kubectl get events`` show on every Kubernetes version. Aggregated as
@@ -47,7 +48,7 @@ from kubernetes import client
 
 from ..base import OperationResult, PodEvent
 from .cache import ClusterCache
-from .client import CALL_ERRORS, Caller, concurrently, failure, rfc3339
+from .client import CALL_ERRORS, FIELD_MANAGER, Caller, concurrently, failure, rfc3339
 
 BURST = 25  # client-go: defaultSpamBurst
 REFILL_SECONDS = 300.0  # client-go: defaultSpamQPS = 1/300
@@ -57,7 +58,9 @@ EVENT_CACHE_LIMIT = 10_000
 UNSCHEDULABLE = "Unschedulable"
 # Events KAI's binder posts (its recorder's component), not the scheduler: Bound, after a bind.
 BINDER_COMPONENT = "binder"
-BINDER_REASONS = frozenset({"Bound"})
+BOUND = "Bound"
+BINDER_REASONS = frozenset({BOUND})
+POD_BOUND = "PodBound"  # KAI's binder's pod condition type
 # An Event name is a DNS subdomain: the object's name, ".", 16 hex digits of the hash.
 EVENT_NAME_LIMIT = 253
 EVENT_HASH_LENGTH = 16
@@ -132,6 +135,9 @@ class StatusUpdater:
                     marked = self.mark_unschedulable(event)
                     if marked is not None:
                         results.append(marked)
+                if event.kind == "Pod" and event.reason == BOUND:
+                    # Written even when the spam filter drops the event, as KAI's binder does.
+                    results.append(self.mark_bound(event))
             return results
 
         done = concurrently(self.concurrency, one_object, list(about.values()))
@@ -163,21 +169,38 @@ class StatusUpdater:
             "lastProbeTime": None,
             "lastTransitionTime": rfc3339(datetime.now(UTC).replace(microsecond=0)),
         }
-        # A strategic merge patch: conditions merge by type, the pod's others stay.
-        body = {"status": {"conditions": [condition]}}
-        result = self.caller.call(
-            "condition",
-            event.namespace,
-            event.name,
-            lambda: self.core.patch_namespaced_pod_status(
-                event.name, event.namespace, body, _preload_content=False
-            ),
-        )
+        result = self._patch_condition(event.namespace, event.name, condition)
         if result.ok:
             if len(self._unschedulable) >= EVENT_CACHE_LIMIT:
                 self._unschedulable.clear()
             self._unschedulable[key] = said
         return result
+
+    def mark_bound(self, event: PodEvent) -> OperationResult:
+        """KAI's binder's ``PodBound`` condition on a pod it bound (bindrequest_controller.go:
+        reason ``Bound``, its event's message), one status patch per bound pod, sent beside the
+        pod's events, after every bind of the cycle."""
+        condition = {
+            "type": POD_BOUND,
+            "status": "True",
+            "reason": BOUND,
+            "message": event.message,
+            "lastProbeTime": None,
+            "lastTransitionTime": rfc3339(datetime.now(UTC).replace(microsecond=0)),
+        }
+        return self._patch_condition(event.namespace, event.name, condition)
+
+    def _patch_condition(self, namespace: str, name: str, condition: dict[str, Any]) -> OperationResult:
+        # A strategic merge patch: conditions merge by type, the pod's others stay.
+        body = {"status": {"conditions": [condition]}}
+        return self.caller.call(
+            "condition",
+            namespace,
+            name,
+            lambda: self.core.patch_namespaced_pod_status(
+                name, namespace, body, field_manager=FIELD_MANAGER, _preload_content=False
+            ),
+        )
 
     def events_to_post(
         self, events: list[PodEvent], pod_groups: set[tuple[str, str]] | None = None
