@@ -206,7 +206,7 @@ class Shard:
     pool: str
     queue_pools: dict[str, str]
 
-    def rows(self) -> QuerySet[Job]:
+    def rows(self) -> QuerySet[Job, dict[str, Any]]:
         """The jobs that may be this pool's (a superset, narrowed by ``takes``), as a subquery."""
         on_its_nodes = Pod.objects.filter(job=OuterRef("pk"), node__pool__name=self.pool, state__in=HOLDING)
         return (
