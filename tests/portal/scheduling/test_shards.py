@@ -389,3 +389,24 @@ def test_each_pools_cycle_health_shows_in_metrics_and_on_the_overview(monkeypatc
     assert "ValueError: poisoned row in pool a" in row_a.split("</tr>")[0]
     assert "never" in row_a.split("</tr>")[0] and "behind" in row_a.split("</tr>")[0]
     assert "state-succeeded" in row_b.split("</tr>")[0] and "behind" not in row_b.split("</tr>")[0]
+
+
+@pytest.mark.postgres_only("two cycles in parallel on one database: SQLite has one writer")
+@pytest.mark.django_db(transaction=True)
+def test_run_scheduler_runs_one_loop_per_pool_with_shards_on(settings):
+    """``manage.py run_scheduler`` with SCHEDULING_SHARDS: a loop per pool, each cycle its pool's."""
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    settings.SCHEDULING_SHARDS = True
+    job_a, job_b = two_pools()
+    out = StringIO()
+    call_command("run_scheduler", cycles=1, interval=0.1, stdout=out)
+
+    assert sorted(SchedulingCycle.objects.values_list("pool", "status")) == [
+        ("a", "succeeded"),
+        ("b", "succeeded"),
+    ]
+    assert "(a) succeeded" in out.getvalue() and "(b) succeeded" in out.getvalue()
+    assert Pod.objects.filter(state="bound").count() == 5
