@@ -14,7 +14,6 @@ from datetime import datetime
 from typing import Any
 
 from django.db.models import Exists, F, OuterRef, Q, QuerySet, TextField
-from django.db.models.fields.json import KT
 from django.db.models.functions import Cast
 
 import scheduler
@@ -210,8 +209,14 @@ class Shard:
         """The jobs that may be this pool's (a superset, narrowed by ``takes``), as a subquery."""
         on_its_nodes = Pod.objects.filter(job=OuterRef("pk"), node__pool__name=self.pool, state__in=HOLDING)
         return (
-            Job.objects.annotate(selector_pool=KT(f"node_selector__{POOL_SELECTOR}"))
-            .filter(Q(queue__node_pool__name=self.pool) | Q(selector_pool=self.pool) | Exists(on_its_nodes))
+            # Any selector naming a node pool (its text, not a JSON path: the same SQL on both
+            # databases); ``takes`` reads which pool.
+            Job.objects.annotate(selector_text=as_text("node_selector"))
+            .filter(
+                Q(queue__node_pool__name=self.pool)
+                | Q(selector_text__contains=f'"{POOL_SELECTOR}"')
+                | Exists(on_its_nodes)
+            )
             .values("pk")
         )
 

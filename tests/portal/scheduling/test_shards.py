@@ -410,3 +410,26 @@ def test_run_scheduler_runs_one_loop_per_pool_with_shards_on(settings):
     ]
     assert "(a) succeeded" in out.getvalue() and "(b) succeeded" in out.getvalue()
     assert Pod.objects.filter(state="bound").count() == 5
+
+
+@pytest.mark.django_db
+def test_a_job_asking_for_another_pool_is_that_pools_and_told_as_the_whole_cycle_tells_it():
+    """A job of pool a's queue whose selector names pool b is judged by b's cycle (as the engine
+    puts it in b's shard), with the whole-cluster cycle's words; a's cycle leaves it alone."""
+    two_pools()
+    queue_a = Job.objects.get(name="train-a").queue
+    lost = factories.job(queue_a, "lost", node_selector={"kai.scheduler/node-pool": "b"})
+    inp = build_snapshot(T0)
+    whole = scheduler.run_cycle(inp.snapshot, inp.config)
+    key = next(k for k, ref in inp.index.jobs.items() if ref.job_id == lost.pk)
+    expected = inp.index.text(whole.job_messages[key])
+    assert "QueueDoesNotExist" in expected or "team-a" in expected
+
+    run_scheduling_cycle(now=T0, pool="a")
+    lost.refresh_from_db()
+    assert lost.message == "" and not Decision.objects.filter(job=lost).exists()
+    cycle_b = run_scheduling_cycle(now=T0, pool="b")
+    lost.refresh_from_db()
+    assert lost.message == expected
+    assert set(Decision.objects.filter(job=lost).values_list("cycle__pool", flat=True)) == {"b"}
+    assert cycle_b.status == "succeeded"
