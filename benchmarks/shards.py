@@ -153,18 +153,21 @@ def worker(pool: str, cycles: int, fail: bool, start_at: float, out: multiproces
         cycle_module.build_snapshot = poisoned  # type: ignore[assignment]
     time.sleep(max(0.0, start_at - time.time()))
     starts: list[float] = []
+    cpu: list[float] = []
     statuses: list[str] = []
     for _ in range(cycles):
         starts.append(time.time())
+        cpu.append(time.process_time())
         try:
             statuses.append(cycle_module.run_scheduling_cycle(pool=pool).status)
         except RuntimeError:
             statuses.append("failed")
     starts.append(time.time())  # the end of the last cycle: its period too
-    out.put((pool, starts, statuses))
+    cpu.append(time.process_time())
+    out.put((pool, starts, cpu, statuses))
 
 
-Periods = dict[str, tuple[list[float], list[str]]]  # pool -> (periods, statuses)
+Periods = dict[str, tuple[list[float], list[str], list[float]]]  # pool -> (periods, statuses, CPU s)
 
 
 def phase(pools: list[str], cycles: int, failing: str | None = None) -> Periods:
@@ -177,9 +180,10 @@ def phase(pools: list[str], cycles: int, failing: str | None = None) -> Periods:
         proc.start()
     got = {}
     for _ in procs:
-        pool, starts, statuses = out.get(timeout=3600)
+        pool, starts, cpu, statuses = out.get(timeout=3600)
         periods = [b - a for a, b in zip(starts, starts[1:], strict=False)]
-        got[pool] = (periods[1:], statuses)
+        cpu_used = [b - a for a, b in zip(cpu, cpu[1:], strict=False)]
+        got[pool] = (periods[1:], statuses, cpu_used[1:])
     for proc in procs:
         proc.join()
     return got
@@ -207,21 +211,24 @@ def report(args: argparse.Namespace, results: dict[str, Periods], load: tuple[fl
         "running its pool's cycles back to back (`run_scheduling_cycle(pool=...)`: its own Redis lock and "
         "fencing token; the forecast after each cycle off). "
         "Period: one cycle's start to the next's; each worker's first cycle left out (it places the new "
-        "work). Medians, seconds.",
+        "work). Medians, seconds. CPU: the worker process's own CPU time per cycle (not PostgreSQL's): "
+        "when it stays put while the period grows, the pools are sharing the machine's cores, not "
+        "waiting for each other.",
         "",
-        "| phase | pool | cycles | statuses | median period (s) | × one pool alone |",
-        "|---|---|---:|---|---:|---:|",
+        "| phase | pool | cycles | statuses | median period (s) | worker CPU (s) | × one pool alone |",
+        "|---|---|---:|---|---:|---:|---:|",
     ]
     for name, got in results.items():
-        for pool, (periods, statuses) in sorted(got.items()):
+        for pool, (periods, statuses, cpu) in sorted(got.items()):
             counted = {s: statuses.count(s) for s in sorted(set(statuses))}
             text = ", ".join(f"{n} {s}" for s, n in counted.items())
             median = _median(periods)
             ratio = f"{median / reference:.2f}" if periods and statuses[-1] != "failed" else "–"
-            lines.append(f"| {name} | {pool} | {len(statuses)} | {text} | {median:.3f} | {ratio} |")
-    together = [_median(p) for p, s in results["together"].values()]
+            cells = [name, pool, str(len(statuses)), text, f"{median:.3f}", f"{_median(cpu):.3f}", ratio]
+            lines.append("| " + " | ".join(cells) + " |")
+    together = [_median(p) for p, _s, _c in results["together"].values()]
     worst = max(together) / reference
-    failing = [_median(p) for pool, (p, s) in results["one failing"].items() if pool != "pool-0"]
+    failing = [_median(p) for pool, (p, _s, _c) in results["one failing"].items() if pool != "pool-0"]
     lines += [
         "",
         f"Reference (one pool alone, the lower of the two alone phases): {reference:.3f} s "
