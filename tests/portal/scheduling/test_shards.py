@@ -433,3 +433,21 @@ def test_a_job_asking_for_another_pool_is_that_pools_and_told_as_the_whole_cycle
     assert lost.message == expected
     assert set(Decision.objects.filter(job=lost).values_list("cycle__pool", flat=True)) == {"b"}
     assert cycle_b.status == "succeeded"
+
+
+def test_shards_on_make_beat_fan_out_and_are_refused_in_kubernetes_mode(tmp_path: Path) -> None:
+    """SCHEDULING_SHARDS: beat's cycle entry becomes the fan-out; with the Kubernetes backend the
+    settings refuse to start, naming both settings and what to do."""
+    from tests.portal.test_settings import _manage
+
+    key = {"SECRET_KEY": "x7!Qp2-production-like-secret-key-with-enough-entropy-0123456789"}
+    show = (
+        "from django.conf import settings as s; print(s.CELERY_BEAT_SCHEDULE['run-scheduling-cycle']['task'])"
+    )
+    on = _manage(["shell", "-c", show], {**key, "SCHEDULING_SHARDS": "1"}, tmp_path)
+    assert on.stdout.strip().splitlines()[-1] == "kai_portal.scheduling.tasks.run_pool_cycles", on.stderr
+    off = _manage(["shell", "-c", show], key, tmp_path)
+    assert off.stdout.strip().splitlines()[-1] == "kai_portal.scheduling.tasks.run_cycle", off.stderr
+    refused = _manage(["check"], {**key, "SCHEDULING_SHARDS": "1", "CLUSTER_BACKEND": "kubernetes"}, tmp_path)
+    assert refused.returncode != 0
+    assert "SCHEDULING_SHARDS=1 works with CLUSTER_BACKEND=simulated only for now" in refused.stderr
