@@ -26,7 +26,8 @@ Environment variables (all optional unless noted):
 ``CYCLE_DEBOUNCE_MS`` (100) and ``CYCLE_DEBOUNCE_MAX_MS`` (1000): the scheduler process's wait after
     a change before its cycle (kubernetes mode, ``manage.py run_scheduler``), ``SCHEDULING_LOOP``
     (``celery``: beat sends a cycle every CYCLE_SECONDS; ``process``: ``manage.py run_scheduler`` runs
-    them and beat sends none),
+    them and beat sends none), ``SCHEDULING_SHARDS`` (off; on: one cycle per node pool, each under
+    its own lock, in parallel on as many scheduling workers as run; docs/decisions/shards.md),
 ``JOB_NAMESPACE_MODE`` (``team`` | ``queue`` | ``fixed``, default team), ``JOB_NAMESPACE``
     (for fixed, default ``default``), ``JOB_NAMESPACE_PREFIX`` (none), ``JOB_NAMESPACE_CREATE``
     (off): where portal jobs' pods go in kubernetes mode,
@@ -286,6 +287,16 @@ CYCLE_DEBOUNCE_MAX_MS = env_int("CYCLE_DEBOUNCE_MAX_MS", 1000, minimum=0)
 # (a long-running `manage.py run_scheduler`; beat then sends none, so no worker's cycle holds the
 # cycle lock while the scheduler process wants it). The Helm chart sets "process" in kubernetes mode.
 SCHEDULING_LOOP = env_str("SCHEDULING_LOOP", "celery")
+# Shards (issue 30, docs/decisions/shards.md): on, each node pool is scheduled by its own cycle under
+# its own lock (beat fans one run_cycle(pool) out per pool; the scheduler process runs them side by
+# side); off (the default), one cycle schedules every pool under one lock.
+SCHEDULING_SHARDS = env_bool("SCHEDULING_SHARDS", False)
+if SCHEDULING_SHARDS and CLUSTER_BACKEND == "kubernetes":
+    raise ImproperlyConfigured(
+        "SCHEDULING_SHARDS=1 works with CLUSTER_BACKEND=simulated only for now: in kubernetes mode each "
+        "cycle syncs every pool's pods from the watches, so pools' cycles would write each other's rows. "
+        "Unset SCHEDULING_SHARDS (one cycle schedules every pool) or use the simulated backend."
+    )
 if SCHEDULING_LOOP not in {"celery", "process"}:
     raise ImproperlyConfigured(f"SCHEDULING_LOOP={SCHEDULING_LOOP!r}: use 'celery' or 'process'")
 # Kubernetes mode: only the holder of a coordination.k8s.io Lease binds (cluster/leader_election.py).
@@ -369,6 +380,8 @@ CELERY_BEAT_SCHEDULE = {
         "options": {"queue": "default", "expires": 3600.0},
     },
 }
+if SCHEDULING_SHARDS:  # one cycle per pool, fanned out each tick (run_pool_cycles)
+    CELERY_BEAT_SCHEDULE["run-scheduling-cycle"]["task"] = "kai_portal.scheduling.tasks.run_pool_cycles"
 if SCHEDULING_LOOP == "process":  # manage.py run_scheduler runs the cycles
     del CELERY_BEAT_SCHEDULE["run-scheduling-cycle"]
 if PROMETHEUS_URL:  # GPU use from DCGM through Prometheus, in the worker (never in a request)
@@ -377,6 +390,10 @@ if PROMETHEUS_URL:  # GPU use from DCGM through Prometheus, in the worker (never
         "schedule": float(GPU_USE_READ_SECONDS),
         "options": {"queue": "default", "expires": float(GPU_USE_READ_SECONDS)},
     }
+# One task at a time per worker process (a cycle is long and a pool's next cycle must go to a free
+# worker, not wait behind another pool's); the cycle task is idempotent (it plans from the rows and
+# its lock and fencing token stop a repeat), so a task lost with its worker is simply sent again.
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 
 # --- REST API ---------------------------------------------------------------
 # Token auth first: its WWW-Authenticate header makes unauthenticated requests 401, not 403.
@@ -556,4 +573,7 @@ CYCLE_TEST_PAUSE_SECONDS = 0
 # Overrides for the fairness audit's thresholds (kai_portal/reports/fairness_audit.py DEFAULTS);
 # a key left out keeps its default.
 FAIRNESS_AUDIT: dict[str, float] = {}
-CELERY_TASK_ROUTES = {"kai_portal.scheduling.tasks.run_cycle": {"queue": "scheduling"}}
+CELERY_TASK_ROUTES = {
+    "kai_portal.scheduling.tasks.run_cycle": {"queue": "scheduling"},
+    "kai_portal.scheduling.tasks.run_pool_cycles": {"queue": "scheduling"},
+}

@@ -31,9 +31,12 @@ class SchedulingCycle(models.Model):
     unschedulable_count = models.PositiveIntegerField(default=0)
     counters = models.JSONField(default=dict, blank=True, help_text="Engine counters for this cycle.")
     error = models.TextField(blank=True)
+    # The node pool this cycle scheduled (its shard, SCHEDULING_SHARDS); empty: the whole cluster.
+    pool = models.CharField(max_length=253, blank=True, default="")
 
     class Meta:
         ordering = ["-started_at"]
+        indexes = [models.Index(fields=["pool", "-started_at"], name="cycle_pool_started")]
 
     def __str__(self) -> str:
         return f"cycle {self.pk} at {self.started_at:%Y-%m-%d %H:%M:%S}"

@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from decimal import Decimal
 
 from django.db.models import Count
+from django.utils import timezone
 from prometheus_client.core import (
     CounterMetricFamily,
     GaugeMetricFamily,
@@ -33,6 +34,7 @@ from kai_portal.history.models import SchedulingCycle
 from kai_portal.history.queue_status import latest_status
 from kai_portal.monitoring import recording, totals
 from kai_portal.monitoring.health import last_succeeded_cycle
+from kai_portal.monitoring.pool_health import pool_health
 from kai_portal.queues.models import Queue
 from kai_portal.workloads.models import Pod
 
@@ -154,9 +156,10 @@ class PortalCollector(Collector):
 
     def _cycle_metrics(self) -> Iterator[Metric]:
         hist = recording.CYCLE_DURATION
-        got = totals.read(
+        per_pool = totals.read(
             [recording.CYCLES, recording.EVICTIONS, recording.OPERATION_FAILURES, *hist.names()]
         )
+        got = _pools_summed(per_pool)
         cycles = CounterMetricFamily(
             "kai_portal_cycles",
             "Scheduling cycles by outcome: succeeded, failed, skipped (lock held), aborted (lost the lock).",
@@ -208,3 +211,54 @@ class PortalCollector(Collector):
             stamp.add_metric([], last[0].timestamp())
         yield latency
         yield stamp
+        yield from _pool_metrics(per_pool)
+
+
+def _pools_summed(got: dict[str, dict[totals.Labels, float]]) -> dict[str, dict[totals.Labels, float]]:
+    """The totals with the pool label dropped and the pools added up (pools' cycles write theirs
+    apart, recording.with_pool): the cluster-wide families count every cycle."""
+    out: dict[str, dict[totals.Labels, float]] = {}
+    for name, rows in got.items():
+        summed: dict[totals.Labels, float] = {}
+        for labels, value in rows.items():
+            key = tuple(pair for pair in labels if pair[0] != recording.POOL_LABEL)
+            summed[key] = summed.get(key, 0.0) + value
+        out[name] = summed
+    return out
+
+
+def _pool_metrics(got: dict[str, dict[totals.Labels, float]]) -> Iterator[Metric]:
+    """Each node pool's cycle health when pools are scheduled as shards (pool_health.py)."""
+    cycles = CounterMetricFamily(
+        "kai_portal_pool_cycles",
+        "Scheduling cycles of each node pool's own cycle (SCHEDULING_SHARDS), by outcome.",
+        labels=["pool", "outcome"],
+    )
+    for labels, value in sorted(got[recording.CYCLES].items()):
+        named = dict(labels)
+        if recording.POOL_LABEL in named:
+            cycles.add_metric([named[recording.POOL_LABEL], named.get("outcome", "")], value)
+    yield cycles
+    finished = GaugeMetricFamily(
+        "kai_portal_pool_last_cycle_finished_timestamp_seconds",
+        "Unix time each node pool's last succeeded cycle finished (alert when one falls behind).",
+        labels=["pool"],
+    )
+    duration = GaugeMetricFamily(
+        "kai_portal_pool_last_cycle_duration_seconds",
+        "Duration of each node pool's last cycle that ran (succeeded, failed or aborted).",
+        labels=["pool"],
+    )
+    failed = GaugeMetricFamily(
+        "kai_portal_pool_failed_cycles_last_hour", "Failed cycles of each node pool in the last hour.",
+        labels=["pool"],
+    )  # fmt: skip
+    for health in pool_health(timezone.now()):
+        if health.last_succeeded_at is not None:
+            finished.add_metric([health.pool], health.last_succeeded_at.timestamp())
+        if health.last_duration_s is not None:
+            duration.add_metric([health.pool], health.last_duration_s)
+        failed.add_metric([health.pool], float(health.failed_last_hour))
+    yield finished
+    yield duration
+    yield failed

@@ -9,6 +9,8 @@ the cycle's own ``Decision`` rows, the same rows the portal shows.
 
 from __future__ import annotations
 
+import json
+
 from django.db.models import Count
 
 from kai_portal.history.models import Decision, SchedulingCycle
@@ -47,4 +49,20 @@ def record_cycle(cycle: SchedulingCycle) -> None:
             else:
                 continue
             increments[key] = increments.get(key, 0.0) + n
+    if cycle.pool:
+        increments = with_pool(increments, cycle.pool)
     totals.add(increments)
+
+
+def with_pool(increments: dict[tuple[str, str], float], pool: str) -> dict[tuple[str, str], float]:
+    """The increments labelled with a pool's name. A pool's cycle adds to totals rows of its own,
+    so two pools' cycles never wait on one row's lock in their persist transactions (the
+    collector sums the pools for the cluster-wide families)."""
+    out = {}
+    for (name, key), amount in increments.items():
+        labels = {**json.loads(key), POOL_LABEL: pool}
+        out[(name, totals.labels_key(labels))] = amount
+    return out
+
+
+POOL_LABEL = "pool"

@@ -55,10 +55,13 @@ class RefreshReport:
     seconds: float
 
 
-def refresh(now: datetime, budget_s: float) -> RefreshReport:
-    """Recompute and store every pending job's position, and as many estimates as ``budget_s`` allows."""
+def refresh(now: datetime, budget_s: float, pool: str | None = None) -> RefreshReport:
+    """Recompute and store every pending job's position, and as many estimates as ``budget_s`` allows.
+
+    ``pool``: that node pool's jobs only, after that pool's cycle (shards, issue 30); its rows
+    alone are replaced, so two pools' refreshes never touch each other's rows."""
     started = time.monotonic()
-    inp = build_snapshot(now)
+    inp = build_snapshot(now, pool)
     data = ForecastInputs.load(inp)
     forecasts = positions(inp, data, now)
     previous = {
@@ -98,7 +101,7 @@ def refresh(now: datetime, budget_s: float) -> RefreshReport:
             kept += 1
     explain_order(inp, forecasts)
     with transaction.atomic():
-        JobForecast.objects.all().delete()
+        (JobForecast.objects.all() if pool is None else JobForecast.objects.filter(pool=pool)).delete()
         JobForecast.objects.bulk_create(
             [
                 JobForecast(
@@ -127,7 +130,7 @@ def after_cycle(cycle: SchedulingCycle, now: datetime) -> None:
     if cycle.status != SchedulingCycle.Status.SUCCEEDED or not settings.FORECAST_AFTER_CYCLE:
         return
     try:
-        report = refresh(now, float(settings.FORECAST_BUDGET_SECONDS))
+        report = refresh(now, float(settings.FORECAST_BUDGET_SECONDS), cycle.pool or None)
     except Exception:  # the forecast is advisory: the cycle's work is already saved
         logger.exception("forecast refresh after cycle %s failed", cycle.pk)
         return

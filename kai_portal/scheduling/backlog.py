@@ -76,16 +76,21 @@ def not_considered_text(queue: str, pool: str) -> str:
     )
 
 
-def plan(nodes: list[scheduler.Node], queues: list[scheduler.Queue], queue_ids: Mapping[str, int]) -> Plan:
-    """Read the pending counts per job and plan the large queues' backlogs (see the module)."""
+def plan(
+    nodes: list[scheduler.Node],
+    queues: list[scheduler.Queue],
+    queue_ids: Mapping[str, int],
+    pool: str | None = None,
+) -> Plan:
+    """Read the pending counts per job and plan the large queues' backlogs (see the module).
+
+    With ``pool`` (a pool's cycle), the pending pods of that pool's queues only."""
     out = Plan()
     depth, task_budget = settings.CYCLE_QUEUE_DEPTH, settings.CYCLE_QUEUE_TASKS
-    counts = (
-        Pod.objects.filter(state=PodState.PENDING, job__state__in=JobState.active())
-        .values_list("job_id", "job__queue_id")
-        .annotate(n=Count("pk"))
-        .order_by()
-    )
+    pending = Pod.objects.filter(state=PodState.PENDING, job__state__in=JobState.active())
+    if pool is not None:
+        pending = pending.filter(job__queue__node_pool__name=pool)
+    counts = pending.values_list("job_id", "job__queue_id").annotate(n=Count("pk")).order_by()
     per_queue: dict[int, list[int]] = {}  # queue id -> [jobs, tasks]
     for job_id, queue_id, n in counts:
         out.pending[job_id] = n

@@ -17,6 +17,11 @@ transactions that write start by checking it, and that its Redis lock is still
 its own (fencing.py). A cycle that lost the lock (Redis restarted under it) and
 may have been overtaken by the next one applies nothing to the cluster, rolls
 back, and is recorded ``aborted`` with the reason.
+
+Shards (issue 30, ``SCHEDULING_SHARDS``): ``run_scheduling_cycle(pool=...)`` is one node pool's
+cycle. It takes that pool's lock and fencing token (``lock.lock_name``), observes and snapshots
+that pool only, and writes only that pool's rows, so pools' cycles run side by side; its record
+carries the pool. What stays shared is in docs/decisions/shards.md.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ import time
 import traceback
 from contextlib import AbstractContextManager, nullcontext
 from datetime import datetime, timedelta
+from typing import Protocol, runtime_checkable
 
 from django.conf import settings
 from django.db import transaction
@@ -39,7 +45,7 @@ from kai_portal.cluster.sync import sync_cluster_state
 from kai_portal.history.models import SchedulingCycle
 from kai_portal.monitoring.recording import record_cycle
 from kai_portal.scheduling import fencing
-from kai_portal.scheduling.lock import LOCK_NAME, HeldLock, cycle_lock
+from kai_portal.scheduling.lock import HeldLock, cycle_lock, lock_name
 from kai_portal.scheduling.results import cluster_operations, persist_result
 from kai_portal.scheduling.signals import cycle_finished
 from kai_portal.scheduling.snapshot import build_snapshot
@@ -50,24 +56,41 @@ from kai_portal.workloads.models import Job
 logger = logging.getLogger(__name__)
 
 
+@runtime_checkable
+class PoolScoped(Protocol):
+    """A backend that can observe one node pool only (the simulated rows: ``RowBackend``)."""
+
+    def scope_to_pool(self, pool: str) -> None: ...
+
+
 def run_scheduling_cycle(
-    *, now: datetime | None = None, backend: ClusterBackend | None = None
+    *, now: datetime | None = None, backend: ClusterBackend | None = None, pool: str | None = None
 ) -> SchedulingCycle:
     """Run one cycle unless another is running; return its record (status ``skipped`` if so).
 
+    ``pool``: that node pool's cycle (its shard), under its own lock; None: the whole cluster.
     Raises whatever the cycle raised, after recording it on the cycle row.
     """
     now = now or timezone.now()
-    with cycle_lock() as held:
+    if pool is not None and backend is not None and not backend.capabilities.rows_are_the_cluster:
+        raise ValueError(
+            f"a cycle of pool {pool!r} needs a backend whose rows are the cluster (the simulated one): "
+            "syncing a real cluster writes every pool's pods; run the whole-cluster cycle (no pool)"
+        )
+    with cycle_lock(pool=pool) as held:
         if not held:
-            logger.info("scheduling cycle skipped: another cycle holds the lock")
-            return _skipped(now)
+            logger.info("scheduling cycle%s skipped: another cycle holds the lock", _of(pool))
+            return _skipped(now, pool=pool)
         backend = backend or get_backend(clock=lambda: now)
+        if pool is not None and not isinstance(backend, PoolScoped):
+            raise ValueError(f"a cycle of pool {pool!r} needs a backend that observes one pool (PoolScoped)")
+        if pool is not None and isinstance(backend, PoolScoped):
+            backend.scope_to_pool(pool)
         with _leadership(backend) as refusal:
             if refusal:
-                logger.info("scheduling cycle skipped: %s", refusal)
-                return _skipped(now, refusal)
-            cycle = _run_locked(now, backend, held)
+                logger.info("scheduling cycle%s skipped: %s", _of(pool), refusal)
+                return _skipped(now, refusal, pool)
+            cycle = _run_locked(now, backend, held, pool)
             # Post-cycle hook (the forecast refresh in kai_portal/previews), still under the
             # lock so two refreshes never overlap.
             cycle_finished.send(sender=run_scheduling_cycle, cycle=cycle, now=now)
@@ -81,28 +104,36 @@ def _leadership(backend: ClusterBackend) -> AbstractContextManager[str | None]:
     return leadership(backend)
 
 
-def _skipped(now: datetime, reason: str = "") -> SchedulingCycle:
+def _of(pool: str | None) -> str:
+    return "" if pool is None else f" of pool {pool}"
+
+
+def _skipped(now: datetime, reason: str = "", pool: str | None = None) -> SchedulingCycle:
     skipped = SchedulingCycle.objects.create(
-        started_at=now, finished_at=now, duration_ms=0, status=SchedulingCycle.Status.SKIPPED, error=reason
-    )
+        started_at=now, finished_at=now, duration_ms=0, status=SchedulingCycle.Status.SKIPPED, error=reason,
+        pool=pool or "",
+    )  # fmt: skip
     record_cycle(skipped)
     return skipped
 
 
-def _run_locked(now: datetime, backend: ClusterBackend, held: HeldLock) -> SchedulingCycle:
+def _run_locked(now: datetime, backend: ClusterBackend, held: HeldLock, pool: str | None) -> SchedulingCycle:
     started = time.monotonic()
-    reap_abandoned_cycles(now)
-    cycle = SchedulingCycle.objects.create(started_at=now, status=SchedulingCycle.Status.RUNNING)
+    reap_abandoned_cycles(now, pool)
+    cycle = SchedulingCycle.objects.create(
+        started_at=now, status=SchedulingCycle.Status.RUNNING, pool=pool or ""
+    )
+    fence = lock_name(pool)
     try:
-        token = fencing.take_token(LOCK_NAME, cycle.pk)
+        token = fencing.take_token(fence, cycle.pk)
         state = backend.observe()
         unsynced_events = []  # pods that got no rows (QueueDoesNotExist)
         if not backend.capabilities.rows_are_the_cluster:
             sync_queue_objects(backend, now)  # KAI's Queue objects first: pods may name a new queue
             with transaction.atomic():
-                _still_the_holder(held, token)  # an overtaken cycle must not write older observations
+                _still_the_holder(held, fence, token)  # an overtaken cycle must not write older observations
                 unsynced_events = sync_cluster_state(state, now)
-        inp = build_snapshot(now)
+        inp = build_snapshot(now, pool)
         _fail_unhandled_jobs(inp.index.unhandled, now)
         # The result's reasons are worded where they are written, with the cluster's own names
         # (``SnapshotIndex.text``).
@@ -112,7 +143,7 @@ def _run_locked(now: datetime, backend: ClusterBackend, held: HeldLock) -> Sched
         with transaction.atomic():
             # First, before the cluster sees a bind or eviction: from here to the commit no newer
             # cycle can take a token (the fence row stays locked), so the check holds to the end.
-            _still_the_holder(held, token)
+            _still_the_holder(held, fence, token)
             lifecycle.lock_jobs(ref.job_id for ref in inp.index.jobs.values())  # jobs before pods
             report = backend.apply(ops.binds, ops.evictions, ops.events + unsynced_events)
             cycle.duration_ms = int((time.monotonic() - started) * 1000)
@@ -131,7 +162,7 @@ def _run_locked(now: datetime, backend: ClusterBackend, held: HeldLock) -> Sched
             error=traceback.format_exc()[-8000:],
         )
         record_cycle(cycle)
-        logger.exception("scheduling cycle %s failed", cycle.pk)
+        logger.exception("scheduling cycle %s%s failed", cycle.pk, _of(pool))
         raise
     for failure in report.failures:
         logger.warning("cluster %s of %s/%s failed: %s", failure.operation, failure.namespace, failure.name,
@@ -139,12 +170,12 @@ def _run_locked(now: datetime, backend: ClusterBackend, held: HeldLock) -> Sched
     return cycle
 
 
-def _still_the_holder(held: HeldLock, token: int) -> None:
+def _still_the_holder(held: HeldLock, fence: str, token: int) -> None:
     """Raise ``fencing.LockLost`` unless this cycle still holds the newest token and its lock.
 
     The token first: its check locks the fence row until the caller's transaction ends.
     """
-    fencing.check_token(LOCK_NAME, token)
+    fencing.check_token(fence, token)
     why = held.lost()
     if why:
         raise fencing.LockLost(why)
@@ -185,12 +216,14 @@ def _finished(now: datetime, elapsed_ms: int) -> datetime:
 ABANDONED = "Abandoned: the worker running this cycle stopped (killed or crashed) before it finished."
 
 
-def reap_abandoned_cycles(now: datetime) -> int:
+def reap_abandoned_cycles(now: datetime, pool: str | None = None) -> int:
     """Mark cycle rows still ``running`` as failed. Called with the cycle lock held, so no
-    cycle is running: such a row was left by a worker that died mid-cycle."""
-    reaped = SchedulingCycle.objects.filter(status=SchedulingCycle.Status.RUNNING).update(
-        status=SchedulingCycle.Status.FAILED, finished_at=now, error=ABANDONED
-    )
+    cycle is running: such a row was left by a worker that died mid-cycle.
+
+    Only rows of the same lock (``pool``'s, or the whole cluster's): another pool's cycle may be
+    running now."""
+    running = SchedulingCycle.objects.filter(status=SchedulingCycle.Status.RUNNING, pool=pool or "")
+    reaped = running.update(status=SchedulingCycle.Status.FAILED, finished_at=now, error=ABANDONED)
     if reaped:
         logger.warning("marked %d abandoned scheduling cycle(s) as failed", reaped)
     return reaped

@@ -1,5 +1,9 @@
 """The cycle lock: at most one scheduling cycle runs at a time, across all workers.
 
+With shards (``SCHEDULING_SHARDS``, issue 30) each node pool has a lock of its own
+(``lock_name(pool)``): at most one cycle per pool at a time, and a pool's lock never stops
+another pool's cycle. The whole-cluster cycle (no pool) keeps ``LOCK_NAME``.
+
 The lock is a redis-py ``Lock`` with a short expiry (``CYCLE_LOCK_TIMEOUT_SECONDS``,
 10 s) that a heartbeat thread renews every third of it while the cycle runs: a
 cycle may take as long as it needs, and a worker killed mid-cycle (SIGKILL, OOM,
@@ -20,6 +24,7 @@ before it applies or persists anything.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import threading
 from collections.abc import Iterator
@@ -35,7 +40,36 @@ logger = logging.getLogger(__name__)
 LOCK_NAME = "kai:scheduling-cycle"
 # Any 64-bit number unique to this lock among the database's advisory locks.
 ADVISORY_LOCK_KEY = 0x4B41495F4359434C  # "KAI_CYCL"
-_process_lock = threading.Lock()
+_process_locks: dict[str, threading.Lock] = {}
+_process_locks_guard = threading.Lock()
+# CycleFence.name is 64 characters; a pool name may be 253 (a label value).
+_NAME_LIMIT = 64
+
+
+def lock_name(pool: str | None = None) -> str:
+    """The lock (and fencing token) name of the whole-cluster cycle (None) or of one pool's cycle.
+
+    A long pool name is cut and given a digest of the whole name, so two pools never share one."""
+    if pool is None:
+        return LOCK_NAME
+    name = f"{LOCK_NAME}:{pool}"
+    if len(name) <= _NAME_LIMIT:
+        return name
+    digest = hashlib.sha256(pool.encode()).hexdigest()[:16]
+    return f"{name[: _NAME_LIMIT - 17]}#{digest}"
+
+
+def _advisory_key(name: str) -> int:
+    """The advisory-lock key of a lock name: ``ADVISORY_LOCK_KEY`` for the whole cluster, else a
+    signed 64-bit digest of the name."""
+    if name == LOCK_NAME:
+        return ADVISORY_LOCK_KEY
+    return int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], "big", signed=True)
+
+
+def _process_lock(name: str) -> threading.Lock:
+    with _process_locks_guard:
+        return _process_locks.setdefault(name, threading.Lock())
 
 
 def lock_timeout_seconds() -> float:
@@ -94,21 +128,23 @@ class HeldLock:
 
 
 @contextmanager
-def cycle_lock(redis_url: str | None = None) -> Iterator[HeldLock]:
-    """Yield a ``HeldLock``: true when this caller holds the cycle lock, false when another does.
+def cycle_lock(redis_url: str | None = None, pool: str | None = None) -> Iterator[HeldLock]:
+    """Yield a ``HeldLock``: true when this caller holds the cycle lock (``pool``'s, or the whole
+    cluster's), false when another does.
 
     Never blocks: callers skip their cycle on false.
     """
+    name = lock_name(pool)
     client = redis.Redis.from_url(redis_url or settings.REDIS_URL, socket_connect_timeout=1, socket_timeout=5)
     timeout = lock_timeout_seconds()
     # Not thread-local: the heartbeat thread renews the lock with the token this thread took.
-    lock = client.lock(LOCK_NAME, timeout=timeout, blocking=False, thread_local=False)
+    lock = client.lock(name, timeout=timeout, blocking=False, thread_local=False)
     try:
         acquired = lock.acquire(blocking=False)
     except redis.exceptions.ConnectionError as error:
         logger.warning("Redis unreachable (%s); using the database lock for this cycle", error)
         client.close()
-        with database_lock() as held:
+        with database_lock(name) as held:
             yield HeldLock(held)
         return
     heartbeat = _Heartbeat(lock, timeout) if acquired else None
@@ -132,22 +168,24 @@ def cycle_lock(redis_url: str | None = None) -> Iterator[HeldLock]:
 
 
 @contextmanager
-def database_lock() -> Iterator[bool]:
+def database_lock(name: str = LOCK_NAME) -> Iterator[bool]:
     """The fallback: a PostgreSQL advisory lock, or a process lock on other databases."""
+    key = _advisory_key(name)
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_try_advisory_lock(%s)", [ADVISORY_LOCK_KEY])
+            cursor.execute("SELECT pg_try_advisory_lock(%s)", [key])
             acquired = bool(cursor.fetchone()[0])
         try:
             yield acquired
         finally:
             if acquired:
                 with connection.cursor() as cursor:
-                    cursor.execute("SELECT pg_advisory_unlock(%s)", [ADVISORY_LOCK_KEY])
+                    cursor.execute("SELECT pg_advisory_unlock(%s)", [key])
         return
-    acquired = _process_lock.acquire(blocking=False)
+    process_lock = _process_lock(name)
+    acquired = process_lock.acquire(blocking=False)
     try:
         yield acquired
     finally:
         if acquired:
-            _process_lock.release()
+            process_lock.release()

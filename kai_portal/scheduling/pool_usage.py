@@ -25,9 +25,10 @@ def record_pool_usage(inp: CycleInput, result: CycleResult, now: datetime) -> in
     for node in inp.snapshot.nodes:
         if not node.unschedulable:
             totals[node.pool] = totals.get(node.pool, 0.0) + node.gpus
-    pool_ids = dict(
-        NodePool.objects.filter(name__in=set(totals) | set(result.pool_queues)).values_list("name", "pk")
-    )
+    names = set(totals) | set(result.pool_queues)
+    if inp.pool is not None:
+        names &= {inp.pool}  # a pool's cycle samples its own pool only (the others are empty here)
+    pool_ids = dict(NodePool.objects.filter(name__in=names).values_list("name", "pk"))
     samples = []
     for name, pool_id in pool_ids.items():
         outcomes = result.pool_queues.get(name, {})

@@ -43,6 +43,7 @@ from kai_portal.scheduling.snapshot_index import (
 )
 from kai_portal.scheduling.snapshot_jobs import (
     JobColumns,
+    Shard,
     as_text,
     engine_jobs,
     from_json,
@@ -55,19 +56,26 @@ from kai_portal.workloads.models import Job
 DEFAULT_GPU_MEMORY_MIB = 81920
 
 
-def build_snapshot(now: datetime) -> CycleInput:
-    """The engine's view of the cluster at ``now``: queue tree, nodes, active jobs and their pods."""
+def build_snapshot(now: datetime, pool: str | None = None) -> CycleInput:
+    """The engine's view of the cluster at ``now``: queue tree, nodes, active jobs and their pods.
+
+    With ``pool``, the view of that pool's shard only (a pool's cycle, issue 30): its nodes, the
+    jobs the engine would place in it, and its queues' backlog and history. The engine still gets
+    every queue (a few rows, read only) so that a job sent to this pool from another pool's queue
+    is told so as the whole-cluster cycle tells it; the other pools' queues have no node and no
+    job here, and nothing is written for them (``index.queues`` holds this pool's only)."""
     with gc_paused():
-        return _build(now)
+        return _build(now, pool)
 
 
-def _build(now: datetime) -> CycleInput:
+def _build(now: datetime, pool: str | None = None) -> CycleInput:
     index = SnapshotIndex()
-    nodes = _nodes(index)
-    queues = _queues(index)
-    plan = backlog.plan(nodes, queues, index.queues)
-    jobs = engine_jobs(now, index, plan)
-    _leave_out(queues, plan, index)
+    nodes = _nodes(index, pool)
+    queues = _queues(index, pool)
+    mine = queues if pool is None else [q for q in queues if q.pool == pool]
+    plan = backlog.plan(nodes, mine, index.queues, pool)
+    jobs = engine_jobs(now, index, plan, _shard(pool, queues))
+    _leave_out(mine, plan, index)
     config = scheduler.Config(
         now=now,
         usage_window_hours=settings.FAIRSHARE_USAGE_WINDOW_HOURS,
@@ -78,9 +86,16 @@ def _build(now: datetime) -> CycleInput:
         history = usage.historical_usage(
             now, index.capacity, config.usage_window_hours, config.usage_half_life_hours
         )
-        for q in queues:
+        for q in mine:
             q.historical_usage = history.get(q.name, {})
-    return CycleInput(scheduler.Snapshot(nodes=nodes, queues=queues, jobs=jobs), config, index)
+    return CycleInput(scheduler.Snapshot(nodes=nodes, queues=queues, jobs=jobs), config, index, pool)
+
+
+def _shard(pool: str | None, queues: list[scheduler.Queue]) -> Shard | None:
+    """Which jobs a pool's snapshot takes (None: every job, the whole cluster)."""
+    if pool is None:
+        return None
+    return Shard(pool, {q.name: q.pool or DEFAULT_POOL for q in queues})
 
 
 NODE_COLUMNS = ("pk", "name", "pool__name", "cpu_millicores", "memory_mib", "labels_text", "taints_text",
@@ -88,15 +103,17 @@ NODE_COLUMNS = ("pk", "name", "pool__name", "cpu_millicores", "memory_mib", "lab
                 "external_memory_mib", "external_pods")  # fmt: skip
 
 
-def _nodes(index: SnapshotIndex) -> list[scheduler.Node]:
+def _nodes(index: SnapshotIndex, pool: str | None = None) -> list[scheduler.Node]:
     # Nodes and devices as columns (5,000 nodes and 40,000 devices at scale), devices in index
     # order per node.
     by_node: dict[int, list[tuple[int, int, int]]] = {}
-    for node_id, d_index, d_pk, d_memory in GpuDevice.objects.order_by("node_id", "index").values_list(
+    devices_of = GpuDevice.objects.all() if pool is None else GpuDevice.objects.filter(node__pool__name=pool)
+    nodes_of = Node.objects.all() if pool is None else Node.objects.filter(pool__name=pool)
+    for node_id, d_index, d_pk, d_memory in devices_of.order_by("node_id", "index").values_list(
         "node_id", "index", "pk", "memory_mib"
     ):
         by_node.setdefault(node_id, []).append((d_index, d_pk, d_memory))
-    rows = Node.objects.annotate(labels_text=as_text("labels"), taints_text=as_text("taints")).values_list(
+    rows = nodes_of.annotate(labels_text=as_text("labels"), taints_text=as_text("taints")).values_list(
         *NODE_COLUMNS
     )
     out = []
@@ -151,11 +168,13 @@ def _seconds(value: object) -> float | None:
     return None if value is None else float(value.total_seconds())  # type: ignore[attr-defined]
 
 
-def _queues(index: SnapshotIndex) -> list[scheduler.Queue]:
+def _queues(index: SnapshotIndex, pool: str | None = None) -> list[scheduler.Queue]:
+    """Every queue as the engine's; ``index.queues`` (what a cycle writes for) only ``pool``'s."""
     rows = list(Queue.objects.select_related("parent", "node_pool").order_by("created_at", "pk"))
     out = []
     for position, row in enumerate(rows):
-        index.queues[row.name] = row.pk
+        if pool is None or row.node_pool.name == pool:
+            index.queues[row.name] = row.pk
         out.append(_engine_queue(row, position))
     return out
 

@@ -112,3 +112,5 @@ class CycleInput:
     snapshot: scheduler.Snapshot
     config: scheduler.Config
     index: SnapshotIndex
+    # The node pool this input is the shard of (a pool's cycle); None: the whole cluster.
+    pool: str | None = None

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db.models import F, TextField
+from django.db.models import Exists, F, OuterRef, Q, QuerySet, TextField
 from django.db.models.functions import Cast
 
 import scheduler
@@ -36,6 +36,7 @@ from kai_portal.scheduling.snapshot_index import (
     task_key,
 )
 from kai_portal.workloads.choices import JobState, PodState, Preemptibility
+from kai_portal.workloads.manifest_values import NODE_POOL_LABEL
 from kai_portal.workloads.models import Job, Pod
 
 PodRow = tuple[int, int, str, int, str, "int | None", str]
@@ -193,7 +194,51 @@ def job_columns(job_ids: list[int], unhandled: dict[int, str]) -> dict[int, JobC
     return out
 
 
-def engine_jobs(now: datetime, index: SnapshotIndex, plan: backlog.Plan | None = None) -> list[scheduler.Job]:
+@dataclass(frozen=True, slots=True)
+class Shard:
+    """A pool's cycle's share of the jobs: those the engine would place in ``pool``.
+
+    As ``scheduler.pools.assign_pools`` decides: a job whose pods hold nodes belongs to their
+    nodes' pool, else to the pool its node-pool selector names, else to its queue's pool
+    (``queue_pools``: every queue's)."""
+
+    pool: str
+    queue_pools: dict[str, str]
+
+    def rows(self) -> QuerySet[Job, dict[str, Any]]:
+        """The jobs that may be this pool's (a superset, narrowed by ``takes``), as a subquery."""
+        on_its_nodes = Pod.objects.filter(job=OuterRef("pk"), node__pool__name=self.pool, state__in=HOLDING)
+        return (
+            # Any selector naming a node pool (its text, not a JSON path: the same SQL on both
+            # databases); ``takes`` reads which pool.
+            Job.objects.annotate(selector_text=as_text("node_selector"))
+            .filter(
+                Q(queue__node_pool__name=self.pool)
+                | Q(selector_text__contains=f'"{POOL_SELECTOR}"')
+                | Exists(on_its_nodes)
+            )
+            .values("pk")
+        )
+
+    def takes(self, job: JobColumns, pods: list[PodRow], nodes: dict[int, str]) -> bool:
+        """Whether the job is this pool's. A job with a pod on another pool's node is not (nor,
+        when its pods are split over two pools after a node was relabelled, that pool's: see
+        docs/decisions/shards.md); its pods are never taken for pending and placed again."""
+        holding = [row for row in pods if row[5] is not None and row[4] in HOLDING]
+        if holding:
+            return all(row[5] in nodes for row in holding)
+        selector = job.node_selector.get(POOL_SELECTOR) if isinstance(job.node_selector, dict) else None
+        target = selector or self.queue_pools.get(job.queue_name, job.pool_name or DEFAULT_POOL)
+        return bool(target == self.pool)
+
+
+POOL_SELECTOR = NODE_POOL_LABEL  # KAI's node-pool label, as the engine reads it from a job's selector
+HOLDING = (PodState.BOUND, PodState.RUNNING, PodState.RELEASING)
+
+
+def engine_jobs(
+    now: datetime, index: SnapshotIndex, plan: backlog.Plan | None = None, shard: Shard | None = None
+) -> list[scheduler.Job]:
     """Active jobs with their alive pods, plus releasing pods of ended jobs (they still hold nodes).
 
     Pods, their devices and job rows are read as plain columns, in one pass over the pods (at
@@ -203,6 +248,8 @@ def engine_jobs(now: datetime, index: SnapshotIndex, plan: backlog.Plan | None =
     pods = Pod.objects.filter(state__in=list(_ENGINE_STATE)).exclude(
         state=PodState.PENDING, job__state__in=[s for s in JobState.values if s not in JobState.active()]
     )
+    if shard is not None:
+        pods = pods.filter(job_id__in=shard.rows())
     heavy = plan.heavy_queues if plan is not None else set()
     columns = ("pk", "job_id", "name", "index", "state", "node_id", "reason")
     rows: Iterable[PodRow]
@@ -233,6 +280,8 @@ def engine_jobs(now: datetime, index: SnapshotIndex, plan: backlog.Plan | None =
         job = job_rows.get(job_id)
         if job is None:
             continue  # its row did not convert: in ``index.unhandled``
+        if shard is not None and not shard.takes(job, job_pods, node_names):
+            continue  # another pool's job (its pods' nodes, or the pool it asks for)
         namespace = job.namespace or job.queue_name
         key = distinct(job_key(namespace, job.queue_name, job.name), job.pk, index.jobs)
         listed = plan.truncated(job_id) if plan is not None else None

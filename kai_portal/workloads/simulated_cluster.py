@@ -24,6 +24,7 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from kai_portal.cluster.backends import GpuRequest, JobRef, ObservedNode, ObservedPod, TaskStatus
@@ -50,6 +51,9 @@ def eviction_grace() -> timedelta:
 class RowCluster:
     """The portal's ``Node`` and ``Pod`` rows as a simulated cluster (a ``SimulatedCluster``)."""
 
+    # The node pool whose pods ``advance`` moves (a pool's cycle); None: every pod.
+    pool: str | None = None
+
     def advance(self, now: datetime) -> None:
         """Start bound pods, finish pods whose duration is over, release evicted pods after the grace.
 
@@ -59,15 +63,20 @@ class RowCluster:
 
     def _advance(self, now: datetime) -> None:
         moving = [PodState.BOUND, PodState.RUNNING, PodState.RELEASING]
-        lifecycle.lock_jobs(Pod.objects.filter(state__in=moving).values_list("job_id", flat=True))
-        bound = Pod.objects.filter(state=PodState.BOUND, node__isnull=False)
+        pods = Pod.objects.all()
+        if self.pool is not None:
+            # A pool's cycle (issue 30) moves its own pool's pods only: it never locks another
+            # pool's jobs, so two pools' cycles never wait on each other here.
+            pods = pods.filter(
+                Q(node__pool__name=self.pool) | Q(node__isnull=True, job__queue__node_pool__name=self.pool)
+            )
+        lifecycle.lock_jobs(pods.filter(state__in=moving).values_list("job_id", flat=True))
+        bound = pods.filter(state=PodState.BOUND, node__isnull=False)
         touched = set(bound.values_list("job_id", flat=True))
         lifecycle.start_pods(bound.values_list("pk", flat=True), now)
 
         done, unhandled = [], {}
-        for pod in Pod.objects.filter(state=PodState.RUNNING, job__duration__isnull=False).select_related(
-            "job"
-        ):
+        for pod in pods.filter(state=PodState.RUNNING, job__duration__isnull=False).select_related("job"):
             started = pod.started_at or now
             try:
                 over = started + pod.job.duration <= now  # type: ignore[operator]
@@ -84,7 +93,7 @@ class RowCluster:
             lifecycle.fail_job(job, lifecycle.unhandled_message(problem), now)
 
         grace = eviction_grace()
-        for pod in Pod.objects.filter(state=PodState.RELEASING).select_related("job"):
+        for pod in pods.filter(state=PodState.RELEASING).select_related("job"):
             since = pod.releasing_since or pod.reason_at
             if since is None:  # released by a path that did not stamp it: start the clock now
                 Pod.objects.filter(pk=pod.pk).update(releasing_since=now)
@@ -157,4 +166,9 @@ class RowBackend(SimulatedBackend):
     """The simulated backend over the portal's rows, at ``clock`` (default: now)."""
 
     def __init__(self, clock: Callable[[], datetime] | None = None) -> None:
-        super().__init__(RowCluster(), clock or timezone.now)
+        self.row_cluster = RowCluster()
+        super().__init__(self.row_cluster, clock or timezone.now)
+
+    def scope_to_pool(self, pool: str) -> None:
+        """Observe (move on) only this node pool's pods: the backend of one pool's cycle."""
+        self.row_cluster.pool = pool

@@ -16,6 +16,7 @@ from django.utils import timezone
 
 from kai_portal.core.htmx import page_or_fragment
 from kai_portal.history.models import Decision, SchedulingCycle, UsageSample
+from kai_portal.monitoring.pool_health import pool_health
 from kai_portal.nodes.models import GpuDevice, Node, NodePool
 from kai_portal.workloads.choices import JobState, PodState
 from kai_portal.workloads.models import Job, Pod
@@ -101,6 +102,7 @@ def cycle_health(now: Any) -> dict[str, Any]:
         "failed": sum(1 for c in cycles if c.status == SchedulingCycle.Status.FAILED),
         "aborted": sum(1 for c in cycles if c.status == SchedulingCycle.Status.ABORTED),
         "cycle_seconds": settings.CYCLE_SECONDS,
+        "pools": pool_health(now),  # each pool's own cycle (SCHEDULING_SHARDS); empty otherwise
     }
 
 

@@ -6,20 +6,27 @@ backend's watches stay open in background threads and a cycle starts when the cl
 ``CYCLE_DEBOUNCE_MS`` (at most ``CYCLE_DEBOUNCE_MAX_MS``), and at least every ``CYCLE_SECONDS``
 (event_loop.py). Every cycle takes the same cycle lock, leader Lease and fencing token as a Celery
 worker's. With the simulated cluster, or ``--poll``, it runs a cycle every ``CYCLE_SECONDS``.
+
+With ``SCHEDULING_SHARDS`` (simulated cluster) it runs one loop per node pool, each in its own
+thread with its own database connection: a pool's cycles under its own lock, every
+``CYCLE_SECONDS``, never waiting for another pool's (the pools are read at start).
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
+from django.db import connection
 
 from kai_portal.cluster.backends import ChangeFeed, ClusterBackend
 from kai_portal.history.models import SchedulingCycle
 from kai_portal.scheduling.cycle import run_scheduling_cycle
 from kai_portal.scheduling.event_loop import CycleStart, EventLoop
+from kai_portal.scheduling.tasks import shard_pools
 from kai_portal.workloads.configured_backend import get_backend
 
 
@@ -47,7 +54,23 @@ class Command(BaseCommand):
             if isinstance(backend, ChangeFeed):
                 self._on_change(backend, interval, limit)
                 return
+        if settings.SCHEDULING_SHARDS:
+            self._poll_shards(interval, limit)
+            return
         self._poll(interval, limit)
+
+    def _poll_shards(self, interval: float, limit: int) -> None:
+        """One loop per node pool, side by side: a slow or failing pool delays only its own."""
+        threads = [
+            threading.Thread(
+                target=self._poll, args=(interval, limit, pool), name=f"cycle-{pool}", daemon=True
+            )
+            for pool in shard_pools()
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
 
     def _on_change(self, backend: ClusterBackend, interval: float, limit: int) -> None:
         loop = EventLoop(
@@ -67,22 +90,27 @@ class Command(BaseCommand):
         more = f" (+{start.changes - len(start.reasons)} more)" if start.changes > len(start.reasons) else ""
         self._report(start.cycle, f"; after: {', '.join(start.reasons[:3])}{more}")
 
-    def _poll(self, interval: float, limit: int) -> None:
+    def _poll(self, interval: float, limit: int, pool: str | None = None) -> None:
         done = 0
-        while True:
-            started = time.monotonic()
-            try:
-                self._report(run_scheduling_cycle())
-            except Exception as error:  # keep the loop alive; the cycle row has the traceback
-                self.stderr.write(f"cycle failed: {error}")
-            done += 1
-            if limit and done >= limit:
-                return
-            time.sleep(max(0.0, interval - (time.monotonic() - started)))
+        try:
+            while True:
+                started = time.monotonic()
+                try:
+                    self._report(run_scheduling_cycle(pool=pool))
+                except Exception as error:  # keep the loop alive; the cycle row has the traceback
+                    self.stderr.write(f"cycle{'' if pool is None else f' of pool {pool}'} failed: {error}")
+                done += 1
+                if limit and done >= limit:
+                    return
+                time.sleep(max(0.0, interval - (time.monotonic() - started)))
+        finally:
+            if pool is not None:
+                connection.close()  # this thread's own
 
     def _report(self, cycle: SchedulingCycle, why: str = "") -> None:
         self.stdout.write(
-            f"cycle {cycle.pk} {cycle.status}: {cycle.allocated_count} allocated, "
+            f"cycle {cycle.pk}{f' ({cycle.pool})' if cycle.pool else ''} {cycle.status}: "
+            f"{cycle.allocated_count} allocated, "
             f"{cycle.evicted_count} evicted, {cycle.unschedulable_count} pending "
             f"({cycle.duration_ms} ms){why}"
         )
