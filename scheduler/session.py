@@ -306,6 +306,7 @@ class Session:
                         ch = {"gpu": g, "cpu": cpu, "memory": memory}
                         seen.update(last)
                     placements[task.key] = Placement(running, node, gd, 0.0, ch)
+                    # ``_add_charge`` written out (a call per running pod is a tenth of this loop).
                     if acc is None:
                         acc = per_leaf.get(job.queue) or _leaf_sums(per_leaf, job.queue)
                         np_job = not job.is_preemptible
