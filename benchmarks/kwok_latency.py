@@ -62,6 +62,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from benchmarks.kwok_throughput import make_nodes, start_cluster, stop_cluster, wait_ready  # noqa: E402
+from benchmarks.pod_watch import PodWatch  # noqa: E402
 
 OUT_MD = Path(__file__).resolve().parent / "kwok-latency.md"
 OUT_JSON = Path(__file__).resolve().parent / "kwok-latency.json"
@@ -95,57 +96,24 @@ def pod_body(name: str, args: argparse.Namespace) -> dict[str, Any]:
     }  # fmt: skip
 
 
-class PodWatch(threading.Thread):
+class LatencyWatch(PodWatch):
     """Follows the namespace's pods: when each was first seen bound, and which exist."""
 
     def __init__(self, api_client: Any, namespace: str) -> None:
-        super().__init__(daemon=True, name="latency-watch")
-        from kubernetes import client
-
-        self.core = client.CoreV1Api(api_client)
-        self.namespace = namespace
+        super().__init__(api_client, namespace, timeout_s=30, name="latency-watch")
         self.bound: dict[str, float] = {}
         self.present: set[str] = set()
         self.changed = threading.Condition()
-        self.stop = threading.Event()
-        self.error: str | None = None
 
-    def _latest(self) -> str:
-        response = self.core.list_namespaced_pod(self.namespace, limit=1, _preload_content=False)
-        return str(json.loads(response.data)["metadata"]["resourceVersion"])
-
-    def run(self) -> None:
-        from kubernetes import watch
-        from kubernetes.client.exceptions import ApiException
-
-        rv = self._latest()
-        while not self.stop.is_set():
-            w = watch.Watch(return_type="object")
-            try:
-                for ev in w.stream(self.core.list_namespaced_pod, self.namespace, resource_version=rv,
-                                   timeout_seconds=30, allow_watch_bookmarks=True):  # fmt: skip
-                    now = time.monotonic()
-                    pod = ev["raw_object"]
-                    rv = (pod.get("metadata") or {}).get("resourceVersion", rv)
-                    if ev["type"] == "BOOKMARK":
-                        continue
-                    name = pod["metadata"]["name"]
-                    with self.changed:
-                        if ev["type"] == "DELETED":
-                            self.present.discard(name)
-                        else:
-                            self.present.add(name)
-                            if (pod.get("spec") or {}).get("nodeName") and name not in self.bound:
-                                self.bound[name] = now
-                        self.changed.notify_all()
-                    if self.stop.is_set():
-                        break
-            except ApiException as error:
-                if error.status == 410:
-                    rv = self._latest()
-                else:
-                    self.error = str(error)
-                    return
+    def seen(self, kind: str, name: str, pod: dict[str, Any], now: float) -> None:
+        with self.changed:
+            if kind == "DELETED":
+                self.present.discard(name)
+            else:
+                self.present.add(name)
+                if (pod.get("spec") or {}).get("nodeName") and name not in self.bound:
+                    self.bound[name] = now
+            self.changed.notify_all()
 
     def wait_for(self, what: str, check: Any, timeout: float = BIND_TIMEOUT) -> None:
         deadline = time.monotonic() + timeout
@@ -162,7 +130,7 @@ def measure(core: Any, api_client: Any, args: argparse.Namespace, tag: str) -> d
     namespace = f"latency-{tag}-{secrets.token_hex(3)}"
     core.create_namespace({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
     wait_default_account(core, namespace)
-    watch = PodWatch(api_client, namespace)
+    watch = LatencyWatch(api_client, namespace)
     watch.start()
     time.sleep(1.0)  # the watch is open before the first pod exists
     rng = random.Random(args.seed)
@@ -192,7 +160,7 @@ def measure(core: Any, api_client: Any, args: argparse.Namespace, tag: str) -> d
     return {"singles": singles, **summary(singles), "burst": burst}
 
 
-def run_burst(core: Any, watch: PodWatch, namespace: str, args: argparse.Namespace) -> dict[str, Any]:
+def run_burst(core: Any, watch: LatencyWatch, namespace: str, args: argparse.Namespace) -> dict[str, Any]:
     names = [f"burst-{i:04d}" for i in range(args.burst)]
     sent: dict[str, float] = {}
 

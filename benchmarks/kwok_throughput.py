@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import math
 import multiprocessing
 import os
@@ -50,6 +49,9 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "kai_portal.settings_test")
+
+from benchmarks.pod_watch import PodWatch  # noqa: E402
+
 os.environ.setdefault("TEST_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/kai_bench_kwok")
 
 OUT = Path(__file__).resolve().parent / "kwok-throughput.md"
@@ -166,59 +168,25 @@ def pod_body(name: str) -> dict[str, Any]:
     }  # fmt: skip
 
 
-class PodWatch(threading.Thread):
-    """Follows the namespace's pods: when each was first seen bound and first seen Running.
-
-    Events stay plain JSON (no client models): this runs beside the portal on the same 2 cores, and
-    a measuring watch must cost less than what it measures."""
+class ThroughputWatch(PodWatch):
+    """Follows the namespace's pods: when each was first seen bound and first seen Running."""
 
     def __init__(self, api_client: Any, namespace: str, counts: Any = None) -> None:
-        super().__init__(daemon=True)
-        from kubernetes import client
-
-        self.core = client.CoreV1Api(api_client)
-        self.namespace = namespace
+        super().__init__(api_client, namespace, timeout_s=5)
         self.bound: dict[str, float] = {}
         self.running: dict[str, float] = {}
         # (bound, running, created) shared with the process that runs the cycles
         self.counts = counts
-        self.stop = threading.Event()
-        self.error: str | None = None
 
-    def _latest(self) -> str:
-        response = self.core.list_namespaced_pod(self.namespace, limit=1, _preload_content=False)
-        return str(json.loads(response.data)["metadata"]["resourceVersion"])
-
-    def run(self) -> None:
-        from kubernetes import watch
-        from kubernetes.client.exceptions import ApiException
-
-        rv = self._latest()
-        while not self.stop.is_set():
-            w = watch.Watch(return_type="object")
-            try:
-                for ev in w.stream(self.core.list_namespaced_pod, self.namespace, resource_version=rv,
-                                   timeout_seconds=5, allow_watch_bookmarks=True):  # fmt: skip
-                    pod = ev["raw_object"]
-                    rv = (pod.get("metadata") or {}).get("resourceVersion", rv)
-                    if ev["type"] not in ("ADDED", "MODIFIED"):
-                        continue
-                    now = time.monotonic()
-                    name = pod["metadata"]["name"]
-                    if (pod.get("spec") or {}).get("nodeName") and name not in self.bound:
-                        self.bound[name] = now
-                    if (pod.get("status") or {}).get("phase") == "Running" and name not in self.running:
-                        self.running[name] = now
-                    if self.counts is not None:
-                        self.counts[0], self.counts[1] = len(self.bound), len(self.running)
-                    if self.stop.is_set():
-                        break
-            except ApiException as error:
-                if error.status == 410:  # compacted: relist from now
-                    rv = self._latest()
-                else:
-                    self.error = str(error)
-                    return
+    def seen(self, kind: str, name: str, pod: dict[str, Any], now: float) -> None:
+        if kind == "DELETED":
+            return
+        if (pod.get("spec") or {}).get("nodeName") and name not in self.bound:
+            self.bound[name] = now
+        if (pod.get("status") or {}).get("phase") == "Running" and name not in self.running:
+            self.running[name] = now
+        if self.counts is not None:
+            self.counts[0], self.counts[1] = len(self.bound), len(self.running)
 
 
 def pod_load(kubeconfig: str, namespace: str, names: list[str], workers: int, counts: Any, stop: Any,
@@ -234,7 +202,7 @@ def pod_load(kubeconfig: str, namespace: str, names: list[str], workers: int, co
     cfg.connection_pool_maxsize = workers + 4
     api = client.ApiClient(cfg)
     core = client.CoreV1Api(api)
-    watcher = PodWatch(api, namespace, counts)
+    watcher = ThroughputWatch(api, namespace, counts)
     watcher.start()
     time.sleep(1.0)  # the watch is open before the first pod exists
     created: dict[str, float] = {}

@@ -256,13 +256,24 @@ class Session:
         order of the additions unless every amount is a multiple of 1/4 (then every partial sum
         is exact and ``clean`` leaves it alone); only then are they added per queue at once,
         otherwise task by task as ``load_task`` does."""
-        charged: list[tuple[Job, dict[str, float]]] = []
+        # Per leaf queue, as the tasks load: number of charges and the plain sums (all of them,
+        # then the non-preemptible jobs'), with every amount charged (``exact_amounts``). The
+        # running pods are the bulk of a large cluster: this loop is the session's cost, so it
+        # builds one Placement per pod and nothing else (no per-pod list entry or second pass).
+        per_leaf: dict[str, list[float]] = {}
+        seen: set[float] = set()
         pending: set[str] = set()
         load = self._load_on_node
         placements = self.placements
         unpinned: list[tuple[Task, Job]] = []  # loaded after every pinned task, in job order
         nodes = self.nodes
+        running = _RUNNING
+        # Tasks of one shape in a row share one charge dict (charges are never changed in place).
+        ch: dict[str, float] = {}
+        last: tuple[float, float, float] | None = None
+        np_job = False
         for job in jobs:
+            acc: list[float] | None = None  # the job's leaf sums, fetched at its first charge
             for task in job.tasks:
                 gd = task.gpu_devices
                 if not gd:
@@ -270,7 +281,14 @@ class Session:
                     continue
                 node = task.node
                 ns = nodes.get(node) if node is not None else None
-                if ns is not None and task.state == _RUNNING and task.gpu >= 1 and max(gd) < len(ns.devices):
+                state = task.state
+                # ``is`` first: the snapshot's states are the enum's members (a str compares slower).
+                if (
+                    ns is not None
+                    and (state is running or state == running)
+                    and task.gpu >= 1.0
+                    and max(gd) < len(ns.devices)
+                ):
                     # The common case, inline (``_load_on_node`` does the same): a running
                     # whole-GPU task on its pinned devices; ``clean`` written out.
                     devs = ns.devices
@@ -285,64 +303,60 @@ class Session:
                     v = ns.mem_idle - memory
                     ns.mem_idle = v if v % 1.0 == 0.0 else round(v, 6)
                     ns.pods_idle -= 1
-                    ch = {"gpu": float(int(task.gpu)), "cpu": cpu, "memory": memory}
-                    placements[task.key] = Placement(_RUNNING, node, gd, 0.0, ch)
-                    charged.append((job, ch))
+                    g = float(int(task.gpu))
+                    if last is None or g != last[0] or cpu != last[1] or memory != last[2]:
+                        last = (g, cpu, memory)
+                        ch = {"gpu": g, "cpu": cpu, "memory": memory}
+                        seen.update(last)
+                    placements[task.key] = Placement(running, node, gd, 0.0, ch)
+                    # ``_add_charge`` written out (a call per running pod is a tenth of this loop).
+                    if acc is None:
+                        acc = per_leaf.get(job.queue) or _leaf_sums(per_leaf, job.queue)
+                        np_job = not job.is_preemptible
+                    acc[0] += 1
+                    acc[1] += g
+                    acc[2] += cpu
+                    acc[3] += memory
+                    if np_job:
+                        acc[4] += g
+                        acc[5] += cpu
+                        acc[6] += memory
                     continue
                 charge = load(task)
                 if charge is not None:
-                    charged.append((job, charge))
+                    _add_charge(_leaf_sums(per_leaf, job.queue), charge, not job.is_preemptible, seen)
                 elif placements[task.key].status == _PENDING:
                     pending.add(job.key)
         for task, job in unpinned:
             charge = load(task)
             if charge is not None:
-                charged.append((job, charge))
+                _add_charge(_leaf_sums(per_leaf, job.queue), charge, not job.is_preemptible, seen)
             elif placements[task.key].status == _PENDING:
                 pending.add(job.key)
-        self._pending_candidates = [j for j in self.jobs.values() if j.key in pending]
-        if len(charged) < 2**20 and self._charge_in_bulk(charged):
+        self._pending_candidates = [j for j in self.jobs.values() if j.key in pending] if pending else []
+        charges = sum(int(acc[0]) for acc in per_leaf.values())
+        if charges < 2**20 and exact_amounts(seen):
+            self._charge_in_bulk(per_leaf)
             return
-        for job, charge in charged:
-            self._charge_queues(job, charge, +1)
+        # Task by task in load order (pinned tasks first): a loaded task is charged iff it runs.
+        for pinned in (True, False):
+            for job in jobs:
+                for task in job.tasks:
+                    if bool(task.gpu_devices) == pinned and placements[task.key].status == running:
+                        self._charge_queues(job, placements[task.key].charge, +1)
 
-    def _charge_in_bulk(self, charged: list[tuple[Job, dict[str, float]]]) -> bool:
-        """Charge the loaded tasks per leaf queue at once when every amount is exact in quarters
-        (``load_tasks``); False, with nothing charged, when one is not."""
-        # Per leaf: number of charges and the plain sums (all of them, non-preemptible jobs),
-        # with every amount seen (``exact_sums``, in the same pass).
-        per_leaf: dict[str, list[float]] = {}
-        seen: set[float] = set()
-        see = seen.add
-        for job, charge in charged:
-            acc = per_leaf.get(job.queue)
-            if acc is None:
-                acc = per_leaf[job.queue] = [0.0] * 7
-            acc[0] += 1
-            g, c, m = charge["gpu"], charge["cpu"], charge["memory"]
-            see(g)
-            see(c)
-            see(m)
-            acc[1] += g
-            acc[2] += c
-            acc[3] += m
-            if not job.is_preemptible:
-                acc[4] += g
-                acc[5] += c
-                acc[6] += m
-        if exact_amounts(seen):
-            self.running_sums = per_leaf
-            stamp = self.queue_stamp
-            for leaf, acc in per_leaf.items():
-                n = int(acc[0])
-                for qs in self.ancestors(leaf):
-                    stamp[qs.name] = stamp.get(qs.name, 0) + n
-                    alloc, alloc_np = qs.allocated, qs.allocated_np
-                    for k, r in enumerate(RESOURCES, start=1):
-                        alloc[r] = alloc[r] + acc[k]
-                        alloc_np[r] = alloc_np[r] + acc[k + 3]
-            return True
-        return False
+    def _charge_in_bulk(self, per_leaf: dict[str, list[float]]) -> None:
+        """Charge the loaded tasks' sums per leaf queue (every amount exact in quarters)."""
+        self.running_sums = per_leaf
+        stamp = self.queue_stamp
+        for leaf, acc in per_leaf.items():
+            n = int(acc[0])
+            for qs in self.ancestors(leaf):
+                stamp[qs.name] = stamp.get(qs.name, 0) + n
+                alloc, alloc_np = qs.allocated, qs.allocated_np
+                for k, r in enumerate(RESOURCES, start=1):
+                    alloc[r] = alloc[r] + acc[k]
+                    alloc_np[r] = alloc_np[r] + acc[k + 3]
 
     def _load_on_node(self, task: Task) -> dict[str, float] | None:
         """Put a task of the snapshot in the state: Running or Releasing on its node, else
@@ -433,6 +447,28 @@ class Session:
     # ---- statements --------------------------------------------------------
     def statement(self) -> Statement:
         return Statement(self)
+
+
+def _leaf_sums(per_leaf: dict[str, list[float]], leaf: str) -> list[float]:
+    """A leaf's sums in ``Session.running_sums``'s shape, made at its first charge."""
+    acc = per_leaf.get(leaf)
+    if acc is None:
+        acc = per_leaf[leaf] = [0.0] * 7
+    return acc
+
+
+def _add_charge(acc: list[float], charge: dict[str, float], non_preemptible: bool, seen: set[float]) -> None:
+    """Add one charge to its leaf's sums (``_leaf_sums``) and its amounts to ``seen``."""
+    g, c, m = charge["gpu"], charge["cpu"], charge["memory"]
+    seen.update((g, c, m))
+    acc[0] += 1
+    acc[1] += g
+    acc[2] += c
+    acc[3] += m
+    if non_preemptible:
+        acc[4] += g
+        acc[5] += c
+        acc[6] += m
 
 
 def exact_sums(charges: Iterable[dict[str, float]]) -> bool:

@@ -6,16 +6,6 @@ here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
 # shellcheck source=deploy/kai-testbed/common.sh
 . "$here/common.sh"
-dir="${KAI_BED_DIR:-$repo/var/kai}"
-for comp in "${KAI_COMPONENTS[@]}"; do
-  pidfile="$dir/$comp.pid"
-  [ -f "$pidfile" ] || continue
-  pid="$(cat "$pidfile")"
-  if kill -0 "$pid" 2>/dev/null; then
-    kill -TERM "$pid"
-    for _ in $(seq 1 40); do kill -0 "$pid" 2>/dev/null || break; sleep 0.25; done
-    kill -0 "$pid" 2>/dev/null && kill -KILL "$pid"
-    echo "stopped KAI's $comp ($pid)"
-  fi
-  rm -f "$pidfile"
-done
+# shellcheck source=deploy/k8s-testbed/stop-pids.sh
+. "$repo/deploy/k8s-testbed/stop-pids.sh"
+stop_pids "${KAI_BED_DIR:-$repo/var/kai}" "KAI's " "${KAI_COMPONENTS[@]}"
