@@ -148,6 +148,9 @@ class ObservedPod:
     # creationTimestamp of the object the group is named for (the top owner; the PodGroup a pod
     # names, when earlier). None: the pod's own ``created_at`` stands in.
     job_created_at: datetime | None = None
+    # The name of the pod's PodGroup (the one it names, else the one KAI's podgrouper would write):
+    # KAI's job order breaks ties of creation time on it. Empty: unknown (the job's name decides).
+    pod_group_name: str = ""
     # Memory requested in bytes (``memory_mib`` is rounded up to whole MiB) and whether its
     # quantity is written in binary units ("256Mi"; "250M" is decimal): the PodGroup and Queue
     # sums are written in the unit KAI's controllers print them in (resource.Quantity).
