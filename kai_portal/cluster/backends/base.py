@@ -113,6 +113,16 @@ class JobRef:
 
 
 @dataclass(frozen=True)
+class AppRequests:
+    """What a pod's app containers request (``spec.containers`` only: no init containers, no
+    overhead), as KAI's podgroup controller sums a PodGroup's and a Queue's resources."""
+
+    cpu_millis: int
+    memory_bytes: int
+    gpus: int  # whole nvidia.com/gpu
+
+
+@dataclass(frozen=True)
 class ObservedPod:
     """One pod with schedulerName ours, parsed into scheduling terms."""
 
@@ -156,6 +166,9 @@ class ObservedPod:
     # sums are written in the unit KAI's controllers print them in (resource.Quantity).
     memory_bytes: int = 0
     memory_binary: bool = False
+    # The app containers' own requests, for the PodGroup and Queue sums (None: the pod's
+    # effective request above stands in).
+    app_requests: AppRequests | None = None
 
     @property
     def key(self) -> tuple[str, str]:
