@@ -253,6 +253,9 @@ class Job:
     preemptible: bool | None = None
     min_available: int | None = None
     created_s: float = 0.0
+    # Breaks ties between jobs of one age (Kubernetes timestamps have whole seconds), before the
+    # name: KAI's job order compares PodGroup names (its PodGroupInfo.UID). Empty: the name decides.
+    arrival_tiebreak: str = ""
     last_start_s: float | None = None
     node_selector: dict[str, str] = field(default_factory=dict)
     topology: TopologyConstraint | None = None

@@ -67,9 +67,10 @@ def _pareto_tail(a: QueueState, b: QueueState) -> int:
 
 
 def job_key(session: Session, job: Job) -> tuple[object, ...]:
-    """Order inside a leaf queue: priority, elastic state, age, name (§4.2); where two jobs of one
-    name tie, whoever holds the key adds it after (``JobQueue``'s heap entries)."""
-    return (-job.priority, gang.elastic_state(session, job), -job.created_s, job.name)
+    """Order inside a leaf queue: priority, elastic state, age, the arrival tie-break (KAI's PodGroup
+    name), name (§4.2); where two jobs of one name tie, whoever holds the key adds it after
+    (``JobQueue``'s heap entries)."""
+    return (-job.priority, gang.elastic_state(session, job), -job.created_s, job.arrival_tiebreak, job.name)
 
 
 def job_request(session: Session, job: Job) -> dict[str, float]:

@@ -76,7 +76,7 @@ NODE_FIELDS = [
     "pool", "cpu_millicores", "memory_mib", "schedulable", "ready", "labels", "max_pods", "taints",
     "external_gpus", "external_cpu_millicores", "external_memory_mib", "external_pods", "updated_at",
 ]  # fmt: skip
-JOB_READ = ("pk", "cluster_key", "state", "task_count", "min_member", "created_at")
+JOB_READ = ("pk", "cluster_key", "state", "task_count", "min_member", "created_at", "pod_group_name")
 POD_READ = ("pk", "job_id", "name", "uid", "index", "state", "node_id", "releasing_since", "started_at")
 POD_WRITE = ["uid", "state", "node", "releasing_since", "started_at", "updated_at"]
 UNKNOWN_GPU_MEMORY_MIB = 1  # "not synced": no GPU-memory request fits (ObservedNode.gpu_memory_mib None)
@@ -339,11 +339,16 @@ class _PodWrites:
         task_count = max(next_index, job.task_count, min_member)
         arrived = _arrived(pods)
         created_at = arrived if arrived is not None and arrived < job.created_at else job.created_at
-        if (task_count, min_member, created_at) != (job.task_count, job.min_member, job.created_at):
+        pod_group_name = _pod_group_name(pods) or job.pod_group_name
+        wanted_job = (task_count, min_member, created_at, pod_group_name)
+        if wanted_job != (job.task_count, job.min_member, job.created_at, job.pod_group_name):
             Job.objects.filter(pk=job.pk).update(
-                task_count=task_count, min_member=min_member, created_at=created_at
+                task_count=task_count,
+                min_member=min_member,
+                created_at=created_at,
+                pod_group_name=pod_group_name,
             )
-            job.created_at = created_at
+            job.created_at, job.pod_group_name = created_at, pod_group_name
             self.touched.add(job.pk)
 
     def save(self) -> set[int]:
@@ -389,6 +394,11 @@ def _queue_missing(pods: list[ObservedPod]) -> list[PodEvent]:
         for pod in sorted(pods, key=lambda p: p.name)
         if pod.status == TaskStatus.PENDING
     ]
+
+
+def _pod_group_name(pods: list[ObservedPod]) -> str:
+    """The group's PodGroup name (its pods agree; the first that knows it is taken)."""
+    return next((p.pod_group_name for p in pods if p.pod_group_name), "")
 
 
 def _arrived(pods: list[ObservedPod]) -> datetime | None:
@@ -455,4 +465,5 @@ def _new_job(key: str, pods: list[ObservedPod], queues: dict[str, Queue]) -> Job
     arrived = _arrived(pods)
     if arrived is not None:
         job.created_at = arrived
+    job.pod_group_name = _pod_group_name(pods)
     return job

@@ -43,7 +43,7 @@ NOT_CONSIDERED = "NotConsidered"
 
 LIGHT_COLUMNS = ("pk", "queue_id", "name", "priority", "created_at", "min_member", "gpu_fraction",
                  "gpu_count", "gpu_memory_mib", "gpu_fraction_devices", "cpu_millicores",
-                 "memory_mib")  # fmt: skip
+                 "memory_mib", "pod_group_name")  # fmt: skip
 
 
 Row = tuple[Any, ...]  # a job's LIGHT_COLUMNS
@@ -127,7 +127,7 @@ def _job_order(row: Row, active: int) -> tuple[object, ...]:
     pk, _queue, name, priority, created_at, min_member = row[:6]
     gang_min = max(int(min_member), 1)
     elastic = 0 if active < gang_min else (1 if active == gang_min else 2)
-    return (-priority, elastic, created_at or datetime.max.replace(tzinfo=UTC), name, pk)
+    return (-priority, elastic, created_at or datetime.max.replace(tzinfo=UTC), row[12], name, pk)
 
 
 def _shape(row: Row) -> tuple[float, float, int, float, float]:

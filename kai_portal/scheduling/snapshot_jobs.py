@@ -135,6 +135,7 @@ class JobColumns:
     started_at: datetime | None
     stale_since: datetime | None
     last_evicted_at: datetime | None
+    pod_group_name: str  # the arrival tie-break (KAI's PodGroup name); "" outside a cluster
     node_selector: Any
     tolerations: Any
     node_affinity: Any
@@ -151,7 +152,7 @@ class JobColumns:
             job.pk, job.name, job.namespace, job.queue_id, job.queue.name,
             job.node_pool.name if job.node_pool else None, job.message, job.priority, job.preemptibility,
             job.min_member, job.created_at, job.started_at, job.stale_since, job.last_evicted_at,
-            job.node_selector, job.tolerations, job.node_affinity,
+            job.pod_group_name, job.node_selector, job.tolerations, job.node_affinity,
             *_task_shape(job.gpu_fraction, job.gpu_count, job.gpu_memory_mib, job.gpu_fraction_devices,
                          job.cpu_millicores, job.memory_mib),
         )  # fmt: skip
@@ -159,8 +160,9 @@ class JobColumns:
 
 JOB_COLUMNS = ("pk", "name", "namespace", "queue_id", "queue__name", "node_pool__name", "message", "priority",
                "preemptibility", "min_member", "created_at", "started_at", "stale_since", "last_evicted_at",
-               "selector_text", "tolerations_text", "affinity_text", "gpu_fraction", "gpu_count",
-               "gpu_memory_mib", "gpu_fraction_devices", "cpu_millicores", "memory_mib")  # fmt: skip
+               "pod_group_name", "selector_text", "tolerations_text", "affinity_text", "gpu_fraction",
+               "gpu_count", "gpu_memory_mib", "gpu_fraction_devices", "cpu_millicores",
+               "memory_mib")  # fmt: skip
 
 
 def _task_shape(
@@ -183,11 +185,11 @@ def job_columns(job_ids: list[int], unhandled: dict[int, str]) -> dict[int, JobC
         for row in jobs.filter(bulk.AnyOf(F("pk"), part)).values_list(*JOB_COLUMNS):
             try:
                 out[row[0]] = JobColumns(  # type: ignore[call-arg]  # (the columns in JOB_COLUMNS' order)
-                    *row[:14],
-                    from_json(row[14]),
+                    *row[:15],
                     from_json(row[15]),
                     from_json(row[16]),
-                    *_task_shape(*row[17:]),
+                    from_json(row[17]),
+                    *_task_shape(*row[18:]),
                 )
             except (ArithmeticError, ValueError, TypeError) as error:  # JSONDecodeError is a ValueError
                 unhandled[row[0]] = f"{type(error).__name__}: {str(error)[:200]}"
@@ -358,6 +360,7 @@ def to_engine_job(
         # Signed: a cluster's creationTimestamp may be ahead of this worker's clock, and ages
         # clamped to 0 would turn arrival order into name order.
         created_s=(now - job.created_at).total_seconds() if job.created_at is not None else 0.0,
+        arrival_tiebreak=job.pod_group_name,
         last_start_s=_age(now, job.started_at),
         tasks=tasks,
         namespace=namespace,

@@ -175,6 +175,13 @@ class Job(ValidatedModel):
         db_index=True,
         help_text="namespace/kind/name of the pod group in the cluster.",
     )
+    # KAI orders jobs of one creation second by their PodGroup's name (its PodGroupInfo.UID).
+    pod_group_name = models.CharField(
+        max_length=253,
+        blank=True,
+        default="",
+        help_text="The job's PodGroup in the cluster; breaks ties between jobs created in one second.",
+    )
 
     # Placement rules of the job's pods, in Kubernetes' shape (jobs found in the cluster, or a
     # manifest that had them): nodeSelector {label: value}; tolerations [{key, operator, value,

@@ -66,3 +66,22 @@ def test_a_pod_group_made_after_its_pods_does_not_make_them_younger() -> None:
     # Without a PodGroup: the owner's.
     finished = finish_pod(pod, grouping, {(NS, "other"): PodGroupSpec()}, PriorityClasses())
     assert finished.job_created_at == _at(OWNER_TIME)
+
+
+def test_the_arrival_tiebreak_is_the_name_of_the_pods_pod_group() -> None:
+    """KAI breaks ties of age on the PodGroup's name: the one a pod names, else the one its
+    podgrouper writes (``pg-<top owner>-<uid>``)."""
+    job = _stamped(owner_object("batch/v1", "Job", "train"), OWNER_TIME)
+    owned = _stamped(pod_object("train-0", job), POD_TIME)
+    owned["spec"] = {"schedulerName": "kai-scheduler", "containers": []}
+    grouping = group_pod(owned, QUEUE_KEYS, Reader(job))
+    finished = finish_pod(parse_pod(owned, QUEUE_KEYS), grouping, {}, PriorityClasses())
+    assert finished.pod_group_name == f"pg-train-{job['metadata']['uid']}"
+
+    raw = _stamped(pod_object("train-0", job, annotations={"pod-group-name": "pg-mine"}), POD_TIME)
+    raw["spec"] = {"schedulerName": "kai-scheduler", "containers": []}
+    key, spec = parse_pod_group({"metadata": {"namespace": NS, "name": "pg-mine"}})
+    pod, grouping = parse_pod(raw, QUEUE_KEYS), group_pod(raw, QUEUE_KEYS, Reader(job))
+    assert finish_pod(pod, grouping, {key: spec}, PriorityClasses()).pod_group_name == "pg-mine"
+    # Named but not (yet) created: still that name.
+    assert finish_pod(pod, grouping, {}, PriorityClasses()).pod_group_name == "pg-mine"

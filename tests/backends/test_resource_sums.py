@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
+from kai_portal.cluster.backends.kubernetes.objects import parse_pod
 from kai_portal.cluster.backends.kubernetes.pod_groups import PodGroupPlan, desired_status
-from kai_portal.cluster.backends.kubernetes.resource_sums import memory_quantity
+from kai_portal.cluster.backends.kubernetes.resource_sums import GPU, group_usage, memory_quantity, quantities
 
 from .owner_json import NS
 from .test_pod_groups import NOW, POOL, observed
@@ -38,3 +41,40 @@ def test_memory_sums_keep_the_unit_of_the_first_pod_by_name() -> None:
     assert status["resourcesStatus"]["requested"] == {"memory": str(250_000_000 + 256 * 2**20)}
     alone = desired_status(PodGroupPlan(NS, "g", pods[:1]), None, None, POOL, NOW)
     assert alone["resourcesStatus"]["requested"] == {"memory": "256Mi"}
+
+
+def test_a_groups_sums_count_the_app_containers_only_as_kais_podgroup_controller_does() -> None:
+    """metadata/pod.go sums ``spec.containers``' requests: an init container asking more, a
+    sidecar (init, restartPolicy Always) and the pod's overhead are left out, though Kubernetes'
+    effective request (which the engine schedules by) counts them."""
+    raw = {
+        "metadata": {"namespace": NS, "name": "train-0", "uid": "u1"},
+        "spec": {
+            "schedulerName": "kai-scheduler",
+            "nodeName": "n1",
+            "overhead": {"cpu": "250m", "memory": "64Mi"},
+            "initContainers": [
+                {
+                    "name": "fetch",
+                    "resources": {"requests": {"cpu": "4", "memory": "8Gi", "nvidia.com/gpu": "2"}},
+                },
+                {"name": "proxy", "restartPolicy": "Always", "resources": {"requests": {"cpu": "100m"}}},
+            ],
+            "containers": [
+                {
+                    "name": "main",
+                    "resources": {"requests": {"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": "1"}},
+                },
+                {"name": "log", "resources": {"requests": {"cpu": "500m", "memory": "256Mi"}}},
+            ],
+        },
+        "status": {"phase": "Running"},
+    }
+    pod = replace(parse_pod(raw, ("kai.scheduler/queue",)), priority=50)
+    # The effective request, which the engine schedules by: max(init 4, app 1.5 + sidecar 0.1) + 0.25.
+    assert (pod.cpu_millis, pod.gpu.whole) == (4250, 2)
+    requested, allocated, _ = group_usage([pod])
+    app = {"cpu": "1500m", "memory": "1280Mi", GPU: "1"}
+    assert quantities(requested) == quantities(allocated) == app
+    status = desired_status(PodGroupPlan(NS, "g", [pod]), None, None, POOL, NOW)
+    assert status["resourcesStatus"]["requested"] == app

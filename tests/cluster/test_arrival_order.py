@@ -1,7 +1,8 @@
 """Arrival order on a real API server (issue 29, item 1).
 
 KAI orders the jobs of a queue by priority, then elastic state, then the PodGroup's creation
-time (the podgrouper makes it as the top owner's pods appear), then UID. Two equal one-GPU pods
+time (the podgrouper makes it as the top owner's pods appear), then its ``UID`` field, which holds
+the PodGroup's name (cluster_info.go: ``PodGroupID(podGroup.Name)``). Two equal one-GPU pods
 want the only free node (one GPU); the older must get it whatever their names, so the names are
 chosen to sort the other way round (``aa-newer`` is created 1.5 s after ``zz-older``: creation
 timestamps have whole seconds, and 1.5 s apart always falls in different seconds).
@@ -18,6 +19,8 @@ from kai_portal.cluster.backends.kubernetes import KubernetesBackend
 from kai_portal.workloads.models import Job
 
 from .conftest import Cluster, Nodes, cycle, pod_body, wait_until
+from .test_pod_grouping import podgroup_crd  # noqa: F401
+from .test_pod_groups_written import pod_groups
 
 pytestmark = pytest.mark.django_db
 
@@ -93,3 +96,49 @@ def test_rows_stamped_with_the_sync_time_take_the_clusters_time_when_seen_again(
     assert _node_of(cluster, namespace, "aa-newer") is None
     older = cluster.core.read_namespaced_pod("zz-older", namespace).metadata.creation_timestamp
     assert Job.objects.get(name="zz-older").created_at == older
+
+
+def _create_in_one_second(cluster: Cluster, namespace: str, scheduler: str, names: tuple[str, ...]) -> bool:
+    """Creates the pods; True when their creationTimestamps fell in one second, else they are
+    deleted (and gone) so the caller can try again."""
+    for name in names:
+        _create(cluster, namespace, scheduler, name)
+    stamps = {cluster.core.read_namespaced_pod(n, namespace).metadata.creation_timestamp for n in names}
+    if len(stamps) == 1:
+        return True
+    for name in names:
+        cluster.core.delete_namespaced_pod(name, namespace, grace_period_seconds=0)
+    wait_until(lambda: not cluster.core.list_namespaced_pod(namespace).items, "the pods to be gone")
+    return False
+
+
+def test_pods_created_in_one_second_are_taken_in_podgroup_name_order_not_pod_name_order(
+    cluster: Cluster, portal: KubernetesBackend, namespace: str, scheduler_name: str, nodes: Nodes,
+    podgroup_crd: None,  # noqa: F811
+) -> None:  # fmt: skip
+    """``tie`` and ``tie-0`` in one second: by name ``tie`` sorts first, but their PodGroups are
+    ``pg-tie-<uid>`` and ``pg-tie-0-<uid>``, and a uid's first character (hex) sorts after the
+    ``-`` of ``-0-`` or after ``0``, so KAI takes ``tie-0`` whatever the uids. The test reads the
+    PodGroups the portal wrote and checks the bound pod is the one whose PodGroup sorts first."""
+    node = nodes.kwok("only", gpus=1)
+    for attempt in range(5):
+        names = (f"tie{attempt}", f"tie{attempt}-0")
+        if _create_in_one_second(cluster, namespace, scheduler_name, names):
+            break
+    else:
+        pytest.fail("five pairs of pods were each created across a second boundary")
+
+    cycle()
+
+    groups = wait_until(lambda: len(pod_groups(cluster, namespace)) == 2 and pod_groups(cluster, namespace),
+                        "the portal to write both PodGroups")  # fmt: skip
+    group_of = {}
+    for name in names:
+        uid = cluster.core.read_namespaced_pod(name, namespace).metadata.uid
+        group_of[name] = f"pg-{name}-{uid}"
+        assert group_of[name] in groups
+        assert Job.objects.get(name=name).pod_group_name == group_of[name]
+    kai_first = min(names, key=group_of.__getitem__)
+    assert kai_first == names[1]  # the name order and KAI's order differ
+    assert _node_of(cluster, namespace, kai_first) == node
+    assert _node_of(cluster, namespace, names[0]) is None

@@ -113,6 +113,16 @@ class JobRef:
 
 
 @dataclass(frozen=True)
+class AppRequests:
+    """What a pod's app containers request (``spec.containers`` only: no init containers, no
+    overhead), as KAI's podgroup controller sums a PodGroup's and a Queue's resources."""
+
+    cpu_millis: int
+    memory_bytes: int
+    gpus: int  # whole nvidia.com/gpu
+
+
+@dataclass(frozen=True)
 class ObservedPod:
     """One pod with schedulerName ours, parsed into scheduling terms."""
 
@@ -148,11 +158,17 @@ class ObservedPod:
     # creationTimestamp of the object the group is named for (the top owner; the PodGroup a pod
     # names, when earlier). None: the pod's own ``created_at`` stands in.
     job_created_at: datetime | None = None
+    # The name of the pod's PodGroup (the one it names, else the one KAI's podgrouper would write):
+    # KAI's job order breaks ties of creation time on it. Empty: unknown (the job's name decides).
+    pod_group_name: str = ""
     # Memory requested in bytes (``memory_mib`` is rounded up to whole MiB) and whether its
     # quantity is written in binary units ("256Mi"; "250M" is decimal): the PodGroup and Queue
     # sums are written in the unit KAI's controllers print them in (resource.Quantity).
     memory_bytes: int = 0
     memory_binary: bool = False
+    # The app containers' own requests, for the PodGroup and Queue sums (None: the pod's
+    # effective request above stands in).
+    app_requests: AppRequests | None = None
 
     @property
     def key(self) -> tuple[str, str]:

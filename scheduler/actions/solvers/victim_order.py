@@ -112,9 +112,9 @@ class _VictimStream:
     ) -> None:
         self.session = session
         self.core_protected = core_protected
-        # Each job's rank by name, last name first (the victim order's tie-break); two jobs of one
-        # name (in two queues) rank by key.
-        by_name = sorted(candidates, key=lambda j: (j.name, j.key), reverse=True)
+        # Each job's rank by arrival tie-break and name, last first (the victim order's tie-break,
+        # job_key reversed); two jobs of one name (in two queues) rank by key.
+        by_name = sorted(candidates, key=lambda j: (j.arrival_tiebreak, j.name, j.key), reverse=True)
         self.names_desc = {j.key: i for i, j in enumerate(by_name)}
         self.remaining: dict[str, list[Task]] = {}
         self.heaps: dict[str, list[tuple[tuple[float, ...], str]]] = {}

@@ -8,6 +8,8 @@ and fair shares too (the unlisted work still counts).
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 
 import scheduler
@@ -15,7 +17,7 @@ from kai_portal.history.models import Decision, JobMessage
 from kai_portal.previews import forecast_store
 from kai_portal.scheduling.backlog import NOT_CONSIDERED
 from kai_portal.scheduling.snapshot import build_snapshot
-from kai_portal.workloads.models import Pod
+from kai_portal.workloads.models import Job, Pod
 from tests.portal import factories
 from tests.portal.scheduling.conftest import T0
 
@@ -84,6 +86,26 @@ def test_jobs_past_the_depth_that_could_not_start_are_left_out_with_their_reques
     for queue in ("big", "other"):
         assert result.queues[queue].requested == whole_result.queues[queue].requested
         assert result.queues[queue].fair_share == whole_result.queues[queue].fair_share
+
+
+def test_jobs_of_one_second_are_considered_in_podgroup_name_order_as_the_engine_takes_them(
+    settings, two_teams
+) -> None:  # type: ignore[no-untyped-def]
+    """Twenty jobs created in one second whose PodGroup names sort against their names: the
+    backlog considers the 8 the engine would take first (KAI's tie-break), not the first 8 names."""
+    big, other = two_teams
+    for i in range(20):
+        job = factories.job(big, f"one-{i:02d}")
+        one_second = T0 - timedelta(minutes=1)
+        Job.objects.filter(pk=job.pk).update(created_at=one_second, pod_group_name=f"pg-{19 - i:02d}")
+    factories.job(other, "theirs", task_count=2)
+
+    whole, whole_result, bounded, result = _both(settings)
+
+    listed = sorted(j.name for j in bounded.snapshot.jobs if j.queue == "big")
+    assert listed == [f"one-{i:02d}" for i in range(12, 20)]
+    assert _placed(result) == _placed(whole_result)
+    assert {a.job.rsplit("/", 1)[-1] for a in result.allocations} >= {f"one-{i:02d}" for i in range(16, 20)}
 
 
 def test_the_loop_writes_the_unlisted_pods_reasons_once_and_no_decision_per_pod(  # type: ignore[no-untyped-def]

@@ -15,7 +15,16 @@ from typing import Any
 
 from kubernetes.utils import parse_quantity
 
-from ..base import ForeignPod, GpuRequest, JobRef, NodeTaint, ObservedNode, ObservedPod, TaskStatus
+from ..base import (
+    AppRequests,
+    ForeignPod,
+    GpuRequest,
+    JobRef,
+    NodeTaint,
+    ObservedNode,
+    ObservedPod,
+    TaskStatus,
+)
 from ..pod_requests import Where, pod_requests
 
 GPU_RESOURCE = "nvidia.com/gpu"
@@ -121,6 +130,7 @@ def parse_pod(raw: Json, queue_label_keys: Sequence[str], pool_label: str | None
         memory_mib=math.ceil(requested["memory"] / MIB),
         memory_bytes=math.ceil(requested["memory"]),
         memory_binary=memory_is_binary(spec),
+        app_requests=app_requests_of(spec),
         created_at=parse_time(meta.get("creationTimestamp")),
         deletion_timestamp=parse_time(meta.get("deletionTimestamp")),
         gpu_devices=parse_devices(annotations.get(GPU_DEVICES_ANNOTATION)),
@@ -284,6 +294,17 @@ def requests_of(spec: Json) -> dict[str, Decimal]:
     (``pod_requests``: init containers, sidecars and overhead included). A malformed quantity
     counts as 0: the API server has validated every pod it serves."""
     return pod_requests(spec, (GPU_RESOURCE, "cpu", "memory"), _read)
+
+
+def app_requests_of(spec: Json) -> AppRequests:
+    """The app containers' requests summed, as KAI's podgroup controller sums them
+    (metadata/pod.go: ``spec.containers`` only, not Kubernetes' effective request)."""
+    sums = dict.fromkeys((GPU_RESOURCE, "cpu", "memory"), Decimal(0))
+    for container in spec.get("containers") or ():
+        requests = (container.get("resources") or {}).get("requests") or {}
+        for name in sums:
+            sums[name] += _quantity(requests.get(name))
+    return AppRequests(math.ceil(sums["cpu"] * 1000), math.ceil(sums["memory"]), int(sums[GPU_RESOURCE]))
 
 
 def memory_is_binary(spec: Json) -> bool:

@@ -128,6 +128,7 @@ def finish_pod(
             priority=classes.value(spec.priority_class),
             preemptibility=spec.preemptibility,
             job_created_at=_earliest(spec.created_at, grouping.created_at),
+            pod_group_name=pod_group or "",
         )
     changes: dict[str, Any] = {}
     if not pod_group:  # an annotation naming a PodGroup not (yet) created still groups the pods
@@ -141,6 +142,7 @@ def finish_pod(
         priority=priority,
         preemptibility=grouping.preemptibility,
         job_created_at=grouping.created_at,
+        pod_group_name=pod_group or (grouping.pod_group.name if grouping.pod_group is not None else ""),
         **changes,
     )
 

@@ -93,22 +93,28 @@ def group_usage(pods: Sequence[ObservedPod]) -> tuple[Resources, Resources, Reso
     for pod in pods:
         if pod.status in FINISHED:
             continue
-        if pod.memory_bytes and (first is None or pod.name < first):
+        gpu, app = pod.gpu, pod.app_requests
+        # KAI sums the app containers' requests only (not the init containers' maximum, nor the
+        # overhead that Kubernetes' effective request adds).
+        if app is not None:
+            pod_cpu, pod_memory, whole = app.cpu_millis, app.memory_bytes, app.gpus
+        else:
+            pod_cpu, pod_memory, whole = pod.cpu_millis, pod.memory_bytes, gpu.whole
+        if pod_memory and (first is None or pod.name < first):
             first, binary = pod.name, pod.memory_binary
-        if pod.memory_bytes and pod.node and (a_first is None or pod.name < a_first):
+        if pod_memory and pod.node and (a_first is None or pod.name < a_first):
             a_first, a_binary = pod.name, pod.memory_binary
-        gpu = pod.gpu
         devices = gpu.num_devices if gpu.num_devices > 1 else 1
         shared = round(gpu.fraction * 1000) * devices if gpu.fraction is not None else 0
-        pod_gpus = gpu.whole * 1000 + shared
-        cpu += pod.cpu_millis
-        memory += pod.memory_bytes
+        pod_gpus = whole * 1000 + shared
+        cpu += pod_cpu
+        memory += pod_memory
         gpus += pod_gpus
         if gpu.memory_mib:
             gpu_memory += gpu.memory_mib * devices
         if pod.node:
-            a_cpu += pod.cpu_millis
-            a_memory += pod.memory_bytes
+            a_cpu += pod_cpu
+            a_memory += pod_memory
             a_gpus += pod_gpus
     sums = (("cpu", cpu), ("memory", memory), (GPU, gpus), (GPU_MEMORY, gpu_memory), (BINARY_MEMORY, binary))
     requested = {k: int(v) for k, v in sums if v}
