@@ -14,6 +14,7 @@ cycle to the next). Only the jobs whose items changed are written.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Collection
 from datetime import datetime, timedelta
 from typing import Any
@@ -142,8 +143,14 @@ def persist_blockers(
     stored = dict(
         Job.objects.filter(pk__in=ids, blockers__isnull=False).values_list("pk", "blockers")
     ) if ids else {}  # fmt: skip
-    for job_id in stored.keys() - new.keys():
-        Job.objects.filter(pk=job_id).update(blockers=None)
+    gone = stored.keys() - new.keys()
+    if gone:
+        Job.objects.filter(pk__in=gone).update(blockers=None)
+    # Jobs alike in shape and rules share their room items (and often all of them): one write per
+    # distinct value, so a backlog whose room changes is not rewritten row by row.
+    changed: dict[str, tuple[dict[str, Any], list[int]]] = {}
     for job_id, value in new.items():
         if stored.get(job_id) != value:
-            Job.objects.filter(pk=job_id, state=JobState.PENDING).update(blockers=value)
+            changed.setdefault(json.dumps(value, sort_keys=True), (value, []))[1].append(job_id)
+    for value, job_ids in changed.values():
+        Job.objects.filter(pk__in=job_ids, state=JobState.PENDING).update(blockers=value)

@@ -142,10 +142,16 @@ def test_a_capacity_wait_names_the_smaller_request_and_the_pool_with_room(cluste
     want = factories.job(
         b, "want", gpu_count=8, duration=timedelta(hours=1), submitter=cluster["me"], node_selector=h100
     )
+    twin = factories.job(
+        b, "twin", gpu_count=8, duration=timedelta(hours=1), submitter=cluster["me"], node_selector=h100
+    )
     loop.run(5)
     want.refresh_from_db()
-    assert want.state == "pending"
+    twin.refresh_from_db()
+    assert want.state == "pending" and twin.state == "pending"
     items = {i["kind"]: i for i in want.blockers["items"] if i["kind"] in ("smaller", "pool")}
+    # alike jobs get alike items (written together)
+    assert [i for i in twin.blockers["items"] if i["kind"] in ("smaller", "pool")] == list(items.values())
     assert items["smaller"] == {"kind": "smaller", "pool": "default", "pods": 1, "requested": 8, "gpus": 2}
     assert [i["pool"] for i in want.blockers["items"] if i["kind"] == "pool"] == ["spare"]
     assert (items["pool"]["idle"], items["pool"]["nodes"]) == (8, 1)
