@@ -51,6 +51,7 @@ from scheduler.reasons import (
     NON_PREEMPTIBLE_OVER_QUOTA,
     OVER_LIMIT,
     PROTECTED_BY_MIN_RUNTIME,
+    QUEUE_DOES_NOT_EXIST,
     RECLAIM_SOURCE,
     Names,
     Reason,
@@ -58,7 +59,8 @@ from scheduler.reasons import (
     as_keyed,
     render,
 )
-from scheduler.result import CycleResult, Event, Eviction, QueueOutcome, TaskOutcome
+from scheduler.result import CycleResult, Event, Eviction, NodeRoom, QueueOutcome, TaskOutcome
+from scheduler.room import RoomShape, largest_per_pod, room_eligible, room_fits, room_shape
 
 # The simulator's entry point under a name of its own: ``simulate`` is also the subpackage.
 from scheduler.simulate import Arrival, SimResult
@@ -79,6 +81,13 @@ __all__ = [
     "MatchExpression",
     "NON_PREEMPTIBLE_OVER_QUOTA",
     "OVER_LIMIT",
+    "QUEUE_DOES_NOT_EXIST",
+    "NodeRoom",
+    "RoomShape",
+    "largest_per_pod",
+    "room_eligible",
+    "room_fits",
+    "room_shape",
     "PROTECTED_BY_MIN_RUNTIME",
     "RECLAIM_SOURCE",
     "Names",

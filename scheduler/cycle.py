@@ -11,7 +11,7 @@ from scheduler.fairshare import compute_fair_shares
 from scheduler.gc_pause import gc_paused
 from scheduler.model import RESOURCES, Config, Job, Snapshot, Task, TaskState, clean
 from scheduler.reasons import Reason, Ref
-from scheduler.result import CycleResult, Event, QueueOutcome, TaskOutcome
+from scheduler.result import CycleResult, Event, NodeRoom, QueueOutcome, TaskOutcome
 from scheduler.session import Session, exact_sums
 
 # Task states as module constants: reading a member through the enum class costs ~15x a global.
@@ -283,6 +283,11 @@ def _collect(session: Session, result: CycleResult) -> None:
             limit={r: qs.limit(r) for r in RESOURCES},
         )
     result.pool_queues[session.pool] = pool_out
+    result.node_room[session.pool] = [
+        NodeRoom(ns.node, ns.idle_whole_gpus(), ns.cpu_idle, ns.mem_idle, ns.pods_idle)
+        for ns in session.nodes.values()
+        if ns.schedulable
+    ]
 
 
 def _queue_outcomes(result: CycleResult, queue_pools: dict[str, str]) -> None:

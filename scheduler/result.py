@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from scheduler.model import TaskState
+from scheduler.model import Node, TaskState
 from scheduler.reasons import Names, Reason, as_keyed, render
 
 
@@ -101,6 +101,18 @@ class Eviction:
         }
 
 
+@dataclass(frozen=True, slots=True)
+class NodeRoom:
+    """What a schedulable node has idle once the cycle's decisions stand: devices with nothing on
+    them and nothing leaving them, and the CPU, memory and pod slots no task holds or is given."""
+
+    node: Node
+    idle_gpus: int
+    cpu_millis: float
+    memory_mib: float
+    pods: float
+
+
 @dataclass
 class CycleResult:
     tasks: dict[str, TaskOutcome] = field(default_factory=dict)  # by task key
@@ -118,6 +130,9 @@ class CycleResult:
     # protected by their minimum runtime, the queues reclaim may take from; ``reasons``, "what
     # blocks a pending job").
     job_blockers: dict[str, list[Reason]] = field(default_factory=dict)
+    # Each pool's schedulable nodes and what they have idle after the cycle (by pool, then node
+    # name): what "a smaller request" or "another pool" could use now. Not in ``to_json``.
+    node_room: dict[str, list[NodeRoom]] = field(default_factory=dict)
     events: list[Event] = field(default_factory=list)
     counters: dict[str, int] = field(default_factory=dict)
     # Every task evicted this cycle (those re-placed elsewhere carry ``moved_to``).

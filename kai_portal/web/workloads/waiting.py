@@ -42,7 +42,7 @@ class WaitAnswer:
     changes: list[str] = field(default_factory=list)  # what would change it
 
     def __bool__(self) -> bool:
-        return bool(self.protected or self.sources or self.limits or self.notes)
+        return bool(self.protected or self.sources or self.limits or self.notes or self.changes)
 
 
 def answer(job: Job, visible: Any) -> WaitAnswer:
@@ -70,6 +70,10 @@ def answer(job: Job, visible: Any) -> WaitAnswer:
         elif kind in ("limit", "quota"):
             out.limits.append(i["text"])
             out.changes.extend(_limit_changes(i))
+        elif kind == "smaller":
+            out.changes.append(_smaller(i))
+        elif kind == "pool":
+            out.changes.append(_other_pool(i))
         else:
             out.notes.append(i["text"])
     if out.protected:
@@ -80,6 +84,34 @@ def answer(job: Job, visible: Any) -> WaitAnswer:
             f"at {first:%Y-%m-%d %H:%M:%S} UTC; the scheduler can take from it at its next cycle after that."
         )
     return out
+
+
+def _pods(pods: int, gpus: int) -> str:
+    return f"its {gpus} GPUs" if pods == 1 else f"its {pods} pods of {gpus} GPUs each"
+
+
+def _smaller(i: dict[str, Any]) -> str:
+    """The most GPUs per pod that fit in the job's pool now (``scheduling/blockers.py``, kind "smaller")."""
+    pods, gpus, pool = i["pods"], i["gpus"], i["pool"]
+    if gpus <= 0:
+        return (
+            f"A smaller request does not help now: no node of pool {pool} that this job may use "
+            "has an idle whole GPU."
+        )
+    each = (
+        f"a pod of at most {gpus} GPUs fits" if pods == 1 else f"{pods} pods of at most {gpus} GPUs each fit"
+    )
+    return f"A smaller request: {each} in pool {pool} now (it asks for {i['requested']} per pod)."
+
+
+def _other_pool(i: dict[str, Any]) -> str:
+    """Another pool where the whole request fits now (kind "pool")."""
+    nodes, pool = i["nodes"], i["pool"]
+    where = "one node" if nodes == 1 else f"{nodes} nodes"
+    return (
+        f"Another pool: pool {pool} has {i['idle']} idle whole GPUs on {where} this job may use, "
+        f"enough for {_pods(i['pods'], i['requested'])} now; moving needs a queue in pool {pool}."
+    )
 
 
 def _limit_changes(i: dict[str, Any]) -> list[str]:

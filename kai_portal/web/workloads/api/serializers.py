@@ -11,6 +11,7 @@ from kai_portal.previews import forecast_store
 from kai_portal.previews.serializers import ForecastSerializer
 from kai_portal.previews.warnings import request_warnings
 from kai_portal.queues.models import Queue
+from kai_portal.web.workloads.waiting import answer as waiting_answer
 from kai_portal.workloads import limits
 from kai_portal.workloads.models import Job, Pod
 
@@ -198,3 +199,65 @@ class FitVerdictSerializer(serializers.Serializer):
     placed = serializers.IntegerField(help_text="Tasks placed in the next cycle.")
     nodes = serializers.ListField(child=serializers.CharField())
     victims = FitVictimSerializer(many=True)
+
+
+class ProtectedJobSerializer(serializers.Serializer):
+    job = serializers.CharField(
+        allow_null=True, help_text="Its name; null when it is another team's job you may not see."
+    )
+    uid = serializers.CharField(allow_null=True, help_text="Its uid; null when you may not see it.")
+    queue = serializers.CharField()
+    action = serializers.CharField(help_text="reclaim or preempt: the action its minimum runtime holds off.")
+    until = serializers.DateTimeField(help_text="When it becomes reclaimable (or preemptible).")
+    surplus_only = serializers.BooleanField(help_text="Only its pods above its minimum may be taken.")
+
+
+class BlockersSerializer(serializers.Serializer):
+    protected = ProtectedJobSerializer(many=True)
+    sources = serializers.ListField(child=serializers.CharField(), help_text="Queues reclaim may take from.")
+    limits = serializers.ListField(
+        child=serializers.CharField(), help_text="The limit or quota it would cross."
+    )
+    notes = serializers.ListField(child=serializers.CharField(), help_text="The eviction actions' own notes.")
+    changes = serializers.ListField(
+        child=serializers.CharField(),
+        help_text="What would change it: a quota or limit, a smaller request, another pool, time.",
+    )
+
+
+class JobDetailSerializer(JobSerializer):
+    """A job with what blocks it, when pending (as the job page shows it)."""
+
+    blockers = serializers.SerializerMethodField(
+        help_text="Pending jobs: what blocks it and what would change it, as the latest cycle found "
+        "it (else null)."
+    )
+
+    class Meta(JobSerializer.Meta):
+        fields = [*JobSerializer.Meta.fields, "blockers"]
+
+    @extend_schema_field(BlockersSerializer(allow_null=True))
+    def get_blockers(self, job: Job) -> dict[str, Any] | None:
+        request = self.context.get("request")
+        if request is None:
+            return None
+        wait = waiting_answer(job, Job.objects.visible_to(request.user))
+        if not wait:
+            return None
+        return {
+            "protected": [
+                {
+                    "job": p.job or None,
+                    "uid": p.uid or None,
+                    "queue": p.queue,
+                    "action": p.action,
+                    "until": p.until.isoformat(),
+                    "surplus_only": p.surplus_only,
+                }
+                for p in wait.protected
+            ],  # fmt: skip
+            "sources": wait.sources,
+            "limits": wait.limits,
+            "notes": wait.notes,
+            "changes": wait.changes,
+        }

@@ -27,6 +27,7 @@ from kai_portal.previews.fitcheck import check_fit
 from kai_portal.previews.serializers import ForecastDetailSerializer, ForecastSerializer
 from kai_portal.web.workloads.api.serializers import (
     FitVerdictSerializer,
+    JobDetailSerializer,
     JobSerializer,
     ManifestErrorSerializer,
     PodSerializer,
@@ -116,6 +117,10 @@ class JobViewSet(
             .select_related("queue__team", "submitter", "node_pool")
             .annotate(**_pod_counts())
         )
+
+    def get_serializer_class(self) -> type[BaseSerializer]:
+        # The detail adds what blocks a pending job (one more query; a list would pay it per row).
+        return JobDetailSerializer if self.action == "retrieve" else JobSerializer
 
     def get_serializer(self, *args: Any, **kwargs: Any) -> BaseSerializer:
         if kwargs.get("many") and args:

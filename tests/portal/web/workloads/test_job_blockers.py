@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from django.test import Client
 
+from kai_portal.nodes.models import Node
 from kai_portal.teams.models import Membership
 from kai_portal.workloads.models import Job
 from tests.portal import factories
@@ -125,3 +126,47 @@ def test_a_running_job_shows_no_blockers(cluster: dict[str, Any]) -> None:
     job.refresh_from_db()
     assert job.state == "running" and job.blockers is None
     assert 'data-testid="job-blockers"' not in _page(cluster["me"], job)
+
+
+def test_a_capacity_wait_names_the_smaller_request_and_the_pool_with_room(cluster: dict[str, Any]) -> None:
+    # n1 (default pool) keeps 2 GPUs idle; pool spare has a node of 8 idle H100s, pool other one of
+    # 8 idle A100s, which the job's node selector rules out.
+    h100 = {"nvidia.com/gpu.product": "H100"}
+    Node.objects.filter(name="n1").update(labels=h100)
+    factories.node("s1", pool="spare", gpus=8, labels=h100)
+    factories.node("s2", pool="other", gpus=8, labels={"nvidia.com/gpu.product": "A100"})
+    loop = Loop()
+    b = cluster["b"]
+    factories.job(b, "first", gpu_count=6, duration=timedelta(hours=1), submitter=cluster["me"])
+    loop.run(0)
+    want = factories.job(
+        b, "want", gpu_count=8, duration=timedelta(hours=1), submitter=cluster["me"], node_selector=h100
+    )
+    twin = factories.job(
+        b, "twin", gpu_count=8, duration=timedelta(hours=1), submitter=cluster["me"], node_selector=h100
+    )
+    loop.run(5)
+    want.refresh_from_db()
+    twin.refresh_from_db()
+    assert want.state == "pending" and twin.state == "pending"
+    items = {i["kind"]: i for i in want.blockers["items"] if i["kind"] in ("smaller", "pool")}
+    # alike jobs get alike items (written together)
+    assert [i for i in twin.blockers["items"] if i["kind"] in ("smaller", "pool")] == list(items.values())
+    assert items["smaller"] == {"kind": "smaller", "pool": "default", "pods": 1, "requested": 8, "gpus": 2}
+    assert [i["pool"] for i in want.blockers["items"] if i["kind"] == "pool"] == ["spare"]
+    assert (items["pool"]["idle"], items["pool"]["nodes"]) == (8, 1)
+    page = _page(cluster["me"], want)
+    assert (
+        "A smaller request: a pod of at most 2 GPUs fits in pool default now (it asks for 8 per pod)." in page
+    )
+    assert (
+        "Another pool: pool spare has 8 idle whole GPUs on one node this job may use, enough for its 8 GPUs "
+        "now; moving needs a queue in pool spare." in page
+    )
+    # Once the room is taken, the next cycle says so: 2 idle GPUs go to a 2-GPU job.
+    factories.job(b, "filler", gpu_count=2, duration=timedelta(hours=1), submitter=cluster["me"])
+    loop.run(5)
+    want.refresh_from_db()
+    smaller = [i for i in want.blockers["items"] if i["kind"] == "smaller"]
+    assert smaller and smaller[0]["gpus"] == 0
+    assert "A smaller request does not help now: no node of pool default" in _page(cluster["me"], want)
