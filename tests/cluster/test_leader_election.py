@@ -106,8 +106,8 @@ def replicas(
     locks = threading.local()
     real_lock = cycle_module.cycle_lock
 
-    def per_replica_lock() -> AbstractContextManager[HeldLock]:
-        return real_lock(getattr(locks, "redis_url", None))
+    def per_replica_lock(pool: str | None = None) -> AbstractContextManager[HeldLock]:
+        return real_lock(getattr(locks, "redis_url", None), pool=pool)
 
     monkeypatch.setattr(cycle_module, "cycle_lock", per_replica_lock)
     lease = f"kai-portal-{scheduler_name}"
