@@ -52,6 +52,7 @@ UNBOUNDED_LIMIT_S = 300
 def seed(flood_jobs: int) -> None:
     from django.db import connection
 
+    from benchmarks.bench_db import empty_tables
     from kai_portal.accounts.models import User
     from kai_portal.nodes.models import GpuDevice, Node, NodePool
     from kai_portal.queues.models import Queue
@@ -59,9 +60,7 @@ def seed(flood_jobs: int) -> None:
     from kai_portal.workloads.models import Job
     from kai_portal.workloads.submission import submit
 
-    with connection.cursor() as cur:  # reseed: empty every table of the app
-        tables = [t for t in connection.introspection.table_names() if t != "django_migrations"]
-        cur.execute("TRUNCATE " + ", ".join(f'"{t}"' for t in tables) + " RESTART IDENTITY CASCADE")
+    empty_tables()  # reseed
     pool = NodePool.objects.create(name="default")
     for i in range(4):
         node = Node.objects.create(name=f"n{i}", pool=pool, cpu_millicores=64_000, memory_mib=262_144)

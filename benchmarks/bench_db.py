@@ -52,3 +52,13 @@ def ensure_postgres_database(script: str, fresh: bool = False) -> None:
             )
     finally:
         admin.close()
+
+
+def empty_tables() -> None:
+    """Empty every table of the app (not the migration history) before a benchmark reseeds it;
+    only ever on the database ``ensure_postgres_database`` accepted."""
+    from django.db import connection
+
+    with connection.cursor() as cur:
+        tables = [t for t in connection.introspection.table_names() if t != "django_migrations"]
+        cur.execute("TRUNCATE " + ", ".join(f'"{t}"' for t in tables) + " RESTART IDENTITY CASCADE")

@@ -76,13 +76,12 @@ def setup_portal(gpus: int) -> None:
     import django
     from django.conf import settings
     from django.core.management import call_command
-    from django.db import connection
+
+    from benchmarks.bench_db import empty_tables
 
     django.setup()
     call_command("migrate", verbosity=0)
-    with connection.cursor() as cur:
-        tables = [t for t in connection.introspection.table_names() if t != "django_migrations"]
-        cur.execute("TRUNCATE " + ", ".join(f'"{t}"' for t in tables) + " RESTART IDENTITY CASCADE")
+    empty_tables()  # reseed
     from kai_portal.queues.models import Queue
 
     Queue.objects.create(name="bench", gpu_quota=gpus)

@@ -56,13 +56,12 @@ def seed(pools: int, nodes: int) -> None:
     from django.contrib.auth import get_user_model
     from django.db import connection
 
+    from benchmarks.bench_db import empty_tables
     from kai_portal.nodes.models import GpuDevice, Node, NodePool
     from kai_portal.queues.models import Queue
     from kai_portal.workloads.models import Job, Pod
 
-    with connection.cursor() as cur:  # reseed: empty every table of the app
-        tables = [t for t in connection.introspection.table_names() if t != "django_migrations"]
-        cur.execute("TRUNCATE " + ", ".join(f'"{t}"' for t in tables) + " RESTART IDENTITY CASCADE")
+    empty_tables()  # reseed
     user = get_user_model().objects.create_superuser("admin", "admin@example.com", "pw")
     now = datetime.now(UTC)
     gpus = nodes * GPUS_PER_NODE
