@@ -62,6 +62,7 @@ def test_blocked_job_names_the_protected_job_and_starts_when_it_becomes_reclaima
     shown = datetime.fromisoformat(blocked.locator("[data-testid=reclaimable-at]").get_attribute("datetime"))
     assert shown == until
     assert f"{until:%Y-%m-%d %H:%M:%S}" in page.locator("[data-testid=what-would-change]").inner_text()
+    assert page.locator("[data-testid=job-why]").count() == 1  # its pending-time message, while pending
     screenshot(page, "protected-wait-blockers")
 
     _wait(
@@ -82,3 +83,5 @@ def test_blocked_job_names_the_protected_job_and_starts_when_it_becomes_reclaima
     assert first.started_at <= until + timedelta(seconds=5)  # the loop cycles every 0.5 s
     page.reload()
     assert page.locator("[data-testid=job-blockers]").count() == 0
+    # Running now: the message of its pending time is no longer shown as current.
+    assert page.locator("[data-testid=job-why]").count() == 0
