@@ -33,6 +33,18 @@ QUEUE_FIELDS = (
 LOCAL_INPUT = "%Y-%m-%dT%H:%M"
 
 
+def _count(label: str, initial: int, least: int, most: int, most_note: str = "") -> forms.IntegerField:
+    """An optional whole-number field whose refusals name the field and the bound crossed."""
+    return forms.IntegerField(
+        label=label, required=False, initial=initial, min_value=least, max_value=most,
+        error_messages={
+            "min_value": f"{label}: enter {least} or more.",
+            "max_value": f"{label}: at most {most}{most_note}.",
+            "invalid": f"{label}: enter a whole number.",
+        },
+    )  # fmt: skip
+
+
 def _when(label: str, initial: datetime) -> forms.DateTimeField:
     return forms.DateTimeField(
         label=label,
@@ -64,22 +76,8 @@ class PlanForm(forms.Form):
                     widget=forms.NumberInput(attrs={"step": "any", "class": "num"}),
                     error_messages={"invalid": f"{q.name} {label}: enter a number (-1 = unlimited)."},
                 )
-        self.fields["extra_count"] = forms.IntegerField(
-            label="Extra nodes", required=False, initial=0, min_value=0, max_value=MAX_EXTRA_NODES,
-            error_messages={
-                "min_value": "Extra nodes: enter 0 or more.",
-                "max_value": f"Extra nodes: at most {MAX_EXTRA_NODES} per plan.",
-                "invalid": "Extra nodes: enter a whole number.",
-            },
-        )  # fmt: skip
-        self.fields["extra_gpus_per_node"] = forms.IntegerField(
-            label="GPUs per node", required=False, initial=8, min_value=1, max_value=MAX_GPUS_PER_NODE,
-            error_messages={
-                "min_value": "GPUs per node: enter 1 or more.",
-                "max_value": f"GPUs per node: at most {MAX_GPUS_PER_NODE}.",
-                "invalid": "GPUs per node: enter a whole number.",
-            },
-        )  # fmt: skip
+        self.fields["extra_count"] = _count("Extra nodes", 0, 0, MAX_EXTRA_NODES, " per plan")
+        self.fields["extra_gpus_per_node"] = _count("GPUs per node", 8, 1, MAX_GPUS_PER_NODE)
         types = sorted(set(GpuDevice.objects.values_list("model", "memory_mib")))
         self.gpu_types = {f"{m}|{mem}": (m, int(mem)) for m, mem in types} or {"GPU|81920": ("GPU", 81920)}
         self.fields["extra_gpu_type"] = forms.ChoiceField(
