@@ -10,6 +10,13 @@ database), and later runs accept only a database carrying that mark.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable, Iterator
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from kai_portal.nodes.models import GpuDevice, NodePool
+    from kai_portal.workloads.models import Job
 
 BENCH_MARK = "kai-portal benchmark database: emptied and reseeded by benchmarks/"
 
@@ -62,3 +69,56 @@ def empty_tables() -> None:
     with connection.cursor() as cur:
         tables = [t for t in connection.introspection.table_names() if t != "django_migrations"]
         cur.execute("TRUNCATE " + ", ".join(f'"{t}"' for t in tables) + " RESTART IDENTITY CASCADE")
+
+
+def make_nodes(pool: NodePool, prefix: str, count: int, gpus_per_node: int, model: str) -> list[GpuDevice]:
+    """``count`` nodes of ``pool`` named ``<prefix>node-NNNNN`` with ``gpus_per_node`` 80 GiB GPUs each;
+    returns the GPUs, node by node."""
+    from kai_portal.nodes.models import GpuDevice, Node
+
+    nodes = Node.objects.bulk_create(
+        (
+            Node(name=f"{prefix}node-{i:05d}", pool=pool, cpu_millicores=128_000, memory_mib=1_048_576)
+            for i in range(count)
+        ),
+        batch_size=2000,
+    )
+    return GpuDevice.objects.bulk_create(
+        (
+            GpuDevice(node=n, index=g, model=model, memory_mib=81_920)
+            for n in nodes
+            for g in range(gpus_per_node)
+        ),
+        batch_size=5000,
+    )
+
+
+def make_pods(
+    jobs: Iterable[Job], pods_per_job: int, devices: Iterator[GpuDevice], started: datetime
+) -> None:
+    """``pods_per_job`` one-GPU pods for each job: a running job's pods take the next GPUs of
+    ``devices`` (started at ``started``), a pending job's are unplaced."""
+    from kai_portal.workloads.models import Pod
+
+    pods, held = [], []
+    for job in jobs:
+        for k in range(pods_per_job):
+            device = next(devices) if job.state == "running" else None
+            pods.append(
+                Pod(
+                    job=job,
+                    index=k,
+                    name=f"{job.name}-{k}",
+                    reason="",
+                    state="running" if device else "pending",
+                    node=device.node if device else None,
+                    started_at=started if device else None,
+                )
+            )
+            held.append(device)
+    Pod.objects.bulk_create(pods, batch_size=5000)
+    through = Pod.gpu_devices.through
+    through.objects.bulk_create(
+        (through(pod_id=pod.pk, gpudevice_id=d.pk) for pod, d in zip(pods, held, strict=True) if d),
+        batch_size=5000,
+    )

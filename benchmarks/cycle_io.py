@@ -60,29 +60,15 @@ def seed() -> None:
     from django.contrib.auth import get_user_model
     from django.db import connection
 
-    from benchmarks.bench_db import empty_tables
-    from kai_portal.nodes.models import GpuDevice, Node, NodePool
+    from benchmarks.bench_db import empty_tables, make_nodes, make_pods
+    from kai_portal.nodes.models import Node, NodePool
     from kai_portal.queues.models import Queue
     from kai_portal.workloads.models import Job, Pod
 
     empty_tables()  # reseed
     user = get_user_model().objects.create_superuser("admin", "admin@example.com", "pw")
     pool = NodePool.objects.create(name="default")
-    nodes = Node.objects.bulk_create(
-        (
-            Node(name=f"node-{i:05d}", pool=pool, cpu_millicores=128_000, memory_mib=1_048_576)
-            for i in range(NODES)
-        ),
-        batch_size=2000,
-    )
-    devices = GpuDevice.objects.bulk_create(
-        (
-            GpuDevice(node=n, index=g, model="NVIDIA A100-SXM4-80GB", memory_mib=81_920)
-            for n in nodes
-            for g in range(GPUS_PER_NODE)
-        ),
-        batch_size=5000,
-    )
+    devices = make_nodes(pool, "", NODES, GPUS_PER_NODE, "NVIDIA A100-SXM4-80GB")
     total = NODES * GPUS_PER_NODE
     leaves: list[Queue] = []
     for d in range(4):
@@ -105,31 +91,7 @@ def seed() -> None:
         ),
         batch_size=5000,
     )  # fmt: skip
-    pods: list[Pod] = []
-    through_rows = []
-    device_iter = iter(devices)
-    for job in jobs:
-        for k in range(PODS_PER_JOB):
-            device = next(device_iter) if job.state == "running" else None
-            started = now - timedelta(minutes=30) if device else None
-            pods.append(
-                Pod(
-                    job=job,
-                    index=k,
-                    name=f"{job.name}-{k}",
-                    reason="",
-                    started_at=started,
-                    state="running" if device else "pending",
-                    node=device.node if device else None,
-                )
-            )
-            through_rows.append(device)
-    Pod.objects.bulk_create(pods, batch_size=5000)
-    through = Pod.gpu_devices.through
-    through.objects.bulk_create(
-        (through(pod_id=p.pk, gpudevice_id=d.pk) for p, d in zip(pods, through_rows, strict=True) if d),
-        batch_size=5000,
-    )
+    make_pods(jobs, PODS_PER_JOB, iter(devices), now - timedelta(minutes=30))
     with connection.cursor() as cur:
         cur.execute("ANALYZE")
     print(f"seeded: {Node.objects.count()} nodes, {Pod.objects.count()} pods", file=sys.stderr)

@@ -56,10 +56,10 @@ def seed(pools: int, nodes: int) -> None:
     from django.contrib.auth import get_user_model
     from django.db import connection
 
-    from benchmarks.bench_db import empty_tables
-    from kai_portal.nodes.models import GpuDevice, Node, NodePool
+    from benchmarks.bench_db import empty_tables, make_nodes, make_pods
+    from kai_portal.nodes.models import NodePool
     from kai_portal.queues.models import Queue
-    from kai_portal.workloads.models import Job, Pod
+    from kai_portal.workloads.models import Job
 
     empty_tables()  # reseed
     user = get_user_model().objects.create_superuser("admin", "admin@example.com", "pw")
@@ -67,21 +67,7 @@ def seed(pools: int, nodes: int) -> None:
     gpus = nodes * GPUS_PER_NODE
     for p in range(pools):
         pool = NodePool.objects.create(name=f"pool-{p}")
-        made = Node.objects.bulk_create(
-            (
-                Node(name=f"p{p}-node-{i:05d}", pool=pool, cpu_millicores=128_000, memory_mib=1_048_576)
-                for i in range(nodes)
-            ),
-            batch_size=2000,
-        )
-        devices = GpuDevice.objects.bulk_create(
-            (
-                GpuDevice(node=n, index=g, model="NVIDIA H100 80GB HBM3", memory_mib=81_920)
-                for n in made
-                for g in range(GPUS_PER_NODE)
-            ),
-            batch_size=5000,
-        )
+        devices = make_nodes(pool, f"p{p}-", nodes, GPUS_PER_NODE, "NVIDIA H100 80GB HBM3")
         dept = Queue(name=f"dept-{p}", node_pool=pool, gpu_quota=gpus)
         dept.save()
         leaves = []
@@ -108,29 +94,7 @@ def seed(pools: int, nodes: int) -> None:
             ),
             batch_size=5000,
         )
-        pods, held = [], []
-        device_iter = iter(devices)
-        for job in jobs:
-            for k in range(4):
-                device = next(device_iter) if job.state == "running" else None
-                pods.append(
-                    Pod(
-                        job=job,
-                        index=k,
-                        name=f"{job.name}-{k}",
-                        reason="",
-                        state="running" if device else "pending",
-                        node=device.node if device else None,
-                        started_at=now - timedelta(minutes=30) if device else None,
-                    )
-                )
-                held.append(device)
-        Pod.objects.bulk_create(pods, batch_size=5000)
-        through = Pod.gpu_devices.through
-        through.objects.bulk_create(
-            (through(pod_id=pod.pk, gpudevice_id=d.pk) for pod, d in zip(pods, held, strict=True) if d),
-            batch_size=5000,
-        )
+        make_pods(jobs, 4, iter(devices), now - timedelta(minutes=30))
     with connection.cursor() as cur:
         cur.execute("ANALYZE")
 
