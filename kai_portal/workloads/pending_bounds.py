@@ -7,7 +7,8 @@ what an admin agreed to. Three bounds, each checked on every submission path (fo
 CLI all end in ``submission.submit``) before anything is saved:
 
 * per queue: ``Queue.max_pending_tasks``, else ``MAX_PENDING_TASKS_PER_QUEUE``;
-* per team (its queues together): ``Team.max_pending_tasks``, else ``MAX_PENDING_TASKS_PER_TEAM``;
+* per team (its queues together, with the team-less queues below them): ``Team.max_pending_tasks``,
+  else ``MAX_PENDING_TASKS_PER_TEAM``;
 * per member within a team (their jobs in the team's queues): ``Team.max_pending_tasks_per_member``,
   else ``MAX_PENDING_TASKS_PER_MEMBER``; for queues without a team, the member's jobs in such queues
   against the default.
@@ -36,13 +37,14 @@ def check_pending_bounds(job: Job) -> None:
     Call inside the submission's transaction: the team's and the queue's rows are locked first, so
     two submissions to one team (or one queue) count one after the other, never both below a
     bound they cross together."""
+    team_queues = _queues_by_team()
+    team_id = next((t for t, ids in team_queues.items() if job.queue_id in ids), None)
     # Team before queue: two submissions never wait on each other crosswise.
-    team_id = Queue.objects.filter(pk=job.queue_id).values_list("team_id", flat=True).first()
     team = Team.objects.select_for_update(no_key=True).get(pk=team_id) if team_id is not None else None
     queue = Queue.objects.select_for_update(no_key=True).get(pk=job.queue_id)
     new = int(job.task_count)
     pending = Pod.objects.filter(state=PodState.PENDING, job__state__in=JobState.active())
-    in_team = Q(job__queue__team=team) if team is not None else Q(job__queue__team__isnull=True)
+    in_team = Q(job__queue_id__in=team_queues.get(team_id, set()))
     mine = in_team & Q(job__submitter=job.submitter) if job.submitter is not None else Q(pk__in=[])
     counts = pending.filter(Q(job__queue=queue) | in_team).aggregate(
         queue=Count("pk", filter=Q(job__queue=queue)),
@@ -75,6 +77,21 @@ def check_pending_bounds(job: Job) -> None:
             )  # fmt: skip
     if problems:
         raise ValidationError({FIELD: problems})
+
+
+def _queues_by_team() -> dict[int | None, set[int]]:
+    """Queue ids by the team that owns them: a queue's own team, else its nearest ancestor's
+    (``pod_security.team_of``'s rule, here over the whole tree in one query); ``None`` holds
+    the queues of no team."""
+    tree = Queue.objects.values_list("pk", "parent_id", "team_id")
+    rows = {pk: (parent, team) for pk, parent, team in tree}
+    owners: dict[int | None, set[int]] = {}
+    for pk in rows:
+        node: int | None = pk
+        while node is not None and rows[node][1] is None:
+            node = rows[node][0]
+        owners.setdefault(rows[node][1] if node is not None else None, set()).add(pk)
+    return owners
 
 
 def _message(who: str, now: int, new: int, limit: int, source: str) -> str:

@@ -168,3 +168,18 @@ def test_eight_concurrent_submissions_never_cross_the_members_bound_together(wor
     assert Pod.objects.filter(job__submitter=member, state="pending").count() == 29
 
 
+
+
+def test_a_team_less_child_queue_counts_toward_its_ancestors_team(world: World) -> None:
+    """A queue without a team of its own belongs to its nearest ancestor's team, as for the pod
+    policy and the namespaces: its pending tasks count toward that team's bounds."""
+    Queue.objects.create(name="ml-sub", parent=Queue.objects.get(name="ml-spare"))  # no team of its own
+    assert _post_job(world, "admin", "below", 28, queue="ml-sub").status_code == 201  # team ml: 30
+
+    response = _post_job(world, "team_admin", "over", 21)  # team ml: 51 > 50
+    assert response.status_code == 400, response.content
+    assert "team 'ml' has 30 pending" in " ".join(response.json()["task_count"])
+    response = _post_job(world, "admin", "mine-over", 3, queue="ml-sub")  # admin's own in ml: 31 > 30
+    assert response.status_code == 400, response.content
+    assert "member 'root' in team 'ml' has 28 pending" in " ".join(response.json()["task_count"])
+    assert not Job.objects.filter(name__in=["over", "mine-over"]).exists()
