@@ -46,6 +46,7 @@ def _run_cycle(snapshot: Snapshot, config: Config | None) -> CycleResult:
         _collect(session, result)
         out_of_time += len(session.out_of_time)
         out_of_work += len(session.out_of_work)
+        session.close()
     _queue_outcomes(result, queue_pools)
     result.counters = {
         "allocated": len(result.allocations),
@@ -222,7 +223,6 @@ def _job_blockers(session: Session, job: Job) -> list[Reason]:
 
 
 def _collect(session: Session, result: CycleResult) -> None:
-    ns_of = {j.key: j.namespace for j in session.jobs.values()}
     pool = session.pool
     placements = session.placements
     task_reasons = session.task_reasons
@@ -237,7 +237,7 @@ def _collect(session: Session, result: CycleResult) -> None:
             status = p.status
             outcome = TaskOutcome(name, job.key, status, p.node, p.devices, None, pool)
             outcomes[name] = outcome
-            if status == _RUNNING:
+            if status is _RUNNING:  # most pods of a large cluster: ``is`` before anything slower
                 continue
             if status == _PENDING:
                 if not pending:
@@ -248,10 +248,10 @@ def _collect(session: Session, result: CycleResult) -> None:
                 events.append(Event(name, "Unschedulable", outcome.reason))
             elif status == _ALLOCATED and p.node:
                 events.append(
-                    Event(name, "Scheduled", reasons.scheduled(Ref(name, ns_of[job.key]), p.node, pool))
+                    Event(name, "Scheduled", reasons.scheduled(Ref(name, job.namespace), p.node, pool))
                 )
             elif status == _PIPELINED and p.node:
-                events.append(Event(name, "Pipelined", reasons.pipelined(Ref(name, ns_of[job.key]), p.node)))
+                events.append(Event(name, "Pipelined", reasons.pipelined(Ref(name, job.namespace), p.node)))
             elif status == _RELEASING and name in task_reasons:
                 outcome.reason = task_reasons[name]
         if not pending:

@@ -54,7 +54,7 @@ class Session:
         self.jobs: dict[str, Job] = {j.key: j for j in jobs}
         # Every queue's node pool, this shard's and the others' (to explain a job in the wrong one).
         self.queue_pools: dict[str, str] = {}
-        self.task_job: dict[str, Job] = {t.key: j for j in jobs for t in j.tasks}
+        self._task_job: dict[str, Job] | None = None  # ``task_job``, made on first use
         self.placements: dict[str, Placement] = {}
         # Fair-share capacity of the pool (schedulable nodes only); set when the cycle opens.
         self.capacity: dict[str, float] = dict.fromkeys(RESOURCES, 0.0)
@@ -115,6 +115,23 @@ class Session:
         # non-preemptible ones' sums) when every amount is exact in quarters (``load_tasks``).
         self.running_sums: dict[str, list[float]] | None = None
         self.job_positions: dict[str, int] | None = None
+
+    def close(self) -> None:
+        """Drop what refers back to the session (its node index), once the cycle has read it.
+
+        Without a reference cycle the session's objects (one placement per pod, one device per
+        GPU) are freed as soon as the cycle lets go of it; with one, they wait for the cyclic
+        collector, whose next young-generation pass then walks all of them first."""
+        self.node_index = None
+
+    @property
+    def task_job(self) -> dict[str, Job]:
+        """Each task's job, by task key. Made when first asked (a placement, an eviction): a
+        cycle that changes nothing, like a gang that cannot be placed, never reads it, and it
+        holds an entry per running pod."""
+        if self._task_job is None:
+            self._task_job = {t.key: j for j in self.jobs.values() for t in j.tasks}
+        return self._task_job
 
     def pending_jobs(self) -> list[Job]:
         """The jobs, in order, that had a pending task when first asked (by the cycle's first

@@ -66,7 +66,8 @@ class NodeState:
         return sum(1 for d in self.devices if d.active <= EPS)  # is_free
 
     def idle_whole_gpus(self) -> int:
-        return sum(1 for d in self.devices if d.is_idle)
+        # ``is_idle`` written out: the result reads this for every node of the pool.
+        return sum(1 for d in self.devices if d.active <= EPS and d.releasing <= EPS)
 
     @property
     def has_group(self) -> bool:

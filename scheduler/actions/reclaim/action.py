@@ -88,8 +88,12 @@ class _Reclaim:
                 allowed[v.queue] = may_reclaim_from(session, job.queue, v.queue, j)
             return allowed[v.queue]
 
+        runtimes: dict[str, float] = {}  # per victim queue, as in ``candidates``: one walk per queue
+
         def min_runtime(v: Job) -> float:
-            return reclaim_min_runtime(session, job.queue, v.queue)
+            if v.queue not in runtimes:
+                runtimes[v.queue] = reclaim_min_runtime(session, job.queue, v.queue)
+            return runtimes[v.queue]
 
         return blockers.find(session, "reclaim", job, session.jobs.values(), may_take, min_runtime, True)
 

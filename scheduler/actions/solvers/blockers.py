@@ -11,9 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from scheduler import reasons
+from scheduler import gang, reasons
 from scheduler.actions.solvers.victim_jobs import is_elastic, protected
-from scheduler.actions.solvers.victim_order import active_tasks
 from scheduler.model import Job
 from scheduler.reasons import Reason, Ref
 from scheduler.session import Session
@@ -39,7 +38,7 @@ def find(
     for v in jobs:
         if v is preemptor or not v.is_preemptible or v.queue not in session.queues:
             continue
-        if not session.queues[v.queue].is_leaf or not may_take(v) or not active_tasks(session, v):
+        if not session.queues[v.queue].is_leaf or not may_take(v) or not gang.active_allocated(session, v):
             continue
         queues.add(v.queue)
         runtime = min_runtime(v)
