@@ -1,0 +1,225 @@
+"""Shards in kubernetes mode (issue 30): one scheduler per node pool, each under its own Lease.
+
+As KAI's ``SchedulingShard``: each pool's scheduler (here a thread with its own backend, API client
+and Lease candidate, as ``manage.py run_scheduler --pool NAME`` runs it) holds the Lease
+``kai-portal-<scheduler>-<pool>`` in the portal's namespace, observes only its pool's nodes and the
+pods of its pool's queues, and binds and evicts only there. Two pools' schedulers lead at the same
+time; one pool's scheduler failing or losing its Lease never stops the other pool's binds.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.db import connection
+from django.utils import timezone
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+
+from kai_portal.cluster.backends import Bind
+from kai_portal.cluster.backends.kubernetes import KubernetesBackend
+from kai_portal.cluster.leader_election import elector_for
+from kai_portal.history.models import SchedulingCycle
+from kai_portal.nodes.models import Node, NodePool
+from kai_portal.scheduling import cycle as cycle_module
+from kai_portal.workloads.models import Pod
+from tests.portal import factories
+
+from .conftest import Cluster, Nodes, pod_body, wait_until
+
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.postgres_only("two pools' schedulers on one database need PostgreSQL's locks"),
+]
+LEASE_NAMESPACE = "kai-portal"
+POOL_LABEL = "kai.scheduler/node-pool"
+
+
+class PoolScheduler(threading.Thread):
+    """One pool's scheduler: its own backend, API client and Lease; a cycle every 0.2 s until stopped."""
+
+    def __init__(self, pool: str, kubeconfig: Path, scheduler_name: str) -> None:
+        super().__init__(name=f"scheduler-{pool}", daemon=True)
+        self.pool = pool
+        self.api = config.new_client_from_config(config_file=str(kubeconfig))
+        self.backend = KubernetesBackend(api_client=self.api, scheduler_name=scheduler_name)
+        self.backend.scope_to_pool(pool)
+        elector = elector_for(self.backend)  # the Lease the settings derive for this pool
+        assert elector is not None
+        self.elector = elector
+        self.binds: list[tuple[str, str]] = []  # (pod, node) of every bind call that reached the server
+        self.cycles: list[tuple[str, str]] = []  # (status, error)
+        self.stopped = threading.Event()
+        self.failure: BaseException | None = None
+        bind = self.backend.core.create_namespaced_pod_binding
+
+        def recording_bind(name: str, namespace: str, body: Any, **kwargs: Any) -> Any:
+            self.binds.append((name, body.target.name))
+            return bind(name, namespace, body, **kwargs)
+
+        self.backend.core.create_namespaced_pod_binding = recording_bind  # type: ignore[method-assign]
+
+    def run(self) -> None:
+        try:
+            while not self.stopped.is_set():
+                cycle = cycle_module.run_scheduling_cycle(
+                    now=timezone.now(), backend=self.backend, pool=self.pool
+                )
+                self.cycles.append((cycle.status, cycle.error))
+                time.sleep(0.2)
+        except BaseException as error:  # reported by the test, not lost in the thread
+            self.failure = error
+        finally:
+            connection.close()
+
+    def cut_off_from_the_lease(self) -> None:
+        """Its Lease calls now fail (a partition between it and the API server's Leases)."""
+        dead = client.Configuration()
+        dead.host = "https://127.0.0.1:1"
+        self.elector.coordination = client.CoordinationV1Api(client.ApiClient(dead))
+
+    def finish(self) -> None:
+        self.stopped.set()
+        self.join(30)
+        self.api.close()
+        assert self.failure is None, f"{self.name}'s loop failed: {self.failure!r}"
+
+
+@pytest.fixture
+def pools(portal: Any, settings: Any) -> tuple[str, str]:
+    """Pools a and b, each with a queue (qa in a, qb in b) and shards on."""
+    settings.SCHEDULING_SHARDS = True
+    settings.FORECAST_AFTER_CYCLE = False
+    settings.LEADER_ELECTION_IDENTITY = ""  # the host name: one process, two Leases
+    settings.LEADER_ELECTION_LEASE_DURATION_SECONDS = 5
+    settings.LEADER_ELECTION_RENEW_DEADLINE_SECONDS = 3
+    settings.LEADER_ELECTION_RETRY_PERIOD_SECONDS = 1
+    for pool in ("a", "b"):
+        factories.queue(f"q{pool}", node_pool=NodePool.objects.get_or_create(name=pool)[0], gpu_quota=8)
+    return "a", "b"
+
+
+@pytest.fixture
+def schedulers(
+    cluster: Cluster, pools: tuple[str, str], portal_kubeconfig: Path, scheduler_name: str
+) -> Iterator[dict[str, PoolScheduler]]:
+    running = {pool: PoolScheduler(pool, portal_kubeconfig, scheduler_name) for pool in pools}
+    yield running
+    for scheduler in running.values():
+        if scheduler.is_alive():
+            scheduler.stopped.set()
+            scheduler.join(30)
+    for pool in pools:
+        try:
+            client.CoordinationV1Api(cluster.api).delete_namespaced_lease(
+                f"kai-portal-{scheduler_name}-{pool}", LEASE_NAMESPACE
+            )
+        except ApiException as error:
+            if error.status != 404:
+                raise
+
+
+def _create(cluster: Cluster, namespace: str, scheduler_name: str, names: list[str], queue: str) -> None:
+    for name in names:
+        body = pod_body(name, scheduler_name, gpus=1, labels={"kai.scheduler/queue": queue})
+        cluster.core.create_namespaced_pod(namespace, body)
+
+
+def _bound(cluster: Cluster, namespace: str, names: list[str]) -> dict[str, str | None]:
+    return {n: cluster.core.read_namespaced_pod(n, namespace).spec.node_name for n in names}
+
+
+def test_two_pools_schedulers_hold_their_own_leases_at_once_and_bind_only_their_pool(
+    cluster: Cluster, schedulers: dict[str, PoolScheduler], namespace: str, scheduler_name: str, nodes: Nodes
+) -> None:
+    """Each pool's scheduler leads its own Lease while the other leads its own, and binds only its
+    pool's pods onto its pool's nodes; each writes the rows of its pool only."""
+    node_a = nodes.kwok("node-a", gpus=4, labels={POOL_LABEL: "a"})
+    node_b = nodes.kwok("node-b", gpus=4, labels={POOL_LABEL: "b"})
+    a, b = schedulers["a"], schedulers["b"]
+    assert (a.elector.config.name, b.elector.config.name) == (
+        f"kai-portal-{scheduler_name}-a", f"kai-portal-{scheduler_name}-b")  # fmt: skip
+    pods_a, pods_b = [f"a{i}" for i in range(3)], [f"b{i}" for i in range(3)]
+    _create(cluster, namespace, scheduler_name, pods_a, "qa")
+    _create(cluster, namespace, scheduler_name, pods_b, "qb")
+    a.start()
+    b.start()
+    wait_until(
+        lambda: all(_bound(cluster, namespace, pods_a + pods_b).values()), "both pools' pods to be bound"
+    )
+    # Both Leases are held at once, each by its own pool's scheduler.
+    wait_until(lambda: a.elector.is_leader() and b.elector.is_leader(), "both pools' schedulers to lead")
+    coordination = client.CoordinationV1Api(cluster.api)
+    for pool in ("a", "b"):
+        lease = coordination.read_namespaced_lease(f"kai-portal-{scheduler_name}-{pool}", LEASE_NAMESPACE)
+        assert lease.spec.holder_identity == schedulers[pool].elector.config.identity
+    a.finish()
+    b.finish()
+    assert sorted(a.binds) == sorted((p, node_a) for p in pods_a)
+    assert sorted(b.binds) == sorted((p, node_b) for p in pods_b)
+    # Each pool's cycles ran (none skipped for the other's Lease or lock) and wrote its own rows.
+    for scheduler in (a, b):
+        assert scheduler.cycles and all(status == "succeeded" for status, _ in scheduler.cycles), (
+            scheduler.cycles
+        )
+    assert set(SchedulingCycle.objects.values_list("pool", flat=True)) == {"a", "b"}
+    assert dict(Node.objects.values_list("name", "pool__name")) == {node_a: "a", node_b: "b"}
+    rows = dict(Pod.objects.values_list("name", "node__name"))
+    assert rows == {**{p: node_a for p in pods_a}, **{p: node_b for p in pods_b}}
+
+
+def test_one_pools_scheduler_losing_its_lease_or_stopping_never_stops_the_others_binds(
+    cluster: Cluster, schedulers: dict[str, PoolScheduler], namespace: str, scheduler_name: str, nodes: Nodes
+) -> None:
+    """B's scheduler is cut off from its Lease (it must stop binding within its renew deadline),
+    then stops altogether; A's scheduler binds pool a's new pods all along."""
+    nodes.kwok("node-a", gpus=8, labels={POOL_LABEL: "a"})
+    nodes.kwok("node-b", gpus=8, labels={POOL_LABEL: "b"})
+    a, b = schedulers["a"], schedulers["b"]
+    a.start()
+    b.start()
+    wait_until(lambda: a.elector.is_leader() and b.elector.is_leader(), "both pools' schedulers to lead")
+    b.cut_off_from_the_lease()
+    wait_until(lambda: not b.elector.is_leader(), "B to stop leading (renew deadline)", timeout=10)
+    late_a = [f"a-late{i}" for i in range(4)]
+    _create(cluster, namespace, scheduler_name, late_a, "qa")
+    _create(cluster, namespace, scheduler_name, ["b-own"], "qb")
+    wait_until(lambda: all(_bound(cluster, namespace, late_a).values()), "A to bind while B is cut off")
+    time.sleep(2)  # B has had several cycles to bind its pod
+    assert _bound(cluster, namespace, ["b-own"]) == {"b-own": None}
+    assert all(pod != "b-own" for pod, _ in b.binds)
+    assert any(status == "skipped" and "cannot renew the lease" in error for status, error in b.cycles)
+    # B stops altogether: A goes on binding.
+    b.finish()
+    _create(cluster, namespace, scheduler_name, ["a-after"], "qa")
+    wait_until(lambda: _bound(cluster, namespace, ["a-after"])["a-after"], "A to bind after B stopped")
+    a.finish()
+    assert {pod for pod, _ in a.binds} == {*late_a, "a-after"}
+    assert all(status == "succeeded" for status, _ in a.cycles), a.cycles
+
+
+def test_a_pools_backend_refuses_to_bind_onto_another_pools_node(
+    cluster: Cluster, pools: tuple[str, str], portal_kubeconfig: Path, scheduler_name: str,
+    namespace: str, nodes: Nodes,
+) -> None:  # fmt: skip
+    """Defence in depth: pool a's backend refuses a bind onto pool b's node and an eviction of a
+    pod on pool b's node, whatever asks it; nothing reaches the server."""
+    node_b = nodes.kwok("node-b", gpus=4, labels={POOL_LABEL: "b"})
+    _create(cluster, namespace, scheduler_name, ["stray"], "qb")
+    api = config.new_client_from_config(config_file=str(portal_kubeconfig))
+    try:
+        backend = KubernetesBackend(api_client=api, scheduler_name=scheduler_name)
+        backend.scope_to_pool("a")
+        backend.observe()
+        report = backend.apply([Bind(namespace, "stray", node_b, [0])], [], [])
+    finally:
+        api.close()
+    refused = [r for r in report.results if r.operation == "bind"]
+    assert len(refused) == 1 and not refused[0].ok
+    assert f"node {node_b} is in node pool 'b'" in (refused[0].error or "")
+    assert _bound(cluster, namespace, ["stray"]) == {"stray": None}
