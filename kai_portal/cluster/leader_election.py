@@ -22,9 +22,9 @@ Shards (``SCHEDULING_SHARDS``, as KAI's per-``SchedulingShard`` schedulers): a b
 one node pool (``backend.pool``) runs for that pool's Lease, ``<lease name>-<pool>`` (KAI's is
 ``<scheduler name>-<partition value>``), so pools' schedulers lead side by side. A pool's Lease
 does not exclude a whole-cluster scheduler (a replica without shards, say mid-rollout), which
-would bind the same pods: a pool's cycle also reads the whole-cluster Lease and is skipped,
-saying so, while another replica holds it, and a whole-cluster cycle is skipped while any known
-pool's Lease is held.
+would bind the same pods: before it takes or renews its Lease, a pool's cycle reads the whole
+cluster's and is skipped, saying so, while another replica holds it; a whole-cluster cycle that
+does not lead yet is skipped while any known pool's Lease is held (``_other_schedulers``).
 
 Between cycles nobody renews: with the default 5 s cycles and a 15 s lease the holder keeps it;
 with cycles slower than the lease, leadership may move between replicas, never overlap.
@@ -40,6 +40,7 @@ import hashlib
 import re
 import socket
 import threading
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -50,9 +51,9 @@ from kai_portal.nodes.models import NodePool
 
 NAME_LIMIT = 253
 _NOT_IN_A_NAME = re.compile(r"[^a-z0-9.-]")
-# Observers of the Leases this process does not run for (the whole cluster's, other pools'), by
-# (backend, lease name): each remembers when it last saw the record change, on this clock.
-_observers: dict[tuple[int, str], Elector] = {}
+# Observers of the Leases a backend does not run for (the whole cluster's, other pools'), by lease
+# name: each remembers when it last saw the record change, on this clock. Kept while the backend lives.
+_observers: weakref.WeakKeyDictionary[object, dict[str, Elector]] = weakref.WeakKeyDictionary()
 _observers_guard = threading.Lock()
 
 
@@ -105,24 +106,24 @@ def _pool(backend: object) -> str | None:
     return pool if isinstance(pool, str) else None
 
 
-def _config(name: str) -> LeaseConfig:
+def _config(name: str, identity: str | None = None) -> LeaseConfig:
     return LeaseConfig(
         namespace=settings.LEADER_ELECTION_NAMESPACE,
         name=name,
-        identity=settings.LEADER_ELECTION_IDENTITY or socket.gethostname(),
+        identity=identity or settings.LEADER_ELECTION_IDENTITY or socket.gethostname(),
         lease_duration=settings.LEADER_ELECTION_LEASE_DURATION_SECONDS,
         renew_deadline=settings.LEADER_ELECTION_RENEW_DEADLINE_SECONDS,
         retry_period=settings.LEADER_ELECTION_RETRY_PERIOD_SECONDS,
     )
 
 
-def _observer(backend: LeaseHolder, name: str) -> Elector:
-    """A reader of Lease ``name`` over ``backend``'s API (it never writes it)."""
+def _observer(backend: LeaseHolder, name: str, identity: str) -> Elector:
+    """A reader of Lease ``name`` over ``backend``'s API (it never writes it), as ``identity``."""
     with _observers_guard:
-        key = (id(backend), name)
-        if key not in _observers:
-            _observers[key] = backend.new_elector(_config(name))
-        return _observers[key]
+        mine = _observers.setdefault(backend, {})
+        if name not in mine:
+            mine[name] = backend.new_elector(_config(name, identity))
+        return mine[name]
 
 
 def _other_schedulers(backend: LeaseHolder, elector: Elector) -> str | None:
@@ -130,15 +131,20 @@ def _other_schedulers(backend: LeaseHolder, elector: Elector) -> str | None:
 
     A pool's scheduler and a whole-cluster one hold different Leases, so neither excludes the
     other by its own Lease; each reads the other kind's (only ``get`` on Leases, which the Role
-    grants already)."""
+    grants already), before it takes or renews its own. The whole cluster's Lease wins: a pool's
+    scheduler waits while it is held (a replica of a release without shards knows no pools' Leases
+    at all), and a whole-cluster scheduler waits for the pools' only while it does not lead yet,
+    so the two never wait on each other for ever."""
     pool = _pool(backend)
+    if pool is None and elector.refusal() is None:
+        return None  # it leads already: the pools' schedulers wait for it
     names = [lease_name(backend.scheduler_name)] if pool is not None else [
         lease_name(backend.scheduler_name, p) for p in NodePool.objects.values_list("name", flat=True)
     ]  # fmt: skip
     for name in names:
         if name == elector.config.name:
             continue
-        holder = _observer(backend, name).live_holder()
+        holder = _observer(backend, name, elector.config.identity).live_holder()
         if holder is None:
             continue
         what = "the whole cluster's" if pool is not None else "a node pool's"
@@ -159,12 +165,12 @@ def leadership(backend: ClusterBackend) -> Iterator[str | None]:
     if elector is None or not isinstance(backend, LeaseHolder):
         yield None
         return
-    if not elector.try_acquire_or_renew():
-        yield elector.refusal() or "Not the leader"
-        return
     other = _other_schedulers(backend, elector)
     if other is not None:
         yield other
+        return
+    if not elector.try_acquire_or_renew():
+        yield elector.refusal() or "Not the leader"
         return
     backend.guard_writes(elector.refusal)  # checked before every cluster write of the cycle
     renewer = _Renewer(elector)

@@ -21,8 +21,8 @@ from django.utils import timezone
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
-from kai_portal.cluster.backends import Bind
-from kai_portal.cluster.backends.kubernetes import KubernetesBackend
+from kai_portal.cluster.backends import Bind, LeaseConfig
+from kai_portal.cluster.backends.kubernetes import KubernetesBackend, LeaderElector
 from kai_portal.cluster.leader_election import elector_for
 from kai_portal.history.models import SchedulingCycle
 from kai_portal.nodes.models import Node, NodePool
@@ -223,3 +223,92 @@ def test_a_pools_backend_refuses_to_bind_onto_another_pools_node(
     assert len(refused) == 1 and not refused[0].ok
     assert f"node {node_b} is in node pool 'b'" in (refused[0].error or "")
     assert _bound(cluster, namespace, ["stray"]) == {"stray": None}
+
+
+def test_a_pools_scheduler_and_a_whole_cluster_scheduler_never_schedule_side_by_side(
+    cluster: Cluster, pools: tuple[str, str], portal_kubeconfig: Path, scheduler_name: str,
+    namespace: str, nodes: Nodes,
+) -> None:  # fmt: skip
+    """Their Leases differ, so neither excludes the other by its own: a pool's cycle is skipped while
+    a replica without shards holds the whole cluster's Lease (mid-rollout, say); once it is gone the
+    pool's scheduler binds; a whole-cluster scheduler that does not lead yet is skipped while a
+    pool's Lease is held. Each says which Lease and what to do."""
+    node_a = nodes.kwok("node-a", gpus=4, labels={POOL_LABEL: "a"})
+    _create(cluster, namespace, scheduler_name, ["mixed"], "qa")
+    api = config.new_client_from_config(config_file=str(portal_kubeconfig))
+    coordination = client.CoordinationV1Api(cluster.api)
+    whole, of_a = f"kai-portal-{scheduler_name}", f"kai-portal-{scheduler_name}-a"
+    timings = {"lease_duration": 5.0, "renew_deadline": 3.0, "retry_period": 1.0}
+    try:
+        old = LeaderElector(api, LeaseConfig(LEASE_NAMESPACE, whole, "old-replica", **timings))
+        assert old.try_acquire_or_renew()
+        pool_a = PoolScheduler("a", portal_kubeconfig, scheduler_name)
+        skipped = cycle_module.run_scheduling_cycle(now=timezone.now(), backend=pool_a.backend, pool="a")
+        assert skipped.status == "skipped", skipped.error
+        assert f"the whole cluster's Lease {LEASE_NAMESPACE}/{whole} is held by old-replica" in skipped.error
+        assert "run every scheduler with the same SCHEDULING_SHARDS" in skipped.error
+        assert not pool_a.binds and _bound(cluster, namespace, ["mixed"]) == {"mixed": None}
+        with pytest.raises(ApiException) as untaken:  # it waited without taking its own pool's Lease
+            coordination.read_namespaced_lease(of_a, LEASE_NAMESPACE)
+        assert untaken.value.status == 404
+
+        # Once that Lease is gone, pool a's own scheduler binds (and holds its pool's Lease).
+        coordination.delete_namespaced_lease(whole, LEASE_NAMESPACE)
+        ran = cycle_module.run_scheduling_cycle(now=timezone.now(), backend=pool_a.backend, pool="a")
+        assert ran.status == "succeeded", ran.error
+        assert pool_a.binds == [("mixed", node_a)]
+
+        # The other way round: a whole-cluster scheduler (another replica, no shards) that does not
+        # lead yet waits while a pool's Lease is held, and takes no Lease.
+        _create(cluster, namespace, scheduler_name, ["mixed-2"], "qa")
+        unscoped = KubernetesBackend(api_client=api, scheduler_name=scheduler_name)
+        unscoped.elector = LeaderElector(api, LeaseConfig(LEASE_NAMESPACE, whole, "whole-replica", **timings))
+        waiting = cycle_module.run_scheduling_cycle(now=timezone.now(), backend=unscoped)
+        assert waiting.status == "skipped", waiting.error
+        holder = pool_a.elector.config.identity
+        assert f"a node pool's Lease {LEASE_NAMESPACE}/{of_a} is held by {holder}" in waiting.error
+        assert _bound(cluster, namespace, ["mixed-2"]) == {"mixed-2": None}
+        with pytest.raises(ApiException) as absent:
+            coordination.read_namespaced_lease(whole, LEASE_NAMESPACE)
+        assert absent.value.status == 404
+        pool_a.api.close()
+    finally:
+        api.close()
+        for name in (whole, of_a):
+            try:
+                coordination.delete_namespaced_lease(name, LEASE_NAMESPACE)
+            except ApiException as error:
+                if error.status != 404:
+                    raise
+
+
+def test_a_node_relabelled_to_another_pool_keeps_its_row_and_moves_with_its_pods(
+    cluster: Cluster, schedulers: dict[str, PoolScheduler], namespace: str, scheduler_name: str, nodes: Nodes
+) -> None:
+    """Pool a's sync never takes a node that moved to pool b (or b's pods) for gone: the row stays,
+    b's sync moves it (same row, its pod still on it), and no pod row ends."""
+    moving = nodes.kwok("node-m", gpus=4, labels={POOL_LABEL: "a"})
+    a, b = schedulers["a"], schedulers["b"]
+    _create(cluster, namespace, scheduler_name, ["on-m"], "qa")
+
+    def cycle(scheduler: PoolScheduler) -> None:
+        run = cycle_module.run_scheduling_cycle(
+            now=timezone.now(), backend=scheduler.backend, pool=scheduler.pool
+        )
+        assert run.status == "succeeded", run.error
+
+    cycle(a)
+    cycle(b)
+    wait_until(lambda: _bound(cluster, namespace, ["on-m"])["on-m"], "pool a to bind on-m")
+    row = Node.objects.get(name=moving)
+    cluster.core.patch_node(moving, {"metadata": {"labels": {POOL_LABEL: "b"}}})
+    wait_until(lambda: moving not in a.backend.observe().nodes, "pool a's watch to see the node leave")
+    cycle(a)
+    assert Node.objects.get(name=moving).pk == row.pk and Node.objects.get(name=moving).pool.name == "a"
+    cycle(b)
+    moved = Node.objects.get(name=moving)
+    assert (moved.pk, moved.pool.name) == (row.pk, "b")
+    pod = Pod.objects.get(name="on-m")
+    assert pod.node_id == row.pk and pod.state in ("bound", "running")
+    a.api.close()
+    b.api.close()
