@@ -12,10 +12,12 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
+from io import StringIO
 from pathlib import Path
 from typing import Any
 
 import pytest
+from django.core.management import call_command
 from django.db import connection
 from django.utils import timezone
 from kubernetes import client, config
@@ -27,6 +29,7 @@ from kai_portal.cluster.leader_election import elector_for
 from kai_portal.history.models import SchedulingCycle
 from kai_portal.nodes.models import Node, NodePool
 from kai_portal.scheduling import cycle as cycle_module
+from kai_portal.workloads import configured_backend
 from kai_portal.workloads.models import Pod
 from tests.portal import factories
 
@@ -312,3 +315,32 @@ def test_a_node_relabelled_to_another_pool_keeps_its_row_and_moves_with_its_pods
     assert pod.node_id == row.pk and pod.state in ("bound", "running")
     a.api.close()
     b.api.close()
+
+
+def test_run_scheduler_with_two_pools_runs_a_scheduler_per_pool_each_under_its_own_lease(
+    cluster: Cluster, pools: tuple[str, str], namespace: str, scheduler_name: str, nodes: Nodes,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    """``manage.py run_scheduler --pool a --pool b`` in kubernetes mode (the chart runs one per
+    Deployment): each pool's loop has its own backend and watches, holds the pool's own Lease and
+    binds its pool's pods onto its pool's nodes."""
+    monkeypatch.setattr(configured_backend, "_pool_backends", {})
+    node_a = nodes.kwok("node-a", gpus=4, labels={POOL_LABEL: "a"})
+    node_b = nodes.kwok("node-b", gpus=4, labels={POOL_LABEL: "b"})
+    _create(cluster, namespace, scheduler_name, ["ra"], "qa")
+    _create(cluster, namespace, scheduler_name, ["rb"], "qb")
+    out = StringIO()
+    try:
+        call_command("run_scheduler", pool=["a", "b"], cycles=2, interval=0.5, stdout=out)
+    finally:
+        for backend in configured_backend._pool_backends.values():
+            assert isinstance(backend, KubernetesBackend)
+            backend.api_client.close()
+    assert _bound(cluster, namespace, ["ra", "rb"]) == {"ra": node_a, "rb": node_b}, out.getvalue()
+    assert sorted(SchedulingCycle.objects.values_list("pool", "status")) == [
+        ("a", "succeeded"), ("a", "succeeded"), ("b", "succeeded"), ("b", "succeeded")]  # fmt: skip
+    coordination = client.CoordinationV1Api(cluster.api)
+    for pool in pools:
+        lease = coordination.read_namespaced_lease(f"kai-portal-{scheduler_name}-{pool}", LEASE_NAMESPACE)
+        assert lease.spec.holder_identity
+        coordination.delete_namespaced_lease(f"kai-portal-{scheduler_name}-{pool}", LEASE_NAMESPACE)
