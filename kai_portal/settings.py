@@ -289,16 +289,19 @@ CYCLE_DEBOUNCE_MAX_MS = env_int("CYCLE_DEBOUNCE_MAX_MS", 1000, minimum=0)
 SCHEDULING_LOOP = env_str("SCHEDULING_LOOP", "celery")
 # Shards (issue 30, docs/decisions/shards.md): on, each node pool is scheduled by its own cycle under
 # its own lock (beat fans one run_cycle(pool) out per pool; the scheduler process runs them side by
-# side); off (the default), one cycle schedules every pool under one lock.
+# side; in kubernetes mode each pool's scheduler also holds its own Lease, as KAI's SchedulingShard);
+# off (the default), one cycle schedules every pool under one lock.
 SCHEDULING_SHARDS = env_bool("SCHEDULING_SHARDS", False)
-if SCHEDULING_SHARDS and CLUSTER_BACKEND == "kubernetes":
-    raise ImproperlyConfigured(
-        "SCHEDULING_SHARDS=1 works with CLUSTER_BACKEND=simulated only for now: in kubernetes mode each "
-        "cycle syncs every pool's pods from the watches, so pools' cycles would write each other's rows. "
-        "Unset SCHEDULING_SHARDS (one cycle schedules every pool) or use the simulated backend."
-    )
 if SCHEDULING_LOOP not in {"celery", "process"}:
     raise ImproperlyConfigured(f"SCHEDULING_LOOP={SCHEDULING_LOOP!r}: use 'celery' or 'process'")
+if SCHEDULING_SHARDS and CLUSTER_BACKEND == "kubernetes" and SCHEDULING_LOOP != "process":
+    raise ImproperlyConfigured(
+        "SCHEDULING_SHARDS=1 with CLUSTER_BACKEND=kubernetes needs SCHEDULING_LOOP=process: each node pool "
+        "is scheduled by its own `manage.py run_scheduler --pool NAME` (the chart's scheduler.pools), which "
+        "keeps that pool's watches and Lease; Celery workers would open watches for every pool in every "
+        "worker process and would never schedule a pool the portal has no row of yet. Set "
+        "SCHEDULING_LOOP=process, or unset SCHEDULING_SHARDS."
+    )
 # Kubernetes mode: only the holder of a coordination.k8s.io Lease binds (cluster/leader_election.py).
 # The namespace is the worker's own (the chart sets it); the lease name defaults to
 # kai-portal-<SCHEDULER_NAME>, the identity to the host name (the pod's name). As client-go:

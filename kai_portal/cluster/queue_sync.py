@@ -20,6 +20,10 @@ it), ``sync_queue_objects`` reads them (list + watch, the backend's ``queue_obje
 
 Every row change is audit-logged as the system (source ``queue-sync``). When the objects cannot
 be read (no Queue CRD, a refused or failed call) nothing is changed: unknown is not empty.
+
+Shards (issue 30): a node pool's cycle applies only the objects of its pool (the node-pool label;
+unlabelled: the parent's pool, else the default pool, as the import decides) and deletes only its
+pool's rows whose object is gone from the cluster, so two pools' cycles never write one queue row.
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ from django.db.models import Count, ProtectedError, Q
 from kai_portal.cluster.backends import ClusterBackend, QueueObjectStore
 from kai_portal.core.actor import acting_as
 from kai_portal.core.units import UNLIMITED
-from kai_portal.nodes.models import NodePool
+from kai_portal.nodes.models import DEFAULT_POOL_NAME, NodePool
 from kai_portal.queues import kai_yaml
 from kai_portal.queues.models import Queue
 from kai_portal.workloads.choices import JobState
@@ -45,8 +49,9 @@ logger = logging.getLogger(__name__)
 AUDIT_SOURCE = "queue-sync"
 
 
-def sync_queue_objects(backend: ClusterBackend, now: datetime) -> None:
-    """Read the Queue objects through ``backend`` (its own watch cache) and make the rows match.
+def sync_queue_objects(backend: ClusterBackend, now: datetime, pool: str | None = None) -> None:
+    """Read the Queue objects through ``backend`` (its own watch cache) and make the rows match
+    (``pool``: that node pool's only).
 
     A no-op for backends whose cluster holds no Queue objects (the simulated cluster).
     """
@@ -56,21 +61,55 @@ def sync_queue_objects(backend: ClusterBackend, now: datetime) -> None:
     if observed is None:
         return
     with transaction.atomic(), acting_as(None, AUDIT_SOURCE):
-        apply_queue_objects(observed)
+        apply_queue_objects(observed, pool)
 
 
-def apply_queue_objects(observed: dict[str, dict[str, Any]]) -> None:
-    """Create, update and delete rows so they match ``observed`` (name -> Queue object)."""
-    rows = {q.name: q for q in Queue.objects.all()}
+def apply_queue_objects(observed: dict[str, dict[str, Any]], pool: str | None = None) -> None:
+    """Create, update and delete rows so they match ``observed`` (name -> Queue object); with
+    ``pool``, only that node pool's objects and rows."""
+    rows = {q.name: q for q in Queue.objects.select_related("node_pool")}
     changed = [
         obj for name, obj in observed.items()
         if name not in rows or (rows[name].cluster_uid, rows[name].cluster_resource_version) != _version(obj)
     ]  # fmt: skip
+    if pool is not None:
+        pools = object_pools(observed, {name: row.node_pool.name for name, row in rows.items()})
+        changed = [obj for obj in changed if pools[obj["metadata"]["name"]] == pool]
     for obj in _parents_first(changed):
         _apply_object(obj, rows.get(obj["metadata"]["name"]))
-    gone = [row for name, row in rows.items() if row.cluster_uid and name not in observed]
+    gone = [
+        row for name, row in rows.items()
+        if row.cluster_uid and name not in observed and (pool is None or row.node_pool.name == pool)
+    ]  # fmt: skip
     for row in _children_first(gone):
         _remove(row)
+
+
+def object_pools(observed: dict[str, dict[str, Any]], row_pools: dict[str, str]) -> dict[str, str]:
+    """Each Queue object's node pool as the import gives it: its node-pool label, else its parent's
+    pool (the parent's object, else its row), else the default pool."""
+    out: dict[str, str] = {}
+
+    def pool_of(name: str, path: frozenset[str]) -> str:
+        if name in out:
+            return out[name]
+        obj = observed.get(name)
+        if obj is None:
+            return row_pools.get(name, DEFAULT_POOL_NAME)
+        label = ((obj.get("metadata") or {}).get("labels") or {}).get(kai_yaml.NODE_POOL_LABEL)
+        parent = (obj.get("spec") or {}).get("parentQueue")
+        if isinstance(label, str) and label:
+            found = label
+        elif isinstance(parent, str) and parent and parent not in path:
+            found = pool_of(parent, path | {parent})
+        else:
+            found = DEFAULT_POOL_NAME
+        out[name] = found
+        return found
+
+    for name in observed:
+        pool_of(name, frozenset({name}))
+    return out
 
 
 def _version(obj: dict[str, Any]) -> tuple[str, str]:

@@ -34,6 +34,12 @@ The cluster is the source of truth for nodes and pods there:
   so their pods come back to their own rows.
 
 The simulated backend never needs this: its rows are its cluster.
+
+Shards (issue 30): a node pool's scheduler observes its pool's share (``ClusterState.cluster_nodes``
+set: backends/kubernetes/pool_scope.py) and its sync writes only that share: its pool's nodes
+(created, updated, moved into the pool), the rows of its share's jobs, and the rows its pool held
+whose node or job is gone from the whole cluster. A node or job that moved to another pool is
+left to that pool's sync, never taken for gone.
 """
 
 from __future__ import annotations
@@ -45,6 +51,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
 
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from kai_portal.cluster.backends import (
@@ -93,22 +100,51 @@ POD_STATE = {
 }
 
 
-def sync_cluster_state(state: ClusterState, now: datetime) -> list[PodEvent]:
+def sync_cluster_state(state: ClusterState, now: datetime, pool: str | None = None) -> list[PodEvent]:
     """Make the node, job and pod rows match an observation. Call inside a transaction.
+
+    ``pool``: the observation is that node pool's share (shards); only its rows are written.
 
     Returns the events to post for pods that got no rows: a pending pod whose
     queue does not exist is told so, as KAI does (``QueueDoesNotExist``).
     """
-    nodes = _sync_nodes(state.nodes, state.external)
-    return _sync_pods(state.pods, nodes, now)
+    share = None if state.cluster_nodes is None else _Share(pool, state)
+    nodes = _sync_nodes(state.nodes, state.external, share)
+    return _sync_pods(state.pods, nodes, now, share)
 
 
-def _sync_nodes(observed: dict[str, ObservedNode], external: dict[str, NodeUsage]) -> dict[str, Node]:
+@dataclass(frozen=True)
+class _Share:
+    """A node pool's share of the observation (shards): the pool, and every node and job key of
+    the whole cluster, by which a row of the pool's is gone or only elsewhere."""
+
+    pool: str
+    cluster_nodes: frozenset[str]
+    cluster_jobs: frozenset[str]
+
+    def __init__(self, pool: str | None, state: ClusterState) -> None:
+        if pool is None or state.cluster_nodes is None or state.cluster_jobs is None:
+            raise ValueError("a pool's share of the cluster needs the pool and the whole cluster's names")
+        object.__setattr__(self, "pool", pool)
+        object.__setattr__(self, "cluster_nodes", state.cluster_nodes)
+        object.__setattr__(self, "cluster_jobs", state.cluster_jobs)
+
+
+def _sync_nodes(
+    observed: dict[str, ObservedNode], external: dict[str, NodeUsage], share: _Share | None = None
+) -> dict[str, Node]:
     """Rows follow the observation; only new, changed and gone rows are written (in bulk), so
-    a cycle over an unchanged cluster of thousands of nodes writes nothing."""
+    a cycle over an unchanged cluster of thousands of nodes writes nothing. A pool's share
+    deletes only its own rows whose node the whole cluster no longer has."""
     pools = {p.name: p for p in NodePool.objects.all()}
-    rows = {n.name: n for n in Node.objects.all()}
-    gone = set(rows) - set(observed)
+    rows = {n.name: n for n in Node.objects.select_related("pool")}
+    if share is None:
+        gone = set(rows) - set(observed)
+    else:
+        gone = {
+            name for name, row in rows.items()
+            if row.pool.name == share.pool and name not in share.cluster_nodes
+        }  # fmt: skip
     if gone:
         Node.objects.filter(name__in=gone).delete()  # pods keep their rows; their node becomes empty
         for name in gone:
@@ -176,7 +212,7 @@ def _sync_devices(observed: dict[str, ObservedNode], rows: dict[str, Node]) -> N
                 created.append(GpuDevice(node=node, index=i, model=model, memory_mib=memory))
             elif device[1:] != (model, memory):
                 changed.append(GpuDevice(pk=device[0], node=node, index=i, model=model, memory_mib=memory))
-    ours = {n.pk for n in rows.values()}
+    ours = {rows[name].pk for name in observed}  # a pool's share: never another pool's devices
     extra = [d[0] for key, d in have.items() if key not in wanted_keys and key[0] in ours]
     if extra:
         GpuDevice.objects.filter(pk__in=extra).delete()
@@ -185,8 +221,9 @@ def _sync_devices(observed: dict[str, ObservedNode], rows: dict[str, Node]) -> N
 
 
 def _sync_pods(
-    observed: dict[tuple[str, str], ObservedPod], nodes: dict[str, Node], now: datetime
-) -> list[PodEvent]:
+    observed: dict[tuple[str, str], ObservedPod], nodes: dict[str, Node], now: datetime,
+    share: _Share | None = None,
+) -> list[PodEvent]:  # fmt: skip
     """Pod rows follow the observation. Rows and device links are read in a few queries; only
     new and changed pods are written (in bulk), and only jobs whose pods changed have their
     state refreshed, so a cycle costs what changed, not the size of the cluster."""
@@ -233,7 +270,19 @@ def _sync_pods(
     # observation is not in it yet, and is not gone. (Wall clock: rows are stamped with it.)
     recent = timezone.now() - UNCLAIMED_GRACE
     gone = gone.exclude(state=PodState.PENDING, job__submitter__isnull=False, job__created_at__gt=recent)
-    touched = writes.touched | set(gone.values_list("job_id", flat=True))
+    touched = set(writes.touched)
+    if share is None:
+        touched |= _end_gone(gone, now)
+    else:
+        for part in chunks(_gone_of_share(gone, share, writes, seen)):
+            touched |= _end_gone(gone.filter(pk__in=part), now)
+    lifecycle.refresh_job_states(touched, now)
+    return events
+
+
+def _end_gone(gone: QuerySet[Pod], now: datetime) -> set[int]:
+    """End the pods no longer in the cluster; returns their jobs."""
+    touched = set(gone.values_list("job_id", flat=True))
     # A pod of an ended job (cancelled: the portal deleted it) keeps the reason it ended with.
     gone.exclude(job__state__in=JobState.active()).update(
         state=PodState.FAILED, node=None, finished_at=now, releasing_since=None
@@ -241,8 +290,22 @@ def _sync_pods(
     gone.update(
         state=PodState.FAILED, node=None, finished_at=now, reason="The pod no longer exists in the cluster."
     )
-    lifecycle.refresh_job_states(touched, now)
-    return events
+    return touched
+
+
+def _gone_of_share(gone: QuerySet[Pod], share: _Share, writes: _PodWrites, seen: set[int]) -> list[int]:
+    """Of the pod rows not seen, those a pool's sync ends: those of its own jobs (observed in its
+    share; their rows were read already), and those of jobs gone from the whole cluster that the
+    pool held (their node's pool, else, on no node, their queue's). Another pool's rows are never
+    read here, so a pool's cycle costs its own share."""
+    ids = [row.pk for rows in writes.pods_of.values() for row in rows.values() if row.pk not in seen]
+    held = gone.filter(
+        Q(node__pool__name=share.pool) | Q(node__isnull=True, job__queue__node_pool__name=share.pool)
+    )
+    for pk, key in held.values_list("pk", "job__cluster_key"):
+        if key not in share.cluster_jobs:
+            ids.append(pk)
+    return ids
 
 
 def _jobs_by_key(keys: set[str]) -> dict[str, Job]:

@@ -21,7 +21,9 @@ back, and is recorded ``aborted`` with the reason.
 Shards (issue 30, ``SCHEDULING_SHARDS``): ``run_scheduling_cycle(pool=...)`` is one node pool's
 cycle. It takes that pool's lock and fencing token (``lock.lock_name``), observes and snapshots
 that pool only, and writes only that pool's rows, so pools' cycles run side by side; its record
-carries the pool. What stays shared is in docs/decisions/shards.md.
+carries the pool. What stays shared is in docs/decisions/shards.md. In kubernetes mode the
+backend is that pool's own (its watches and its Lease, ``<lease>-<pool>``), scoped to the pool:
+it observes the pool's share and binds and evicts on the pool's nodes only.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from __future__ import annotations
 import logging
 import time
 import traceback
+from collections.abc import Mapping
 from contextlib import AbstractContextManager, nullcontext
 from datetime import datetime, timedelta
 from typing import Protocol, runtime_checkable
@@ -44,6 +47,7 @@ from kai_portal.cluster.queue_sync import sync_queue_objects
 from kai_portal.cluster.sync import sync_cluster_state
 from kai_portal.history.models import SchedulingCycle
 from kai_portal.monitoring.recording import record_cycle
+from kai_portal.queues.models import Queue
 from kai_portal.scheduling import fencing
 from kai_portal.scheduling.lock import HeldLock, cycle_lock, lock_name
 from kai_portal.scheduling.results import cluster_operations, persist_result
@@ -58,9 +62,10 @@ logger = logging.getLogger(__name__)
 
 @runtime_checkable
 class PoolScoped(Protocol):
-    """A backend that can observe one node pool only (the simulated rows: ``RowBackend``)."""
+    """A backend that can observe one node pool only (the simulated rows' ``RowBackend``, the
+    Kubernetes backend); ``queue_pools`` (queue name -> pool) places pods by their queue."""
 
-    def scope_to_pool(self, pool: str) -> None: ...
+    def scope_to_pool(self, pool: str, queue_pools: Mapping[str, str] | None = None) -> None: ...
 
 
 def run_scheduling_cycle(
@@ -72,20 +77,15 @@ def run_scheduling_cycle(
     Raises whatever the cycle raised, after recording it on the cycle row.
     """
     now = now or timezone.now()
-    if pool is not None and backend is not None and not backend.capabilities.rows_are_the_cluster:
-        raise ValueError(
-            f"a cycle of pool {pool!r} needs a backend whose rows are the cluster (the simulated one): "
-            "syncing a real cluster writes every pool's pods; run the whole-cluster cycle (no pool)"
-        )
     with cycle_lock(pool=pool) as held:
         if not held:
             logger.info("scheduling cycle%s skipped: another cycle holds the lock", _of(pool))
             return _skipped(now, pool=pool)
-        backend = backend or get_backend(clock=lambda: now)
+        backend = backend or get_backend(clock=lambda: now, pool=pool)
         if pool is not None and not isinstance(backend, PoolScoped):
             raise ValueError(f"a cycle of pool {pool!r} needs a backend that observes one pool (PoolScoped)")
         if pool is not None and isinstance(backend, PoolScoped):
-            backend.scope_to_pool(pool)
+            backend.scope_to_pool(pool)  # before the Lease: a pool's backend runs for its pool's Lease
         with _leadership(backend) as refusal:
             if refusal:
                 logger.info("scheduling cycle%s skipped: %s", _of(pool), refusal)
@@ -126,13 +126,17 @@ def _run_locked(now: datetime, backend: ClusterBackend, held: HeldLock, pool: st
     fence = lock_name(pool)
     try:
         token = fencing.take_token(fence, cycle.pk)
-        state = backend.observe()
         unsynced_events = []  # pods that got no rows (QueueDoesNotExist)
-        if not backend.capabilities.rows_are_the_cluster:
-            sync_queue_objects(backend, now)  # KAI's Queue objects first: pods may name a new queue
+        if backend.capabilities.rows_are_the_cluster:
+            backend.observe()
+        else:
+            sync_queue_objects(backend, now, pool)  # KAI's Queue objects first: pods may name a new queue
+            if pool is not None and isinstance(backend, PoolScoped):
+                backend.scope_to_pool(pool, _queue_pools())  # a pending pod's pool is its queue's
+            state = backend.observe()
             with transaction.atomic():
                 _still_the_holder(held, fence, token)  # an overtaken cycle must not write older observations
-                unsynced_events = sync_cluster_state(state, now)
+                unsynced_events = sync_cluster_state(state, now, pool)
         inp = build_snapshot(now, pool)
         _fail_unhandled_jobs(inp.index.unhandled, now)
         # The result's reasons are worded where they are written, with the cluster's own names
@@ -168,6 +172,11 @@ def _run_locked(now: datetime, backend: ClusterBackend, held: HeldLock, pool: st
         logger.warning("cluster %s of %s/%s failed: %s", failure.operation, failure.namespace, failure.name,
                        failure.error)  # fmt: skip
     return cycle
+
+
+def _queue_pools() -> dict[str, str]:
+    """Every queue's node pool, by queue name (read only; a pool's share of the cluster uses it)."""
+    return dict(Queue.objects.values_list("name", "node_pool__name"))
 
 
 def _still_the_holder(held: HeldLock, fence: str, token: int) -> None:

@@ -19,7 +19,7 @@ backend's clock:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 
 from django.conf import settings
@@ -169,6 +169,7 @@ class RowBackend(SimulatedBackend):
         self.row_cluster = RowCluster()
         super().__init__(self.row_cluster, clock or timezone.now)
 
-    def scope_to_pool(self, pool: str) -> None:
-        """Observe (move on) only this node pool's pods: the backend of one pool's cycle."""
+    def scope_to_pool(self, pool: str, queue_pools: Mapping[str, str] | None = None) -> None:
+        """Observe (move on) only this node pool's pods: the backend of one pool's cycle (the rows
+        know each queue's pool: ``queue_pools`` is not needed)."""
         self.row_cluster.pool = pool

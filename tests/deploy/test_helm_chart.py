@@ -435,6 +435,38 @@ def test_commands_match_the_project_and_only_the_worker_and_web_hold_tokens():
         assert {m["mountPath"] for m in container(doc)["volumeMounts"]} == {"/tmp", "/app/var"}
 
 
+def test_scheduler_pools_run_one_scheduler_deployment_per_pool_with_the_same_account():
+    """Shards (issue 30): ``scheduler.pools`` renders one Deployment per node pool running
+    ``run_scheduler --pool NAME`` (KAI's one scheduler per SchedulingShard), with selectors that
+    never overlap, the scheduler's own ServiceAccount and RBAC, and SCHEDULING_SHARDS=1; two pools
+    whose Deployment names would collide fail the render, naming both."""
+    plain = by_kind(render(*REQUIRED))
+    objects = by_kind(render(*REQUIRED, "scheduler.pools={a,Gpu_H100}"))
+    assert ("Deployment", "kai-kai-portal-scheduler") not in objects
+    per_pool = {
+        pool: objects[("Deployment", f"kai-kai-portal-scheduler-{suffix}")]
+        for pool, suffix in (("a", "a"), ("Gpu_H100", "gpu-h100"))
+    }
+    whole = plain[("Deployment", "kai-kai-portal-scheduler")]
+    for pool, doc in per_pool.items():
+        assert container(doc)["command"] == ["python", "manage.py", "run_scheduler", "--pool", pool]
+        selector = doc["spec"]["selector"]["matchLabels"]
+        assert selector["kai.scheduler/node-pool"] == pool
+        assert doc["spec"]["template"]["metadata"]["labels"]["kai.scheduler/node-pool"] == pool
+        spec, whole_spec = doc["spec"]["template"]["spec"], whole["spec"]["template"]["spec"]
+        assert spec["serviceAccountName"] == whole_spec["serviceAccountName"] == "kai-kai-portal"
+        assert container(doc)["envFrom"] == container(whole)["envFrom"]
+    assert objects[("ConfigMap", "kai-kai-portal")]["data"]["SCHEDULING_SHARDS"] == "1"
+    assert plain[("ConfigMap", "kai-kai-portal")]["data"]["SCHEDULING_SHARDS"] == "0"
+    # RBAC unchanged: the same roles, rules and bindings with or without pools.
+    rbac = ("ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
+    assert {k: v for k, v in objects.items() if k[0] in rbac} == {
+        k: v for k, v in plain.items() if k[0] in rbac
+    }
+    refused = render(*REQUIRED, "scheduler.pools={a_b,a.b}", ok=False)
+    assert '"a_b" and "a.b" both make the Deployment kai-kai-portal-scheduler-a-b; rename one pool' in refused
+
+
 def test_probes_call_endpoints_and_commands_that_exist():
     objects = by_kind(render(*REQUIRED))
     web = container(objects[("Deployment", "kai-kai-portal-web")])

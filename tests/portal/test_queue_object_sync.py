@@ -106,3 +106,34 @@ def test_a_kai_queue_whose_quota_is_above_its_limit_is_applied_capped_as_kai_sch
     row.refresh_from_db()
     assert (row.gpu_quota, row.gpu_limit, row.cpu_quota, row.cpu_limit) == (1, 2, 0, -1)
     assert row.cluster_message == ""
+
+
+def labelled(o: dict[str, Any], pool: str) -> dict[str, Any]:
+    o["metadata"]["labels"] = {"kai.scheduler/node-pool": pool}
+    return o
+
+
+def test_a_pools_sync_applies_and_deletes_only_its_pools_queues() -> None:
+    """Shards: a node pool's cycle applies only the objects of its pool (the label, else the
+    parent's pool, else the default pool) and deletes only its own rows whose object is gone, so
+    two pools' cycles never write one queue row."""
+    from kai_portal.nodes.models import NodePool
+
+    for pool in ("a", "b"):
+        NodePool.objects.get_or_create(name=pool)
+    objects = by_name(
+        labelled(obj("dept-a", "1", gpu=4), "a"), obj("team-a", "1", parent="dept-a", gpu=2),
+        labelled(obj("dept-b", "1", gpu=4), "b"), obj("plain", "1", gpu=1),
+    )  # fmt: skip
+    apply_queue_objects(objects, pool="a")
+    assert dict(Queue.objects.values_list("name", "node_pool__name")) == {"dept-a": "a", "team-a": "a"}
+    apply_queue_objects(objects, pool="b")
+    apply_queue_objects(objects, pool="default")
+    assert dict(Queue.objects.values_list("name", "node_pool__name")) == {
+        "dept-a": "a", "team-a": "a", "dept-b": "b", "plain": "default"}  # fmt: skip
+    # dept-b's object is gone: pool a's cycle leaves its row (b's), pool b's deletes it.
+    del objects["dept-b"]
+    apply_queue_objects(objects, pool="a")
+    assert Queue.objects.filter(name="dept-b").exists()
+    apply_queue_objects(objects, pool="b")
+    assert not Queue.objects.filter(name="dept-b").exists()

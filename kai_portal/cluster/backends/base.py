@@ -218,6 +218,11 @@ class ClusterState:
     pod_resource_version: str | None = None
     # Node name -> what pods we do not schedule hold there (nodes without any are left out).
     external: dict[str, NodeUsage] = field(default_factory=dict)
+    # One node pool's share of the cluster (shards, kubernetes/pool_scope.py): every node name and
+    # job key the cluster has, so a pool's sync tells "gone from the cluster" from "another pool's".
+    # None: ``nodes`` and ``pods`` are the whole cluster.
+    cluster_nodes: frozenset[str] | None = None
+    cluster_jobs: frozenset[str] | None = None
 
 
 @dataclass(frozen=True)
@@ -437,6 +442,11 @@ class Elector(Protocol):
 
     def refusal(self) -> str | None:
         """None while this candidate leads; else why it must not write to the cluster."""
+        ...
+
+    def live_holder(self) -> str | None:
+        """Who else holds the lease now, by the rule a candidate waits on before taking it over
+        (None: nobody, or it expired); reads only. Fails closed: a lease it cannot read is held."""
         ...
 
 

@@ -435,9 +435,12 @@ def test_a_job_asking_for_another_pool_is_that_pools_and_told_as_the_whole_cycle
     assert cycle_b.status == "succeeded"
 
 
-def test_shards_on_make_beat_fan_out_and_are_refused_in_kubernetes_mode(tmp_path: Path) -> None:
+def test_shards_on_make_beat_fan_out_and_need_the_scheduler_process_in_kubernetes_mode(
+    tmp_path: Path,
+) -> None:
     """SCHEDULING_SHARDS: beat's cycle entry becomes the fan-out; with the Kubernetes backend the
-    settings refuse to start, naming both settings and what to do."""
+    settings refuse Celery's loop (a pool the portal has no row of would never be scheduled),
+    naming the settings and what to do, and accept the scheduler process (one per pool)."""
     from tests.portal.test_settings import _manage
 
     key = {"SECRET_KEY": "x7!Qp2-production-like-secret-key-with-enough-entropy-0123456789"}
@@ -448,6 +451,37 @@ def test_shards_on_make_beat_fan_out_and_are_refused_in_kubernetes_mode(tmp_path
     assert on.stdout.strip().splitlines()[-1] == "kai_portal.scheduling.tasks.run_pool_cycles", on.stderr
     off = _manage(["shell", "-c", show], key, tmp_path)
     assert off.stdout.strip().splitlines()[-1] == "kai_portal.scheduling.tasks.run_cycle", off.stderr
-    refused = _manage(["check"], {**key, "SCHEDULING_SHARDS": "1", "CLUSTER_BACKEND": "kubernetes"}, tmp_path)
+    kubernetes = {**key, "SCHEDULING_SHARDS": "1", "CLUSTER_BACKEND": "kubernetes"}
+    refused = _manage(["check"], kubernetes, tmp_path)
     assert refused.returncode != 0
-    assert "SCHEDULING_SHARDS=1 works with CLUSTER_BACKEND=simulated only for now" in refused.stderr
+    assert (
+        "SCHEDULING_SHARDS=1 with CLUSTER_BACKEND=kubernetes needs SCHEDULING_LOOP=process" in refused.stderr
+    )
+    shown = "from django.conf import settings as s; print(s.SCHEDULING_SHARDS, s.SCHEDULING_LOOP)"
+    accepted = _manage(["shell", "-c", shown], {**kubernetes, "SCHEDULING_LOOP": "process"}, tmp_path)
+    assert accepted.stdout.strip().splitlines()[-1] == "True process", accepted.stderr
+
+
+@pytest.mark.django_db(transaction=True)
+def test_run_scheduler_pool_runs_that_pools_cycles_only_and_needs_shards_on(settings):
+    """``run_scheduler --pool a``: one scheduler per pool (KAI's SchedulingShard); without
+    SCHEDULING_SHARDS it is refused, naming the setting (a pool's scheduler beside a whole-cluster
+    one would bind the same pods), and runs nothing."""
+    from io import StringIO
+
+    from django.core.management import call_command
+    from django.core.management.base import CommandError
+
+    two_pools()
+    settings.SCHEDULING_SHARDS = False
+    with pytest.raises(CommandError, match="--pool needs SCHEDULING_SHARDS=1"):
+        call_command("run_scheduler", pool=["a"], once=True, stdout=StringIO())
+    assert not SchedulingCycle.objects.exists()
+    settings.SCHEDULING_SHARDS = True
+    out = StringIO()
+    call_command("run_scheduler", pool=["a"], cycles=2, interval=0.05, stdout=out)
+    assert list(SchedulingCycle.objects.values_list("pool", "status")) == [("a", "succeeded")] * 2
+    assert "scheduling node pool(s) a, each on its own" in out.getvalue()
+    assert set(
+        Pod.objects.exclude(state="pending").values_list("job__queue__node_pool__name", flat=True)
+    ) == {"a"}

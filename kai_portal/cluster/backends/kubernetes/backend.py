@@ -15,11 +15,16 @@ In KAI's shape (pkg/scheduler/cache, pkg/binder, pkg/podgrouper, status_updater,
 
 Writes, each caught on its own so one bad pod never stops the others, all go through one
 ``client.Caller``, which refuses a cycle's writes once this replica has lost the lease.
+
+Shards (``scope_to_pool``, as KAI's per-``SchedulingShard`` scheduler): the backend observes one
+node pool's share (pool_scope.py), refuses binds and evictions on any other pool's node, writes
+the PodGroups of its share and the status of its pool's queues only, and collects reservation
+pods on its pool's nodes only. Its Lease is the pool's own (cluster/leader_election.py).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from kubernetes import client
 
@@ -43,6 +48,7 @@ from .gpu_sharing import GpuSharing
 from .lease import LeaderElector
 from .owners import OwnerCache
 from .pod_groups import PodGroupWriter
+from .pool_scope import PoolScope
 from .portal_jobs import PortalJobs
 from .queue_objects import QueueObjects
 from .queue_status import QueueStatusWriter
@@ -77,6 +83,8 @@ class KubernetesBackend:
         self._scheduler_name = scheduler_name
         self.queue_label_keys = tuple(queue_label_keys)
         self.namespace = namespace
+        self.pool_label = pool_label
+        self.scope: PoolScope | None = None  # one node pool's scheduler (scope_to_pool); None: all
         self.lister = Lister(watch_timeout_seconds)
         self.caller = Caller()
         self.owners = OwnerCache(self.core, owner_read_threads)
@@ -101,6 +109,24 @@ class KubernetesBackend:
     @property
     def scheduler_name(self) -> str:
         return self._scheduler_name
+
+    @property
+    def pool(self) -> str | None:
+        """The node pool this backend schedules (shards), else None: the whole cluster."""
+        return self.scope.pool if self.scope is not None else None
+
+    def scope_to_pool(self, pool: str, queue_pools: Mapping[str, str] | None = None) -> None:
+        """Observe and write only node pool ``pool``'s share from now on (pool_scope.py);
+        ``queue_pools`` (queue name -> pool, the portal's rows) places pods by their queue."""
+        if self.scope is not None and self.scope.pool != pool:
+            raise ValueError(
+                f"this backend schedules node pool {self.scope.pool!r}; pool {pool!r} needs its own "
+                "(its own watches and Lease)"
+            )
+        if self.scope is None:
+            self.scope = PoolScope(pool, self.pool_label)
+        if queue_pools is not None:
+            self.scope.queue_pools = dict(queue_pools)
 
     @property
     def gpu_sharing(self) -> GpuSharing:
@@ -144,7 +170,12 @@ class KubernetesBackend:
         (start_watches), else a list once and then short watch windows each call."""
         self.cache.refresh()
         self.binder.with_own_binds(self.cache.pods)
-        return self.cache.state()
+        state = self.cache.state()
+        if self.scope is None:
+            return state
+        share = self.scope.share(state)
+        self.pod_groups.owns = set(share.pods)
+        return share
 
     # ----- apply ---------------------------------------------------------
 
@@ -156,7 +187,10 @@ class KubernetesBackend:
         cycle's own events and the pending pods' PodScheduled conditions, side by side on the same
         bounded pool (kube-scheduler's events are asynchronous too: they never hold a bind up)."""
         report = ApplyReport()
-        for result in self.gpu_sharing.start_cycle(self.cache.pods.values()):
+        if self.scope is not None:
+            binds, evictions = self._in_pool(binds, evictions, report)
+        on_nodes = None if self.scope is None else self._pool_node
+        for result in self.gpu_sharing.start_cycle(self.cache.pods.values(), on_nodes):
             report.add(result)
         bound = self.binder.bind_all(binds)
         for result in bound:
@@ -177,6 +211,32 @@ class KubernetesBackend:
             report.add(result)
         return report
 
+    def _pool_node(self, node: str) -> bool:
+        return self.scope is not None and self.scope.refuses_node(node, self.cache.nodes) is None
+
+    def _in_pool(
+        self, binds: list[Bind], evictions: list[Evict], report: ApplyReport
+    ) -> tuple[list[Bind], list[Evict]]:
+        """The binds and evictions on this pool's nodes; every other one is refused in ``report``,
+        never sent (a pool's scheduler writes only its own pool, whatever asked it)."""
+        assert self.scope is not None
+        kept_binds, kept_evictions = [], []
+        for bind in binds:
+            why = self.scope.refuses_node(bind.node, self.cache.nodes)
+            if why is None:
+                kept_binds.append(bind)
+            else:
+                report.add(OperationResult("bind", bind.namespace, bind.pod, False, why))
+        for eviction in evictions:
+            cached = self.cache.pods.get((eviction.namespace, eviction.pod))
+            node = cached.node if cached is not None else None
+            why = self.scope.refuses_node(node, self.cache.nodes) if node else "the pod is on no node"
+            if why is None:
+                kept_evictions.append(eviction)
+            else:
+                report.add(OperationResult("evict", eviction.namespace, eviction.pod, False, why))
+        return kept_binds, kept_evictions
+
     def write_kai_objects(
         self, binds: list[Bind], bound: list[OperationResult], events: list[PodEvent]
     ) -> list[OperationResult]:
@@ -184,7 +244,11 @@ class KubernetesBackend:
         binds, so a bind never waits for them; before the events, so a PodGroup's have it)."""
         results = self.pod_groups.write(binds, bound, events)
         groups = self.pod_groups.plans.values()
-        return results + self.queue_status.write(self._queue_objects.cached(), groups)
+        queues = self._queue_objects.cached()
+        if self.scope is not None:  # the pool's queues only: another pool's scheduler writes its own
+            scope = self.scope
+            queues = {name: obj for name, obj in queues.items() if scope.queue_pools.get(name) == scope.pool}
+        return results + self.queue_status.write(queues, groups)
 
     # ----- submit / cancel / namespaces (NamespaceManager) -----------------
 

@@ -35,7 +35,7 @@ import hashlib
 import json
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -165,8 +165,14 @@ class GpuSharing:
 
     # ----- per cycle ---------------------------------------------------------
 
-    def start_cycle(self, pods: Iterable[ObservedPod]) -> list[OperationResult]:
-        """Learn the groups of bound pods; delete reservation pods no live pod uses."""
+    def start_cycle(
+        self, pods: Iterable[ObservedPod], on_nodes: Callable[[str], bool] | None = None
+    ) -> list[OperationResult]:
+        """Learn the groups of bound pods; delete reservation pods no live pod uses.
+
+        ``on_nodes``: only reservation pods on the nodes it accepts are collected (a pool's
+        scheduler, shards: another pool's scheduler may have made one a moment ago for a bind
+        this one does not know of)."""
         self._previous, self._recent = self._recent, set()
         self._groups = {}
         alive: set[str] = set()
@@ -188,7 +194,7 @@ class GpuSharing:
                 continue
             self._groups[key] = group
             alive.add(group)
-        return self._collect_garbage(alive | self._previous)
+        return self._collect_garbage(alive | self._previous, on_nodes)
 
     @staticmethod
     def _ordered_groups(pod: ObservedPod) -> list[str]:
@@ -199,7 +205,9 @@ class GpuSharing:
         listed = [g for g in order.split(",") if g]
         return listed or sorted(group_labels(pod.labels))
 
-    def _collect_garbage(self, alive: set[str]) -> list[OperationResult]:
+    def _collect_garbage(
+        self, alive: set[str], on_nodes: Callable[[str], bool] | None = None
+    ) -> list[OperationResult]:
         try:
             selector = f"{RESERVATION_APP_LABEL}={RESERVATION_APP},{RESERVED_BY_LABEL}={self.scheduler_name}"
             listed: Any = self.core.list_namespaced_pod(
@@ -221,6 +229,8 @@ class GpuSharing:
             name = str(meta.get("name"))
             group = (meta.get("labels") or {}).get(GPU_GROUP_LABEL)
             if group in alive or meta.get("deletionTimestamp") is not None:
+                continue
+            if on_nodes is not None and not on_nodes(str((pod.get("spec") or {}).get("nodeName") or "")):
                 continue
             try:
                 self._delete(name)

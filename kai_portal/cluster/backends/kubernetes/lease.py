@@ -115,6 +115,35 @@ class LeaderElector:
         body = _lease_body(self.config, record["metadata"]["resourceVersion"], now, transitions, acquired)
         return self._write(started, record, body)
 
+    def live_holder(self) -> str | None:
+        """Who else holds this Lease now, by the rule ``try_acquire_or_renew`` waits on (another
+        identity whose record changed less than its duration ago on our clock; a record seen for
+        the first time counts as just renewed); None when nobody does. Reads only.
+
+        A pool's scheduler asks it of the whole-cluster Lease (shards, cluster/leader_election.py).
+        Fails closed: a Lease that cannot be read is reported as held, with why."""
+        started = self.clock()
+        try:
+            record = self._read()
+        except CALL_ERRORS as error:
+            if self._absent_namespace(error):
+                return None  # no namespace: no Lease in it
+            text = f"{error.status} {error.reason}" if isinstance(error, ApiException) else repr(error)
+            return f"unknown (the lease cannot be read: {text})"
+        if record is None:
+            return None
+        spec = record.get("spec") or {}
+        holder = spec.get("holderIdentity") or None
+        observed = (holder, spec.get("renewTime"), spec.get("leaseDurationSeconds"))
+        with self._lock:
+            if observed != self._observed:
+                self._observed, self._observed_at = observed, started
+            observed_at = self._observed_at
+        duration = float(spec.get("leaseDurationSeconds") or self.config.lease_duration)
+        if holder and holder != self.config.identity and started < observed_at + duration:
+            return str(holder)
+        return None
+
     def _read(self) -> dict[str, Any] | None:
         try:
             response: Any = self.coordination.read_namespaced_lease(

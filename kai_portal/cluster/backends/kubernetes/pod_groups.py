@@ -114,6 +114,8 @@ class PodGroupWriter:
         # (namespace, job name) -> PodGroup name: the cycle's PodGroup events are about jobs.
         self.names: dict[tuple[str, str], str] = {}
         self.plans: dict[tuple[str, str], PodGroupPlan] = {}
+        # A pool's scheduler (shards): the pods (namespace, name) whose PodGroups it writes; None: all.
+        self.owns: set[tuple[str, str]] | None = None
         self._paused_until: dict[str, float] = {}  # namespace -> monotonic time its writes resume
         # Pods given pod-group-name here (namespace, name, uid), until the watch shows it.
         self._annotated: set[tuple[str, str, str]] = set()
@@ -130,6 +132,8 @@ class PodGroupWriter:
         plans: dict[tuple[str, str], PodGroupPlan] = {}
         names: dict[tuple[str, str], str] = {}
         for key, pod in self.cache.pods.items():
+            if self.owns is not None and key not in self.owns:
+                continue  # another pool's pod (shards): its scheduler writes its PodGroup
             grouping = self.cache.grouping_of(key)
             name = pod.annotations.get(POD_GROUP_ANNOTATION) or (
                 grouping.pod_group.name if grouping is not None and grouping.pod_group is not None else None

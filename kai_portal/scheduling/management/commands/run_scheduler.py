@@ -7,9 +7,13 @@ backend's watches stay open in background threads and a cycle starts when the cl
 (event_loop.py). Every cycle takes the same cycle lock, leader Lease and fencing token as a Celery
 worker's. With the simulated cluster, or ``--poll``, it runs a cycle every ``CYCLE_SECONDS``.
 
-With ``SCHEDULING_SHARDS`` (simulated cluster) it runs one loop per node pool, each in its own
-thread with its own database connection: a pool's cycles under its own lock, every
-``CYCLE_SECONDS``, never waiting for another pool's (the pools are read at start).
+With ``SCHEDULING_SHARDS`` it runs one loop per node pool, each in its own thread with its own
+database connection: a pool's cycles under its own lock, never waiting for another pool's. The
+pools are ``--pool NAME`` (repeatable: KAI's one scheduler per ``SchedulingShard``, the chart's
+``scheduler.pools``), else those read at start (the portal's pools with a node or queue, and in
+kubernetes mode every pool the cluster's nodes and Queue objects name). In kubernetes mode each
+pool's loop has its own backend, scoped to the pool, with its own watches and its own Lease
+(``<lease>-<pool>``) and starts a cycle on its watches' changes.
 """
 
 from __future__ import annotations
@@ -19,10 +23,11 @@ import time
 from typing import Any
 
 from django.conf import settings
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connection
 
 from kai_portal.cluster.backends import ChangeFeed, ClusterBackend
+from kai_portal.cluster.shard_pools import cluster_pools
 from kai_portal.history.models import SchedulingCycle
 from kai_portal.scheduling.cycle import run_scheduling_cycle
 from kai_portal.scheduling.event_loop import CycleStart, EventLoop
@@ -45,40 +50,79 @@ class Command(BaseCommand):
             help="A cycle every CYCLE_SECONDS and nothing else, also in kubernetes mode (the loop before "
                  "issue 29, whose cycles open watch windows; the reference of benchmarks/kwok_latency.py).",
         )  # fmt: skip
+        parser.add_argument(
+            "--pool", action="append", default=[], metavar="NAME",
+            help="Schedule only this node pool (repeatable; needs SCHEDULING_SHARDS=1): one scheduler per "
+                 "pool, as KAI's SchedulingShard, each under its own lock and, in kubernetes mode, its own "
+                 "Lease. Without it, every pool (SCHEDULING_SHARDS=1) or the whole cluster.",
+        )  # fmt: skip
 
     def handle(self, *args: Any, **options: Any) -> None:
         interval = options["interval"] or float(settings.CYCLE_SECONDS)
         limit = 1 if options["once"] else options["cycles"]
-        if settings.CLUSTER_BACKEND == "kubernetes" and not options.get("poll"):
+        pools: list[str] = options["pool"]
+        if pools and not settings.SCHEDULING_SHARDS:
+            raise CommandError(
+                "--pool needs SCHEDULING_SHARDS=1: a pool's scheduler beside a whole-cluster one would bind "
+                "the same pods. Set SCHEDULING_SHARDS=1 for every scheduler, or drop --pool."
+            )
+        on_change = settings.CLUSTER_BACKEND == "kubernetes" and not options.get("poll")
+        if settings.SCHEDULING_SHARDS:
+            self._shards(pools or self._all_pools(), interval, limit, on_change)
+            return
+        if on_change:
             backend = get_backend()
             if isinstance(backend, ChangeFeed):
                 self._on_change(backend, interval, limit)
                 return
-        if settings.SCHEDULING_SHARDS:
-            self._poll_shards(interval, limit)
-            return
         self._poll(interval, limit)
 
-    def _poll_shards(self, interval: float, limit: int) -> None:
+    def _all_pools(self) -> list[str]:
+        """The pools with a node or queue row; in kubernetes mode also those the cluster names."""
+        pools = set(shard_pools())
+        if settings.CLUSTER_BACKEND == "kubernetes":
+            pools |= cluster_pools(get_backend())
+        if not pools:
+            raise CommandError("no node pool to schedule: the portal and the cluster have none yet")
+        return sorted(pools)
+
+    def _shards(self, pools: list[str], interval: float, limit: int, on_change: bool) -> None:
         """One loop per node pool, side by side: a slow or failing pool delays only its own."""
+        self.stdout.write(f"scheduling node pool(s) {', '.join(pools)}, each on its own")
         threads = [
             threading.Thread(
-                target=self._poll, args=(interval, limit, pool), name=f"cycle-{pool}", daemon=True
+                target=self._pool_loop,
+                args=(pool, interval, limit, on_change),
+                name=f"cycle-{pool}",
+                daemon=True,
             )
-            for pool in shard_pools()
+            for pool in pools
         ]
         for thread in threads:
             thread.start()
         for thread in threads:
             thread.join()
 
-    def _on_change(self, backend: ClusterBackend, interval: float, limit: int) -> None:
+    def _pool_loop(self, pool: str, interval: float, limit: int, on_change: bool) -> None:
+        if on_change:
+            backend = get_backend(pool=pool)
+            if isinstance(backend, ChangeFeed):
+                try:
+                    self._on_change(backend, interval, limit, pool)
+                finally:
+                    connection.close()  # this thread's own
+                return
+        self._poll(interval, limit, pool)
+
+    def _on_change(
+        self, backend: ClusterBackend, interval: float, limit: int, pool: str | None = None
+    ) -> None:
         loop = EventLoop(
             backend,
             interval=interval,
             quiet=settings.CYCLE_DEBOUNCE_MS / 1000,
             longest=settings.CYCLE_DEBOUNCE_MAX_MS / 1000,
-            run_cycle=lambda b: run_scheduling_cycle(backend=b),
+            run_cycle=lambda b: run_scheduling_cycle(backend=b, pool=pool),
             on_cycle=self._report_start,
         )
         loop.run(cycles=limit)
