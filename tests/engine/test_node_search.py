@@ -25,7 +25,6 @@ from scheduler.placement import best_fit, best_fit_reference
 from scheduler.state import Placement
 
 allocate_mod = importlib.import_module("scheduler.actions.allocate")
-consolidation_mod = importlib.import_module("scheduler.actions.consolidation")
 free_gpus_mod = importlib.import_module("scheduler.actions.common.free_gpus")
 gain_mod = importlib.import_module("scheduler.actions.reclaim.gain")
 simulation_mod = importlib.import_module("scheduler.actions.solvers.simulation")
@@ -175,7 +174,7 @@ def reference(monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
     def enable() -> None:
         monkeypatch.setattr(allocate_mod, "best_fit", best_fit_reference)
         monkeypatch.setattr(simulation_mod, "best_fit", best_fit_reference)
-        monkeypatch.setattr(consolidation_mod, "free_gpus", free_gpus_mod.free_gpus_scan)
+        # (consolidation counts free GPUs with its own scan, KAI's sum, not the cached free_gpus)
         monkeypatch.setattr(gain_mod, "free_gpus", free_gpus_mod.free_gpus_scan)
         monkeypatch.setattr(allocate_mod, "JobQueue", _ReferenceJobQueue)
         monkeypatch.setattr(ordering_mod, "JobQueue", _ReferenceJobQueue)

@@ -1,5 +1,5 @@
-"""Free GPUs over the schedulable nodes, kept per node version: consolidation's precondition and
-the free side of reclaim's quick screen."""
+"""Free GPUs over the schedulable nodes, kept per node version: the free side of reclaim's quick
+screen (consolidation counts KAI's allocatable sum instead: ``consolidation.allocatable_gpus``)."""
 
 from __future__ import annotations
 

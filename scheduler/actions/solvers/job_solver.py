@@ -62,6 +62,11 @@ def solve(
     greedy = (
         greedy_scenario(session, stmt, job, tasks, stream) if len(tasks) > 1 or len(stream) > 32 else None
     )
+    if greedy is not None and not greedy:
+        # The step fits without evicting anything, but KAI never takes a scenario without victims
+        # (``by_pod_solver.go: solve`` fails one whose victim list is empty): the search goes on
+        # with the prefixes, from one victim up.
+        greedy = None
     bound = sum(len(c.tasks) for c in greedy) if greedy is not None else None
     # Prefixes of at most ``bound`` tasks come before the greedy set, longer ones after it.
     mid = lo - 1

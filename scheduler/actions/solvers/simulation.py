@@ -16,7 +16,7 @@ from scheduler.fit import AMOUNT_EPS
 from scheduler.model import Job, Task, TaskState
 from scheduler.placement import best_fit
 from scheduler.session import Session
-from scheduler.state import EPS, Placement
+from scheduler.state import EPS, NodeState, Placement
 from scheduler.statement import Statement
 from scheduler.topology import node_sets
 
@@ -106,7 +106,7 @@ def _replace_victims(
         # Pipelined). KAI counts whole GPUs per node, not devices: a whole-GPU task whose own
         # device was taken is un-evicted all the same, on the GPUs left; its pod keeps its own
         # devices and what took them moves onto the ones it was given.
-        if ns.name == own.node and (not t.is_fractional or fit.devices == own.devices):
+        if ns.name == own.node and (not t.is_fractional or _rejoins_own_group(ns, fit.devices, own.devices)):
             if stmt.unevict(t, own.status):
                 continue
             if own.status == TaskState.ALLOCATED and session.placements[t.key].status == TaskState.PENDING:
@@ -122,6 +122,16 @@ def _replace_victims(
     if not gang.gang_satisfied(session, job) and stmt.checkpoint() > cp:
         stmt.rollback(cp)
         bound.clear()  # room freed again: read it when a task next needs it
+
+
+def _rejoins_own_group(ns: NodeState, devices: tuple[int, ...], own: tuple[int, ...]) -> bool:
+    """Whether a fractional victim placed on ``devices`` of its own node goes back into its own
+    GPU group. KAI lets a task join only a group with some memory not releasing
+    (``node_info.IsTaskFitOnGpuGroup``: ``!isAllGpuReleased``): a group left with only releasing
+    members (the victim alone, or with other evicted members not re-placed yet) takes nothing, so
+    the victim gets a new group (``gpu_sharing.findGpuForSharingOnNode``) and ``Statement.Pipeline``
+    moves it there, Pipelined, instead of un-evicting it."""
+    return devices == own and all(ns.devices[i].active > EPS for i in own)
 
 
 def place_preemptor(session: Session, stmt: Statement, job: Job, tasks: list[Task]) -> bool:
@@ -166,8 +176,10 @@ def simulate(
     orders them the same way: KAI's solver builds that order (``GetJobsToAllocate``) after the
     evictions for every action, so a job consolidation moves may be re-placed before the pending
     job it moves for (traced on kai_diff seed 9320, allocate + consolidation)."""
-    cp = stmt.checkpoint()
     victims = [t for c in contributions for t in c.tasks]
+    if not victims:
+        return None  # KAI's by_pod_solver.go ``solve``: a scenario without victims is never solved
+    cp = stmt.checkpoint()
     spend(session, PLACE_UNITS * (len(tasks) + len(victims)))
     before = {t.key: session.placements[t.key] for t in victims}
     origin = {name: p.node for name, p in before.items()}
@@ -184,6 +196,13 @@ def simulate(
         stmt.rollback(cp)
         return None
     bound: list[float] = []  # ``_max_free``, read when a victim first needs it
+    # KAI re-places every evicted victim through the node order (``AllocateJob(isPipelineOnly)``
+    # in ``common/action.go: TryToVirtuallyAllocatePreemptorAndGetVictims``). Consolidation does so
+    # in every scenario: all its victims must be re-placed anyway (``allPodsReallocated``), so the
+    # un-evict-first stand-in of the wider greedy and prefix scenarios (see ``_replace_victims``)
+    # would only keep a victim where KAI moves it (kai_diff seed 50031: a gang that fits moves the
+    # running j00-0 to the node that scores best).
+    in_order = node_order or moves_only
     popped = 0  # victim jobs re-placed (or left evicted) before the preemptor's turn
     for j, ts in order:
         if j is job:
@@ -197,7 +216,7 @@ def simulate(
         else:
             popped += 1
             _replace_victims(
-                session, stmt, j, sorted(ts, key=lambda t: j.tasks.index(t)), bound, before, node_order
+                session, stmt, j, sorted(ts, key=lambda t: j.tasks.index(t)), bound, before, in_order
             )
     if log is not None:
         log.late = True  # whatever fails from here on was judged after the preemptor's placement
