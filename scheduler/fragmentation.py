@@ -45,8 +45,9 @@ FRAGMENTATION = "fragmentation"
 POPULARITY = 0.95
 # Score tier of a node the task fits now (not only once releasing pods leave), as in node_score.
 NOW_TIER = 1_000.0
-# Among nodes of one fragmentation level, the fullest first (binpack): free CPU weighs as this many
-# millicores per free GPU.
+# Among nodes of one fragmentation level, the fullest first (binpack): for a fraction or a CPU-only
+# task free CPU weighs as this many millicores per free GPU (a tiebreak; whole-GPU tasks use the
+# pool's own CPU per GPU, ``_Cache.pool_cpu_per_gpu``).
 CPU_PER_GPU = 100_000.0
 
 
@@ -162,6 +163,17 @@ class _Cache:
         default_factory=dict
     )
 
+    cpu_per_gpu: float = 0.0
+
+    def pool_cpu_per_gpu(self, session: Session) -> float:
+        """The pool's CPU per GPU (millicores), the rate at which a whole-GPU task's fullness
+        counts free CPU; a pool without GPUs or CPU falls back to ``CPU_PER_GPU``."""
+        if not self.cpu_per_gpu:
+            gpus = sum(ns.node.gpus for ns in session.nodes.values())
+            cpu = sum(ns.node.cpu_millis for ns in session.nodes.values())
+            self.cpu_per_gpu = cpu / gpus if gpus > 0 and cpu > 0 else CPU_PER_GPU
+        return self.cpu_per_gpu
+
     def of(self, free: NodeFree) -> float:
         v = self.frag.get(free)
         if v is None:
@@ -198,7 +210,13 @@ def resource_score(session: Session, ns: NodeState, task: Task, fit: Fit) -> tup
     The score: the fits-now tier, then the simulator's level ``floor(100 * sigmoid(drop))``,
     then, within a level, the fuller node first (binpack; below 1, so it never crosses a level).
     Binpack within a level is where this beats the simulator, which draws one of the tied nodes
-    at random: on the openb trace it keeps whole nodes free for large requests."""
+    at random: on the openb trace it keeps whole nodes free for large requests.
+
+    How full a node is (``_free_size``) depends on what the task takes: whole devices come
+    with the CPU to run on them, so for a whole-GPU task free CPU counts at the pool's own rate
+    (its cores per GPU) and a node whose CPU is nearly gone is nearly full, whatever devices it
+    has left; for a fraction or a CPU-only task the free GPU decides (a fraction shares a device,
+    a CPU-only task can only strand GPUs) and CPU only breaks ties (``CPU_PER_GPU``)."""
     c = _cache(session)
     free = node_free(ns)
     before = c.of(free)
@@ -212,9 +230,15 @@ def resource_score(session: Session, ns: NodeState, task: Task, fit: Fit) -> tup
             if after < best_after or (after == best_after and other.now and not best_fit.now):
                 best_fit, best_after = other, after
     level = math.floor(100 * sigmoid(before - best_after))
-    lefts, cpu_left, _ = free
-    fullness = 1.0 / (2.0 + sum(lefts) + cpu_left / CPU_PER_GPU)
+    fullness = 1.0 / (2.0 + _free_size(session, c, free, task))
     return (NOW_TIER if best_fit.now else 0.0) + level + fullness, best_fit
+
+
+def _free_size(session: Session, c: _Cache, free: NodeFree, task: Task) -> float:
+    """A node's free room in GPUs, CPU converted at the task's rate (``resource_score``)."""
+    lefts, cpu_left, _ = free
+    cpu_per_gpu = c.pool_cpu_per_gpu(session) if task.whole_gpus else CPU_PER_GPU
+    return sum(lefts) + cpu_left / cpu_per_gpu
 
 
 def _device_fits(session: Session, ns: NodeState, task: Task) -> Iterable[Fit]:
