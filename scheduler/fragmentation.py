@@ -45,8 +45,9 @@ FRAGMENTATION = "fragmentation"
 POPULARITY = 0.95
 # Score tier of a node the task fits now (not only once releasing pods leave), as in node_score.
 NOW_TIER = 1_000.0
-# Among nodes of one fragmentation level, the fullest first (binpack): free CPU weighs as this many
-# millicores per free GPU.
+# Among nodes of one fragmentation level, the fullest first (binpack): for a fraction or a CPU-only
+# task free CPU weighs as this many millicores per free GPU (a tiebreak; whole-GPU tasks use the
+# pool's own CPU per GPU, ``pool_cpu_per_gpu``).
 CPU_PER_GPU = 100_000.0
 
 
@@ -157,6 +158,7 @@ class _Cache:
     score of every node (None: does not fit) as of a node version."""
 
     requests: tuple[Request, ...]
+    cpu_per_gpu: float  # the pool's, for whole-GPU tasks (``resource_score``)
     frag: dict[NodeFree, float] = field(default_factory=dict)
     shapes: dict[tuple[object, ...], tuple[int, dict[str, tuple[float, Fit] | None]]] = field(
         default_factory=dict
@@ -181,8 +183,16 @@ def _cache(session: Session) -> _Cache:
             requests = tuple(Request(g, cpu, mem, w / total) for g, cpu, mem, w in given)
         else:
             requests = typical_requests(task_shape(t) for job in session.jobs.values() for t in job.tasks)
-        c = _caches[session] = _Cache(requests)
+        c = _caches[session] = _Cache(requests, pool_cpu_per_gpu(session))
     return c
+
+
+def pool_cpu_per_gpu(session: Session) -> float:
+    """The pool's CPU per GPU (millicores), the rate at which a whole-GPU task's fullness counts
+    free CPU; a pool without GPUs or CPU falls back to ``CPU_PER_GPU``."""
+    gpus = sum(ns.node.gpus for ns in session.nodes.values())
+    cpu = sum(ns.node.cpu_millis for ns in session.nodes.values())
+    return cpu / gpus if gpus > 0 and cpu > 0 else CPU_PER_GPU
 
 
 def applies(session: Session, task: Task) -> bool:
@@ -198,7 +208,14 @@ def resource_score(session: Session, ns: NodeState, task: Task, fit: Fit) -> tup
     The score: the fits-now tier, then the simulator's level ``floor(100 * sigmoid(drop))``,
     then, within a level, the fuller node first (binpack; below 1, so it never crosses a level).
     Binpack within a level is where this beats the simulator, which draws one of the tied nodes
-    at random: on the openb trace it keeps whole nodes free for large requests."""
+    at random: on the openb trace it keeps whole nodes free for large requests.
+
+    How full a node is (free GPUs plus free CPU in GPUs) depends on what the task takes: whole
+    devices come with the CPU to run on them, so for a whole-GPU task free CPU counts at the
+    pool's own rate (its cores per GPU) and a node whose CPU is nearly gone is nearly full,
+    whatever devices it has left; for a fraction or a CPU-only task the free GPU decides (a
+    fraction shares a device, a CPU-only task can only strand GPUs) and CPU only breaks ties
+    (``CPU_PER_GPU``)."""
     c = _cache(session)
     free = node_free(ns)
     before = c.of(free)
@@ -213,7 +230,8 @@ def resource_score(session: Session, ns: NodeState, task: Task, fit: Fit) -> tup
                 best_fit, best_after = other, after
     level = math.floor(100 * sigmoid(before - best_after))
     lefts, cpu_left, _ = free
-    fullness = 1.0 / (2.0 + sum(lefts) + cpu_left / CPU_PER_GPU)
+    per_gpu = c.cpu_per_gpu if task.whole_gpus else CPU_PER_GPU
+    fullness = 1.0 / (2.0 + (sum(lefts) + cpu_left / per_gpu))
     return (NOW_TIER if best_fit.now else 0.0) + level + fullness, best_fit
 
 

@@ -329,7 +329,7 @@ def main(argv: list[str] | None = None) -> int:
         found = run(plan(args.traces, args.strategies, seeds, spread_seeds), args.jobs, args.results)
     timings = timing() if args.timing else None
     done = sorted({s for c in found for s in c.per_seed})
-    text = render(found, done, time.time() - started, timings)
+    text = render(found, done, None if args.render_only else time.time() - started, timings)
     if args.out:
         args.out.write_text(text)
         print(f"wrote {args.out}", file=sys.stderr)

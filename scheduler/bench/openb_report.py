@@ -36,6 +36,14 @@ def timing() -> dict[str, list[float]]:
     return out
 
 
+def _wall(wall_s: float | None) -> str:
+    """The run's wall time, or where the rows come from when the report is rendered from the
+    per-run results of earlier runs (``--render-only``)."""
+    if wall_s is None:
+        return "rendered from earlier runs' per-run results, `--render-only`"
+    return f"{wall_s / 60:.1f} min wall"
+
+
 def _row(trace: str, name: str, source: str, values: Sequence[float], same: float, extra: str = "") -> str:
     mean = statistics.fmean(values)
     spread = f"{min(values):.2f}–{max(values):.2f}"
@@ -43,13 +51,16 @@ def _row(trace: str, name: str, source: str, values: Sequence[float], same: floa
 
 
 def render(
-    cells: Sequence[Cell], seeds: Sequence[int], wall_s: float, timings: dict[str, list[float]] | None
+    cells: Sequence[Cell],
+    seeds: Sequence[int],
+    wall_s: float | None,
+    timings: dict[str, list[float]] | None,
 ) -> str:
     lines = [
         "# openb: GPU allocation ratio on the Alibaba GPU-sharing trace, beside the FGD paper",
         "",
         f"`make bench-openb` ({datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {platform.python_implementation()} "
-        f"{platform.python_version()}, {wall_s / 60:.1f} min wall). Method, data and licences: "
+        f"{platform.python_version()}, {_wall(wall_s)}). Method, data and licences: "
         "`scheduler/bench/openb.py`, `benchmarks/data/openb/README.md`, ../shared/docs/openb-yardstick.md.",
         "",
         "GPU milli allocated, % of the 6,212 GPUs, when the arrived workload reaches 100% of them "

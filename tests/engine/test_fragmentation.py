@@ -105,6 +105,25 @@ def test_a_fraction_goes_to_the_device_that_leaves_usable_room() -> None:
     assert _place(nodes, jobs, Config(actions=("allocate",)))["half-0"] == ("n", (1,))
 
 
+def test_within_a_level_a_whole_gpu_pod_counts_free_cpu_at_the_pools_rate() -> None:
+    # roomy: 1 GPU and 40 cores free; cramped: 2 GPUs and 8 cores. The workload (1 GPU, no CPU)
+    # never fragments a whole device, so both nodes share one level and the fuller one wins. The
+    # pool has 56 cores for 4 GPUs (14 per GPU): cramped holds 2 + 8/14 = 2.6 GPUs of room, roomy
+    # 1 + 40/14 = 3.9, so a whole-GPU pod fills cramped, whose GPUs would soon lack CPU anyway,
+    # and keeps roomy's CPU for the pods that need it. A fraction or a CPU-only pod is not sized by
+    # CPU (it shares a device / strands GPUs): the node with fewer free GPUs, roomy, as before.
+    nodes = [Node("roomy", gpus=2, cpu_millis=48000), Node("cramped", gpus=2, cpu_millis=8000)]
+    running = [_job("run", 1, 8000, node="roomy")]
+    frag = Config(
+        actions=("allocate",), placement="fragmentation", fragmentation_requests=((1.0, 0.0, 0.0, 1.0),)
+    )
+    binpack = Config(actions=("allocate",))
+    assert _place(nodes, [*running, _job("pod", 1, 2000)], frag)["pod-0"][0] == "cramped"
+    assert _place(nodes, [*running, _job("pod", 1, 2000)], binpack)["pod-0"][0] == "roomy"
+    assert _place(nodes, [*running, _job("half", 0.5, 2000)], frag)["half-0"][0] == "roomy"
+    assert _place(nodes, [*running, _job("cpu", 0, 2000)], frag)["cpu-0"][0] == "roomy"
+
+
 @pytest.mark.parametrize("seed", range(6))
 def test_same_answers_as_binpack_where_fragmentation_is_equal(seed: int) -> None:
     # Whole-GPU pods and a workload of 1-GPU requests with no CPU: a whole free device never
