@@ -49,7 +49,6 @@ def _job(name: str, queue: str, gpu: float, created_s: float, node: str | None =
     )
 
 
-
 def _without_shortcut(monkeypatch: pytest.MonkeyPatch, snap: Snapshot) -> str:
     with monkeypatch.context() as m:
         m.setattr(screening, "_alike", lambda session, job, tasks: None)
