@@ -49,7 +49,6 @@ def _job(name: str, queue: str, gpu: float, created_s: float, node: str | None =
     )
 
 
-
 def _without_shortcut(monkeypatch: pytest.MonkeyPatch, snap: Snapshot) -> str:
     with monkeypatch.context() as m:
         m.setattr(screening, "_alike", lambda session, job, tasks: None)
@@ -273,13 +272,13 @@ def test_victims_served_first_do_not_always_take_their_room_back(monkeypatch: py
     found: list[tuple[str, int, int]] = []
     real = loop.solve
 
-    def watching(session, stmt, job, tasks, stream, validate, heads=None, moves_only=False, log=None):  # type: ignore[no-untyped-def]
+    def watching(session, stmt, job, tasks, stream, validate, heads=None, moves_only=False, log=None, **kw):  # type: ignore[no-untyped-def]
         cp = stmt.checkpoint()
         fits = capacity_error(
             session, job, step_request(session, tasks)
         ) is None and simulation.place_preemptor(session, stmt, job, tasks)
         stmt.rollback(cp)
-        out = real(session, stmt, job, tasks, stream, validate, heads, moves_only, log)
+        out = real(session, stmt, job, tasks, stream, validate, heads, moves_only, log, **kw)
         if out is not None and not fits and log is not None and log.last and not moves_only:
             found.append((job.name, len(out.victims), len(out.moved)))
         return out

@@ -1,7 +1,7 @@
 """The search for one preemptor's step (KAI's ``job_solver.go``): a capacity screen over the
-victim stream, KAI's node-local generator for a one-task step (on streams of at most
-``Config.node_local_max_stream`` contributions), then the greedy scenario and the shortest working
-prefix.
+victim stream; on streams of at most ``Config.node_local_max_stream`` contributions, KAI's probes
+of the step's task count with its node-local generator (reclaim and preempt: every step; for
+consolidation, a one-task step only); then the greedy scenario and the shortest working prefix.
 
 The prefix answer wins unless the greedy one evicts strictly fewer tasks.
 """
@@ -13,15 +13,18 @@ from collections.abc import Callable
 from scheduler.actions.solvers.allocate_order import PendingHeads
 from scheduler.actions.solvers.budget import out_of_time, spend
 from scheduler.actions.solvers.free_capacity import FreeTracker, usable_nodes
+from scheduler.actions.solvers.policy import Validator
 from scheduler.actions.solvers.scenario import Contribution, Outcome
 from scheduler.actions.solvers.scenario_generators import (
     greedy_scenario,
     node_local,
+    node_local_probe,
     shortest_prefix,
 )
 from scheduler.actions.solvers.simulation import SolveLog, simulate
 from scheduler.model import Job, Task
 from scheduler.session import Session
+from scheduler.state import NodeState
 from scheduler.statement import Statement
 
 
@@ -35,8 +38,13 @@ def solve(
     heads: PendingHeads | None = None,
     moves_only: bool = False,
     log: SolveLog | None = None,
+    make_validator: Callable[[list[Task]], Validator] | None = None,
 ) -> Outcome | None:
-    """Find the victims for the preemptor's step: fewest tasks, KAI's victim order on ties."""
+    """Find the victims for the preemptor's step: fewest tasks, KAI's victim order on ties.
+
+    ``make_validator(tasks)``: the action's scenario check for a part of the step (KAI's
+    validators read the partial job a probe stands for); given, reclaim and preempt search by
+    KAI's probes (``probe_search``)."""
     nodes = usable_nodes(session, job)
     tracker = FreeTracker(session, nodes, tasks)
     spend(session, len(nodes))
@@ -50,7 +58,11 @@ def solve(
         lo += 1
     lo = max(lo, 1)
     cap = session.config.node_local_max_stream
-    if len(tasks) == 1 and (cap is None or len(stream) <= cap):
+    if make_validator is not None and not moves_only and (cap is None or len(stream) <= cap):
+        found = probe_search(session, stmt, job, tasks, stream, make_validator, heads, nodes, log)
+        if found is not None or out_of_time(session):
+            return found
+    elif len(tasks) == 1 and (cap is None or len(stream) <= cap):
         # KAI tries its node-local generator first and the multi-node one only when it finds
         # nothing (the generators registered by sg-nodelocalgreedy, then sg-multinodegang).
         # (KAI's multi-node generator is not modelled yet: after the node-local one, the greedy
@@ -84,3 +96,70 @@ def solve(
     return shortest_prefix(
         session, stmt, job, tasks, stream, validate, heads, moves_only, mid + 1, len(stream), log
     )
+
+
+def probe_search(
+    session: Session,
+    stmt: Statement,
+    job: Job,
+    tasks: list[Task],
+    stream: list[Contribution],
+    make_validator: Callable[[list[Task]], Validator],
+    heads: PendingHeads | None,
+    nodes: list[NodeState],
+    log: SolveLog | None,
+) -> Outcome | None:
+    """KAI's search with one generator (``job_solver.go: solvePendingJobWithGenerator``), here its
+    first, the node-local one: the largest solvable number of the step's tasks is found by probes
+    at 1, 2, 4, ... tasks, then a binary search between the last success and the first failure
+    (``searchMaxSolvableK``); each probe is rolled back, and the victims of a successful one are
+    recorded: its scenario's victim groups of which some task was evicted or moved
+    (``by_pod_solver.handleScenarioSolution``, ``getVictimJobsFromVictimTasks``). A probe evicts
+    the recorded victims in every scenario it tries, first alone, and accumulates further victims
+    from the stream less the recorded ones (``PodAccumulatedScenarioBuilder``). Finally the whole
+    step is probed once more, kept this time (``probeAtK(n)``). So a gang whose first task a
+    victim gang makes room for is placed over that gang, and one task's answer is the scenario of
+    its actual victims only. Failed scenarios are not tried again (KAI's fingerprints: the pending
+    tasks, recorded and accumulated victims). When nothing is found, the caller's greedy and
+    prefix search stand in for KAI's second generator (``sg-multinodegang``, not modelled)."""
+    tried: set[tuple[int, frozenset[str], frozenset[str]]] = set()
+    recorded: list[Contribution] = []
+
+    def probe(k: int, keep: bool) -> Outcome | None:
+        nonlocal recorded
+        part = tasks[:k]
+        cp = stmt.checkpoint()
+        out = node_local_probe(
+            session, stmt, job, part, stream, recorded, make_validator(part), heads, nodes, tried, log
+        )
+        if out is None:
+            return None
+        hit = {t.key for t in out.victims} | {t.key for t in out.moved}
+        recorded = [c for c in out.contributions if any(t.key in hit for t in c.tasks)]
+        if not keep:
+            stmt.rollback(cp)
+        return out
+
+    n = len(tasks)
+    lo, hi, k = 0, 0, 1
+    while True:
+        if out_of_time(session):
+            return None
+        if probe(k, keep=False) is None:
+            hi = k
+            break
+        lo = k
+        if k == n:
+            break
+        k = min(2 * k, n)
+    while hi - lo > 1:
+        if out_of_time(session):
+            return None
+        mid = (lo + hi) // 2
+        if probe(mid, keep=False) is None:
+            hi = mid
+        else:
+            lo = mid
+    if lo == 0:
+        return None
+    return probe(n, keep=True)

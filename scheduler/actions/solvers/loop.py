@@ -153,7 +153,10 @@ class _ActionLoop:
         stmt = session.statement()
         log = SolveLog()
         validator = self.policy.make_validator(job, tasks)
-        outcome = solve(session, stmt, job, tasks, stream, validator, self.heads, self.policy.moves_only, log)
+        outcome = solve(
+            session, stmt, job, tasks, stream, validator, self.heads, self.policy.moves_only, log,
+            make_validator=lambda part: self.policy.make_validator(job, part),
+        )  # fmt: skip
         if outcome is None:
             stmt.rollback()
             self.note(job, "no_scenario")

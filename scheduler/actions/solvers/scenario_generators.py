@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from scheduler.actions.solvers.allocate_order import PendingHeads
 from scheduler.actions.solvers.budget import PLACE_UNITS, out_of_time, spend
-from scheduler.actions.solvers.free_capacity import usable_nodes
+from scheduler.actions.solvers.free_capacity import FreeTracker, usable_nodes
 from scheduler.actions.solvers.scenario import Contribution, Outcome
 from scheduler.actions.solvers.simulation import SolveLog, simulate
 from scheduler.fit import node_fit
@@ -281,6 +281,80 @@ def node_local(
             out = simulate(
                 session, stmt, job, tasks, picked, validate, heads, moves_only, log, node_order=True
             )
+            if out is not None:
+                return out
+    return None
+
+
+def node_local_probe(
+    session: Session,
+    stmt: Statement,
+    job: Job,
+    tasks: list[Task],
+    stream: list[Contribution],
+    recorded: list[Contribution],
+    validate: Callable[[Outcome], bool],
+    heads: PendingHeads | None,
+    nodes: list[NodeState],
+    tried: set[tuple[int, frozenset[str], frozenset[str]]],
+    log: SolveLog | None = None,
+) -> Outcome | None:
+    """One probe of KAI's node-local generator for ``tasks`` (a part of the step) with the
+    victims earlier probes recorded (``plugins/nodelocalgreedy/generator.go`` over a
+    ``PodAccumulatedScenarioBuilder`` given ``RecordedVictimsJobs``).
+
+    The first scenario is the recorded victims alone (``nodeLocalScenarios`` of a scenario with no
+    potential victim). Then the stream, less the recorded tasks (``addNextPotentialVictims``
+    skips them), is accumulated one contribution at a time; each accumulated scenario that passes
+    the idle-GPU filter (``FreeTracker`` over the recorded and accumulated victims) gives one
+    scenario per node the latest victim job has a task on: the recorded victims and every
+    accumulated victim job with a task on that node, whole (``VictimsTasksFromNodes``)."""
+    tracker = FreeTracker(session, nodes, tasks)
+    spend(session, len(nodes))
+    rec_keys = {t.key for c in recorded for t in c.tasks}
+    for c in recorded:
+        for t in c.tasks:
+            tracker.add(t)
+    recorded_set = frozenset(rec_keys)
+
+    def attempt(picked: list[Contribution]) -> Outcome | None:
+        key = (len(tasks), recorded_set, frozenset(t.key for c in picked for t in c.tasks))
+        if key in tried:
+            return None
+        victims = recorded + picked
+        out = simulate(session, stmt, job, tasks, victims, validate, heads, False, log, node_order=True)
+        if out is None:
+            tried.add(key)  # KAI fingerprints failed scenarios only: the final probe repeats a success
+        return out
+
+    if recorded and tracker.ok():
+        out = attempt([])
+        if out is not None:
+            return out
+    rest: list[Contribution] = []
+    for c in stream:
+        ts = [t for t in c.tasks if t.key not in rec_keys]
+        if ts:
+            rest.append(c if len(ts) == len(c.tasks) else Contribution(c.job, ts))
+    on_node: dict[str, list[str]] = {}  # node -> victim jobs with a victim task there, first seen first
+    groups: dict[str, list[int]] = {}  # victim job -> its contributions' indexes in the prefix
+    for k, c in enumerate(rest, start=1):
+        groups.setdefault(c.job.key, []).append(k - 1)
+        for t in c.tasks:
+            tracker.add(t)
+            node = session.placements[t.key].node
+            if node is not None and c.job.key not in on_node.setdefault(node, []):
+                on_node[node].append(c.job.key)
+        if not tracker.ok():
+            continue
+        names = sorted({p.node for t in c.job.tasks if (p := session.placements[t.key]).node is not None})
+        for node in names:
+            if out_of_time(session):
+                return None
+            jobs = on_node.get(node)
+            if not jobs:
+                continue
+            out = attempt([rest[i] for i in sorted(i for j in jobs for i in groups[j])])
             if out is not None:
                 return out
     return None
