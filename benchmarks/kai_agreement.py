@@ -104,15 +104,6 @@ KNOWN: list[tuple[tuple[str, ...], str]] = [
         ("[arp] Running whole: KAI Running / ours Releasing",),
         "victim queue order across sibling queues (traced on one case, 52453)",
     ),
-    # arp, traced on seed 52138 (raw): both engines try the same node-local scenarios for j12 and
-    # j04 and all fail; KAI then runs its second generator (sg-multinodegang: accumulated victims
-    # split over the cheapest k nodes, sub_scenario_emitter.go) and solves j04 with other victims,
-    # moving tasks allocate placed earlier in the cycle (Pipelined); the engine's greedy + prefix
-    # search, which stands in for that generator, finds another scenario.
-    (
-        ("[arp] Pending whole: KAI Pipelined / ours Allocated",),
-        "KAI's multi-node generator (sg-multinodegang) not modelled (traced on 52138)",
-    ),
 ]
 
 

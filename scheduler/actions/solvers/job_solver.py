@@ -1,9 +1,10 @@
 """The search for one preemptor's step (KAI's ``job_solver.go``): a capacity screen over the
-victim stream; on streams of at most ``Config.node_local_max_stream`` contributions, KAI's probes
-of the step's task count with its node-local generator (reclaim and preempt: every step; for
-consolidation, a one-task step only); then the greedy scenario and the shortest working prefix.
-
-The prefix answer wins unless the greedy one evicts strictly fewer tasks.
+victim stream; on streams of at most ``Config.node_local_max_stream`` contributions, reclaim and
+preempt search every step as KAI does, by probes of the step's task count with its node-local
+generator and then its multi-node one (``probe_search``), and nothing else. Consolidation (the
+node-local generator for a one-task step only) and longer streams search the greedy scenario and
+the shortest working prefix; the prefix answer wins unless the greedy one evicts strictly fewer
+tasks.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from collections.abc import Callable
 from scheduler.actions.solvers.allocate_order import PendingHeads
 from scheduler.actions.solvers.budget import out_of_time, spend
 from scheduler.actions.solvers.free_capacity import FreeTracker, usable_nodes
+from scheduler.actions.solvers.multi_node import multi_node_probe
 from scheduler.actions.solvers.policy import Validator
 from scheduler.actions.solvers.scenario import Contribution, Outcome
 from scheduler.actions.solvers.scenario_generators import (
@@ -26,6 +28,24 @@ from scheduler.model import Job, Task
 from scheduler.session import Session
 from scheduler.state import NodeState
 from scheduler.statement import Statement
+
+# One probe of a scenario generator (``node_local_probe``, ``multi_node_probe``).
+_Probe = Callable[
+    [
+        Session,
+        Statement,
+        Job,
+        list[Task],
+        list[Contribution],
+        list[Contribution],
+        Validator,
+        PendingHeads | None,
+        list[NodeState],
+        set[tuple[int, frozenset[str], frozenset[str]]],
+        SolveLog | None,
+    ],
+    Outcome | None,
+]
 
 
 def solve(
@@ -59,14 +79,15 @@ def solve(
     lo = max(lo, 1)
     cap = session.config.node_local_max_stream
     if make_validator is not None and not moves_only and (cap is None or len(stream) <= cap):
-        found = probe_search(session, stmt, job, tasks, stream, make_validator, heads, nodes, log)
-        if found is not None or out_of_time(session):
-            return found
+        # KAI's generators in their registration order (sg-nodelocalgreedy, then
+        # sg-multinodegang): where both find nothing, KAI's step fails (job_solver.go:
+        # SolveWithResult), so no other search follows.
+        return probe_search(session, stmt, job, tasks, stream, make_validator, heads, nodes, log)
     elif len(tasks) == 1 and (cap is None or len(stream) <= cap):
         # KAI tries its node-local generator first and the multi-node one only when it finds
         # nothing (the generators registered by sg-nodelocalgreedy, then sg-multinodegang).
-        # (KAI's multi-node generator is not modelled yet: after the node-local one, the greedy
-        # and prefix search below stand in for it.)
+        # (Here, after the node-local one, the greedy and prefix search below stand in for the
+        # multi-node one: consolidation's search is modelled apart.)
         tried: set[frozenset[str]] = set()
         found = node_local(session, stmt, job, tasks, stream, validate, heads, moves_only, lo, tried, log)
         if found is not None or out_of_time(session):
@@ -109,27 +130,52 @@ def probe_search(
     nodes: list[NodeState],
     log: SolveLog | None,
 ) -> Outcome | None:
-    """KAI's search with one generator (``job_solver.go: solvePendingJobWithGenerator``), here its
-    first, the node-local one: the largest solvable number of the step's tasks is found by probes
-    at 1, 2, 4, ... tasks, then a binary search between the last success and the first failure
-    (``searchMaxSolvableK``); each probe is rolled back, and the victims of a successful one are
-    recorded: its scenario's victim groups of which some task was evicted or moved
-    (``by_pod_solver.handleScenarioSolution``, ``getVictimJobsFromVictimTasks``). A probe evicts
-    the recorded victims in every scenario it tries, first alone, and accumulates further victims
-    from the stream less the recorded ones (``PodAccumulatedScenarioBuilder``). Finally the whole
-    step is probed once more, kept this time (``probeAtK(n)``). So a gang whose first task a
-    victim gang makes room for is placed over that gang, and one task's answer is the scenario of
-    its actual victims only. Failed scenarios are not tried again (KAI's fingerprints: the pending
-    tasks, recorded and accumulated victims). When nothing is found, the caller's greedy and
-    prefix search stand in for KAI's second generator (``sg-multinodegang``, not modelled)."""
+    """KAI's ``JobSolver.SolveWithResult``: each generator in turn, the node-local one
+    (``node_local_probe``) then the multi-node one (``multi_node_probe``), searches the step with
+    its own probes (``generator_search``); the first answer wins. Failed scenarios are not tried
+    again by either (KAI's fingerprints, kept for the whole step: the pending tasks, recorded and
+    accumulated victims)."""
     tried: set[tuple[int, frozenset[str], frozenset[str]]] = set()
+    for probe_fn in (node_local_probe, multi_node_probe):
+        found = generator_search(
+            session, stmt, job, tasks, stream, make_validator, heads, nodes, log, probe_fn, tried
+        )
+        if found is not None or out_of_time(session):
+            return found
+    return None
+
+
+def generator_search(
+    session: Session,
+    stmt: Statement,
+    job: Job,
+    tasks: list[Task],
+    stream: list[Contribution],
+    make_validator: Callable[[list[Task]], Validator],
+    heads: PendingHeads | None,
+    nodes: list[NodeState],
+    log: SolveLog | None,
+    probe_fn: _Probe,
+    tried: set[tuple[int, frozenset[str], frozenset[str]]],
+) -> Outcome | None:
+    """KAI's search with one generator (``job_solver.go: solvePendingJobWithGenerator``): the
+    largest solvable number of the step's tasks is found by probes at 1, 2, 4, ... tasks, then a
+    binary search between the last success and the first failure (``searchMaxSolvableK``); each
+    probe is rolled back, and the victims of a successful one are recorded: its scenario's victim
+    groups of which some task was evicted or moved (``by_pod_solver.handleScenarioSolution``,
+    ``getVictimJobsFromVictimTasks``). A probe evicts the recorded victims in every scenario it
+    tries, first alone, and accumulates further victims from the stream less the recorded ones
+    (``PodAccumulatedScenarioBuilder``). Finally the whole step is probed once more, kept this
+    time (``probeAtK(n)``). So a gang whose first task a victim gang makes room for is placed over
+    that gang, and one task's answer is the scenario of its actual victims only. Recorded victims
+    start empty for each generator (``solvingState``)."""
     recorded: list[Contribution] = []
 
     def probe(k: int, keep: bool) -> Outcome | None:
         nonlocal recorded
         part = tasks[:k]
         cp = stmt.checkpoint()
-        out = node_local_probe(
+        out = probe_fn(
             session, stmt, job, part, stream, recorded, make_validator(part), heads, nodes, tried, log
         )
         if out is None:
