@@ -96,14 +96,6 @@ KNOWN: list[tuple[tuple[str, ...], str]] = [
         ("[arp] node differs (Pending whole)",),
         "node scores (allocate's, or after a fraction's eviction), not victim choice",
     ),
-    # arp, traced on seed 52453 (round100): after three victims of queue d1-m0-q0 KAI's victim queue
-    # takes that queue's next job (j02) where the engine's victim order takes a sibling queue's
-    # (j04): KAI recomputes the victim queues' order with the jobs already popped from each
-    # (utils/job_order_by_queue.go getVictimsForQueue); the engine's victim_order differs there.
-    (
-        ("[arp] Running whole: KAI Running / ours Releasing",),
-        "victim queue order across sibling queues (traced on one case, 52453)",
-    ),
 ]
 
 

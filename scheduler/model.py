@@ -393,6 +393,16 @@ class Config:
         return chosen or self.placement
 
     @property
+    def gpu_sharing_order(self) -> bool:
+        """Whether nodes with a used shared GPU group the task fits on score above the others,
+        for every task (CPU-only ones included): KAI's operator enables its gpusharingorder plugin
+        by the GPU strategy alone (pkg/apis/kai/v1/schedulingshard_types.go, setDefaultPlugins:
+        on iff placementStrategy.gpu is binpack), and the plugin's nodeOrderFn
+        (pkg/scheduler/plugins/gpusharingorder) scores every task whatever the CPU strategy.
+        ``fragmentation`` is ours (a packing strategy): it keeps the bonus as binpack does."""
+        return self.strategy(True) != "spread"
+
+    @property
     def any_spread(self) -> bool:
         return "spread" in (self.strategy(True), self.strategy(False))
 

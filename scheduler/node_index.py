@@ -249,7 +249,7 @@ class NodeIndex:
 
     @staticmethod
     def _score(now: bool, k: int, mn: int, mx: int) -> float:
-        """``node_score(Fit(True, now=now), True, False, False, k, 1.0, mn, mx, 0.0)``, the same
+        """``node_score(Fit(True, now=now), True, False, True, False, k, 1.0, mn, mx, 0.0)``, the same
         float operations without building a Fit (it runs a few times per whole-GPU search)."""
         s = 0.0
         if now:
@@ -331,7 +331,8 @@ class NodeIndex:
         if not fits.any():
             return None
         now = (c[4] >= 1) & (c[0] >= cpu) & (c[2] >= mem)
-        shared = self.shared
+        # The shared-group tiers only where gpusharingorder is on (placement.node_score).
+        shared = self.shared if self.session.config.gpu_sharing_order else np.zeros_like(self.shared)
         for tier in (fits & shared & now, fits & shared & ~now, fits & ~shared & now, fits & ~shared & ~now):
             if not tier.any():
                 continue

@@ -27,6 +27,7 @@ def node_score(
     fit: Fit,
     gpu: bool,
     spread: bool,
+    sharing: bool,
     cpu_only: bool,
     free: float,
     total: float,
@@ -35,9 +36,11 @@ def node_score(
     base: float,
 ) -> float:
     """Score of one fitting node (§4.5): shared GPU group >> fits now >> CPU-only node for a
-    CPU task >> binpack 0..9 (or spread 0..1) over the fitting nodes' free amounts [mn, mx]."""
+    CPU task >> binpack 0..9 (or spread 0..1) over the fitting nodes' free amounts [mn, mx].
+    ``sharing`` is ``Config.gpu_sharing_order``: the GPU strategy decides the shared-group bonus,
+    not the task's own strategy (a CPU task under CPU spread still gets it under GPU binpack)."""
     s = base
-    if fit.shares_group and not spread:
+    if fit.shares_group and sharing:
         s += 10_000
     if fit.now:
         s += 1_000
@@ -72,6 +75,7 @@ def score_nodes(
     if fragmentation.applies(session, task):
         return _score_fragmentation(session, task, fits, selector, extra)
     spread = session.config.strategy(gpu) == "spread"
+    sharing = session.config.gpu_sharing_order
     frees = {ns.name: _free_and_total(ns, gpu) for ns, _ in fits}
     having = [f for f, total in frees.values() if total > 0]
     mn, mx = (min(having), max(having)) if having else (0.0, 0.0)
@@ -87,7 +91,7 @@ def score_nodes(
         if extra:
             base += extra.get(ns.name, 0.0)
         free, total = frees[ns.name]
-        return node_score(fit, gpu, spread, not ns.devices, free, total, mn, mx, base)
+        return node_score(fit, gpu, spread, sharing, not ns.devices, free, total, mn, mx, base)
 
     return sorted(fits, key=lambda item: (-score(item), item[0].name))
 

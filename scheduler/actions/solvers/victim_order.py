@@ -162,10 +162,19 @@ class _VictimStream:
         return list(rem)
 
     def contribution_charge(self, tasks: list[Task]) -> dict[str, float]:
+        """What the tasks take off their queue's share in the victim order: their charge, except
+        that a GPU-memory task takes off no GPU. KAI subtracts the victims' allocated resource
+        vectors (plugins/proportion/queue_order/queue_order.go,
+        calculateDominantResourceShareWithJob: ``utils.QuantifyVector(victim.AllocatedVector)``),
+        whose GPU entry is the pod's ``GpuRequirement.GPUs()``, the fraction or whole count only
+        (api/resource_info/gpu_resource_requirment.go): a GPU-memory request counts 0 there,
+        though the queue is charged its memory as a GPU fraction."""
         out = dict.fromkeys(RESOURCES, 0.0)
         for t in tasks:
+            memory_only = t.gpu == 0 and t.gpu_memory_mib > 0
             for r, v in _charge(self.session, t).items():
-                out[r] += v
+                if not (memory_only and r == "gpu"):
+                    out[r] += v
         return out
 
     def order_key(self, qname: str, extra: dict[str, float]) -> tuple[object, ...]:
