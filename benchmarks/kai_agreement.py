@@ -17,8 +17,8 @@ features: spread placement, node selectors / affinity, cordoned nodes, per-task 
 Releasing tasks, wider priorities, multi-device fractions, queue min-runtimes, node pools and
 time-based fair share. It needs a harness built from ``tools/kai_diff`` (the one that maps them).
 
-Use seeds never used while fixing the engine (taken: 1000-1499, 2000-2499, 3000-3199 and those
-listed in the last report). Exits 1 when ``KAI_DIFF_BIN`` is not set.
+Use seeds never used while fixing the engine (taken: 1000-1499, 2000-2499, 3000-3199, 6000-9999,
+20000-20999, 30000-30999, 40000-40399, 50000-57999, 70000-72199). Exits 1 when ``KAI_DIFF_BIN`` is not set.
 """
 
 from __future__ import annotations
