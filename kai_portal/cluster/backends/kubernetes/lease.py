@@ -95,15 +95,10 @@ class LeaderElector:
             return self._write(started, None, _lease_body(self.config, None, _now(), 0))
         spec = record.get("spec") or {}
         holder = spec.get("holderIdentity") or None
-        observed = (holder, spec.get("renewTime"), spec.get("leaseDurationSeconds"))
-        with self._lock:
-            if observed != self._observed:
-                self._observed, self._observed_at = observed, started
-            observed_at = self._observed_at
-        duration = float(spec.get("leaseDurationSeconds") or self.config.lease_duration)
-        if holder and holder != self.config.identity and started < observed_at + duration:
+        other = self._other_live_holder(spec, started)
+        if other is not None:
             with self._lock:
-                self.holder, self._renewed_at, self.last_error = holder, None, None
+                self.holder, self._renewed_at, self.last_error = other, None, None
             return False
         now = _now()
         transitions = int(spec.get("leaseTransitions") or 0)
@@ -132,7 +127,12 @@ class LeaderElector:
             return f"unknown (the lease cannot be read: {text})"
         if record is None:
             return None
-        spec = record.get("spec") or {}
+        return self._other_live_holder(record.get("spec") or {}, started)
+
+    def _other_live_holder(self, spec: dict[str, Any], started: float) -> str | None:
+        """Another identity holding the Lease whose record changed less than its duration ago on
+        our clock (client-go never compares wall clocks across machines); None if none. Notes the
+        record as observed at ``started`` when it is new to us."""
         holder = spec.get("holderIdentity") or None
         observed = (holder, spec.get("renewTime"), spec.get("leaseDurationSeconds"))
         with self._lock:
