@@ -17,18 +17,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from django.db import connection
-from django.utils import timezone
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
 from kai_portal.cluster.backends import LeaseConfig
-from kai_portal.cluster.backends.kubernetes import KubernetesBackend, LeaderElector
+from kai_portal.cluster.backends.kubernetes import LeaderElector
 from kai_portal.history.models import SchedulingCycle
 from kai_portal.scheduling import cycle as cycle_module
 from kai_portal.scheduling.lock import HeldLock
 
 from .conftest import Cluster, Nodes, pod_body, wait_until
+from .scheduler_thread import SchedulerThread
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
@@ -39,29 +38,17 @@ TIMINGS = {"lease_duration": 5.0, "renew_deadline": 3.0, "retry_period": 1.0}
 NO_REDIS = "redis://127.0.0.1:1/0"  # refused at once: that replica's cycle lock falls back to PostgreSQL
 
 
-class Replica(threading.Thread):
-    """One portal replica: its own backend and lease candidate, a cycle every 0.2 s until stopped."""
+class Replica(SchedulerThread):
+    """One portal replica: its own lease candidate and Redis URL for its cycle lock."""
 
     def __init__(self, identity: str, kubeconfig: Path, scheduler_name: str, lease: str, redis_url: str,
                  locks: threading.local) -> None:  # fmt: skip
-        super().__init__(name=identity, daemon=True)
+        super().__init__(identity, kubeconfig, scheduler_name)
         self.identity, self.redis_url, self.locks = identity, redis_url, locks
-        self.api = config.new_client_from_config(config_file=str(kubeconfig))
-        self.backend = KubernetesBackend(api_client=self.api, scheduler_name=scheduler_name)
         self.elector = LeaderElector(self.api, LeaseConfig(LEASE_NAMESPACE, lease, identity, **TIMINGS))
         self.backend.elector = self.elector  # this replica's own candidate, not the settings'
         self.binds: list[tuple[str, float]] = []  # (pod, when) of every bind call that reached the server
         self.led_from: float | None = None  # when it first won the lease
-        self.cycles: list[tuple[str, str]] = []  # (status, error)
-        self.stopped = threading.Event()
-        self.failure: BaseException | None = None
-        bind = self.backend.core.create_namespaced_pod_binding
-
-        def recording_bind(name: str, namespace: str, body: Any, **kwargs: Any) -> Any:
-            self.binds.append((name, time.monotonic()))
-            return bind(name, namespace, body, **kwargs)
-
-        self.backend.core.create_namespaced_pod_binding = recording_bind  # type: ignore[method-assign]
         renew = self.elector.try_acquire_or_renew
 
         def recording_renew() -> bool:
@@ -72,29 +59,11 @@ class Replica(threading.Thread):
 
         self.elector.try_acquire_or_renew = recording_renew  # type: ignore[method-assign]
 
-    def run(self) -> None:
+    def note_bind(self, pod: str, node: str) -> None:
+        self.binds.append((pod, time.monotonic()))
+
+    def before_cycles(self) -> None:
         self.locks.redis_url = self.redis_url
-        try:
-            while not self.stopped.is_set():
-                cycle = cycle_module.run_scheduling_cycle(now=timezone.now(), backend=self.backend)
-                self.cycles.append((cycle.status, cycle.error))
-                time.sleep(0.2)
-        except BaseException as error:  # reported by the test, not lost in the thread
-            self.failure = error
-        finally:
-            connection.close()
-
-    def cut_off_from_the_lease(self) -> None:
-        """Its lease calls now fail (a partition between it and the API server's leases)."""
-        dead = client.Configuration()
-        dead.host = "https://127.0.0.1:1"
-        self.elector.coordination = client.CoordinationV1Api(client.ApiClient(dead))
-
-    def finish(self) -> None:
-        self.stopped.set()
-        self.join(30)
-        self.api.close()
-        assert self.failure is None, f"{self.identity}'s loop failed: {self.failure!r}"
 
 
 @pytest.fixture

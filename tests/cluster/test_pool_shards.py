@@ -9,7 +9,6 @@ time; one pool's scheduler failing or losing its Lease never stops the other poo
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Iterator
 from io import StringIO
@@ -18,7 +17,6 @@ from typing import Any
 
 import pytest
 from django.core.management import call_command
-from django.db import connection
 from django.utils import timezone
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
@@ -34,6 +32,7 @@ from kai_portal.workloads.models import Pod
 from tests.portal import factories
 
 from .conftest import Cluster, Nodes, pod_body, wait_until
+from .scheduler_thread import SchedulerThread
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
@@ -43,54 +42,23 @@ LEASE_NAMESPACE = "kai-portal"
 POOL_LABEL = "kai.scheduler/node-pool"
 
 
-class PoolScheduler(threading.Thread):
-    """One pool's scheduler: its own backend, API client and Lease; a cycle every 0.2 s until stopped."""
+class PoolScheduler(SchedulerThread):
+    """One pool's scheduler, its Lease the one the settings derive for the pool."""
 
     def __init__(self, pool: str, kubeconfig: Path, scheduler_name: str) -> None:
-        super().__init__(name=f"scheduler-{pool}", daemon=True)
+        super().__init__(f"scheduler-{pool}", kubeconfig, scheduler_name)
         self.pool = pool
-        self.api = config.new_client_from_config(config_file=str(kubeconfig))
-        self.backend = KubernetesBackend(api_client=self.api, scheduler_name=scheduler_name)
         self.backend.scope_to_pool(pool)
-        elector = elector_for(self.backend)  # the Lease the settings derive for this pool
-        assert elector is not None
+        elector = elector_for(self.backend)
+        assert isinstance(elector, LeaderElector)
         self.elector = elector
         self.binds: list[tuple[str, str]] = []  # (pod, node) of every bind call that reached the server
-        self.cycles: list[tuple[str, str]] = []  # (status, error)
-        self.stopped = threading.Event()
-        self.failure: BaseException | None = None
-        bind = self.backend.core.create_namespaced_pod_binding
 
-        def recording_bind(name: str, namespace: str, body: Any, **kwargs: Any) -> Any:
-            self.binds.append((name, body.target.name))
-            return bind(name, namespace, body, **kwargs)
+    def note_bind(self, pod: str, node: str) -> None:
+        self.binds.append((pod, node))
 
-        self.backend.core.create_namespaced_pod_binding = recording_bind  # type: ignore[method-assign]
-
-    def run(self) -> None:
-        try:
-            while not self.stopped.is_set():
-                cycle = cycle_module.run_scheduling_cycle(
-                    now=timezone.now(), backend=self.backend, pool=self.pool
-                )
-                self.cycles.append((cycle.status, cycle.error))
-                time.sleep(0.2)
-        except BaseException as error:  # reported by the test, not lost in the thread
-            self.failure = error
-        finally:
-            connection.close()
-
-    def cut_off_from_the_lease(self) -> None:
-        """Its Lease calls now fail (a partition between it and the API server's Leases)."""
-        dead = client.Configuration()
-        dead.host = "https://127.0.0.1:1"
-        self.elector.coordination = client.CoordinationV1Api(client.ApiClient(dead))
-
-    def finish(self) -> None:
-        self.stopped.set()
-        self.join(30)
-        self.api.close()
-        assert self.failure is None, f"{self.name}'s loop failed: {self.failure!r}"
+    def one_cycle(self) -> SchedulingCycle:
+        return cycle_module.run_scheduling_cycle(now=timezone.now(), backend=self.backend, pool=self.pool)
 
 
 @pytest.fixture
