@@ -64,15 +64,18 @@ class LoopHealth:
     message: str
 
 
-def last_succeeded_cycle() -> tuple[datetime, int] | None:
-    """``(finished_at, duration_ms)`` of the newest succeeded cycle.
+def last_succeeded_cycle(pool: str | None = None) -> tuple[datetime, int] | None:
+    """``(finished_at, duration_ms)`` of the newest succeeded cycle (of node pool ``pool``'s
+    shard when given; None: any cycle).
 
     The cycle record's ``finished_at`` is its simulated-clock start; the wall
     time it finished is ``started_at`` + its duration.
     """
+    cycles = SchedulingCycle.objects.filter(status=SchedulingCycle.Status.SUCCEEDED)
+    if pool is not None:
+        cycles = cycles.filter(pool=pool)
     row = (
-        SchedulingCycle.objects.filter(status=SchedulingCycle.Status.SUCCEEDED)
-        .order_by("-started_at")
+        cycles.order_by("-started_at")
         .values_list("started_at", "duration_ms")
         .first()
     )
@@ -82,20 +85,24 @@ def last_succeeded_cycle() -> tuple[datetime, int] | None:
     return started + timedelta(milliseconds=duration_ms or 0), duration_ms or 0
 
 
-def loop_health(now: datetime, max_age_cycles: float = DEFAULT_MAX_AGE_CYCLES) -> LoopHealth:
+def loop_health(
+    now: datetime, max_age_cycles: float = DEFAULT_MAX_AGE_CYCLES, pool: str | None = None
+) -> LoopHealth:
     """Healthy when a cycle succeeded within ``max_age_cycles`` × ``CYCLE_SECONDS``.
 
     Skipped and failed cycles do not count: a cycle stuck holding the lock
     makes every later one skip, and a loop that fails every time is not
-    scheduling anything.
+    scheduling anything. ``pool``: only that node pool's cycles count (a shard's
+    scheduler must not be kept alive by another pool's cycles).
     """
     max_age = max_age_cycles * settings.CYCLE_SECONDS
-    last = last_succeeded_cycle()
+    of = "" if pool is None else f" of pool {pool}"
+    last = last_succeeded_cycle(pool)
     if last is None:
-        return LoopHealth(False, None, None, max_age, "no scheduling cycle has succeeded yet")
+        return LoopHealth(False, None, None, max_age, f"no scheduling cycle{of} has succeeded yet")
     finished = last[0]
     age = (now - finished).total_seconds()
     healthy = age <= max_age
     verdict = "ok" if healthy else f"stale: older than {max_age:g} s"
-    message = f"last cycle finished at {finished.isoformat()} ({age:.0f} s ago): {verdict}"
+    message = f"last cycle{of} finished at {finished.isoformat()} ({age:.0f} s ago): {verdict}"
     return LoopHealth(healthy, finished, age, max_age, message)

@@ -448,8 +448,12 @@ def test_scheduler_pools_run_one_scheduler_deployment_per_pool_with_the_same_acc
         for pool, suffix in (("a", "a"), ("Gpu_H100", "gpu-h100"))
     }
     whole = plain[("Deployment", "kai-kai-portal-scheduler")]
+    assert "--pool" not in container(whole)["livenessProbe"]["exec"]["command"]
     for pool, doc in per_pool.items():
         assert container(doc)["command"] == ["python", "manage.py", "run_scheduler", "--pool", pool]
+        # Its liveness counts its own pool's cycles only: another pool's never keep it alive.
+        probe = container(doc)["livenessProbe"]["exec"]["command"]
+        assert probe == ["python", "manage.py", "worker_health", "--max-age-cycles", "6", "--pool", pool]
         selector = doc["spec"]["selector"]["matchLabels"]
         assert selector["kai.scheduler/node-pool"] == pool
         assert doc["spec"]["template"]["metadata"]["labels"]["kai.scheduler/node-pool"] == pool

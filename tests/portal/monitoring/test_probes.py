@@ -136,3 +136,26 @@ def test_worker_health_passes_after_a_recent_cycle_and_fails_when_it_is_too_old(
     SchedulingCycle.objects.create(started_at=timezone.now(), finished_at=timezone.now(), status="failed")
     with pytest.raises(CommandError):
         call_command("worker_health", "--max-age-cycles", "3")
+
+
+@pytest.mark.django_db
+def test_a_pool_schedulers_probe_counts_only_its_own_pools_cycles(capsys, settings):
+    """Shards: pool a's scheduler is dead while pool b's succeeds every cycle. Pool a's probe
+    must fail (else its pod is never restarted); pool b's passes; the whole-cluster probe
+    (no --pool) counts any cycle."""
+    settings.CYCLE_SECONDS = 5
+    now = timezone.now()
+    old = now - timedelta(minutes=10)
+    SchedulingCycle.objects.create(started_at=old, finished_at=old, status="succeeded", pool="a")
+    SchedulingCycle.objects.create(started_at=now, finished_at=now, status="succeeded", pool="b")
+
+    with pytest.raises(CommandError) as failed:
+        call_command("worker_health", "--pool", "a")
+    assert failed.value.returncode == 1 and "pool a" in str(failed.value) and "stale" in str(failed.value)
+    call_command("worker_health", "--pool", "b")
+    assert "pool b" in capsys.readouterr().out
+    call_command("worker_health")
+
+    with pytest.raises(CommandError) as never:
+        call_command("worker_health", "--pool", "c")
+    assert "no scheduling cycle of pool c has succeeded yet" in str(never.value)

@@ -23,11 +23,16 @@ class Command(BaseCommand):
             default=DEFAULT_MAX_AGE_CYCLES,
             help=f"Cycle intervals allowed without a succeeded cycle (default {DEFAULT_MAX_AGE_CYCLES}).",
         )
+        parser.add_argument(
+            "--pool",
+            default=None,
+            help="Count only this node pool's cycles (the probe of `run_scheduler --pool NAME`, shards).",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         if options["max_age_cycles"] <= 0:
             raise CommandError("--max-age-cycles must be positive")
-        health = loop_health(timezone.now(), options["max_age_cycles"])
+        health = loop_health(timezone.now(), options["max_age_cycles"], options["pool"])
         if not health.healthy:
             raise CommandError(health.message, returncode=1)
         self.stdout.write(health.message)
