@@ -1,10 +1,10 @@
 """The search for one preemptor's step (KAI's ``job_solver.go``): a capacity screen over the
-victim stream; on streams of at most ``Config.node_local_max_stream`` contributions, reclaim and
-preempt search every step as KAI does, by probes of the step's task count with its node-local
-generator and then its multi-node one (``probe_search``), and nothing else. Consolidation (the
-node-local generator for a one-task step only) and longer streams search the greedy scenario and
-the shortest working prefix; the prefix answer wins unless the greedy one evicts strictly fewer
-tasks.
+victim stream; on streams of at most ``Config.node_local_max_stream`` contributions, reclaim,
+preempt and consolidation search every step as KAI does, by probes of the step's task count with
+its node-local generator and then its multi-node one (``probe_search``), and nothing else. Longer
+streams (and a call without the action's partial-step validator) search the greedy scenario and
+the shortest working prefix, after the node-local generator for a one-task step; the prefix answer
+wins unless the greedy one evicts strictly fewer tasks.
 """
 
 from __future__ import annotations
@@ -63,8 +63,8 @@ def solve(
     """Find the victims for the preemptor's step: fewest tasks, KAI's victim order on ties.
 
     ``make_validator(tasks)``: the action's scenario check for a part of the step (KAI's
-    validators read the partial job a probe stands for); given, reclaim and preempt search by
-    KAI's probes (``probe_search``)."""
+    validators read the partial job a probe stands for); given, every action searches a stream
+    within the cap by KAI's probes (``probe_search``)."""
     nodes = usable_nodes(session, job)
     tracker = FreeTracker(session, nodes, tasks)
     spend(session, len(nodes))
@@ -78,16 +78,19 @@ def solve(
         lo += 1
     lo = max(lo, 1)
     cap = session.config.node_local_max_stream
-    if make_validator is not None and not moves_only and (cap is None or len(stream) <= cap):
+    if make_validator is not None and (cap is None or len(stream) <= cap):
         # KAI's generators in their registration order (sg-nodelocalgreedy, then
         # sg-multinodegang): where both find nothing, KAI's step fails (job_solver.go:
-        # SolveWithResult), so no other search follows.
+        # SolveWithResult), so no other search follows. Consolidation searches the same way
+        # (consolidation.go: attemptToConsolidatePreemptor builds the same JobsSolver, with its
+        # own victim queue and ``allPodsReallocated`` as the validator); its probes re-place
+        # every victim through the node order as its other scenarios do (``simulate``).
         return probe_search(session, stmt, job, tasks, stream, make_validator, heads, nodes, log)
     elif len(tasks) == 1 and (cap is None or len(stream) <= cap):
         # KAI tries its node-local generator first and the multi-node one only when it finds
         # nothing (the generators registered by sg-nodelocalgreedy, then sg-multinodegang).
-        # (Here, after the node-local one, the greedy and prefix search below stand in for the
-        # multi-node one: consolidation's search is modelled apart.)
+        # (Here, without the action's partial-step validator, the greedy and prefix search
+        # below stand in for the multi-node one.)
         tried: set[frozenset[str]] = set()
         found = node_local(session, stmt, job, tasks, stream, validate, heads, moves_only, lo, tried, log)
         if found is not None or out_of_time(session):

@@ -64,6 +64,8 @@ def multi_node_probe(
         key = (len(tasks), recorded_set, frozenset(t.key for c in picked for t in c.tasks))
         if key in tried:
             return None
+        # node_order: every victim re-placed through the node order (KAI's AllocateJob(isPipelineOnly)),
+        # which is all that moves_only changes in ``simulate``: consolidation probes the same way
         out = simulate(
             session, stmt, job, tasks, recorded + picked, validate, heads, False, log, node_order=True
         )

@@ -1,7 +1,9 @@
 """Scenario generation (§3.9): which victim sets a search simulates.
 
-For a one-task step on a short victim stream, KAI's own node-local generator comes first
-(``node_local``: plugins/nodelocalgreedy). Otherwise two generators propose victim sets:
+On a short victim stream every action probes the step with KAI's own generators
+(``node_local_probe`` here, ``multi_node.multi_node_probe``; ``job_solver.probe_search``). On a
+longer one, a one-task step tries KAI's node-local generator first (``node_local``:
+plugins/nodelocalgreedy); then two generators propose victim sets:
 
 * a node-local greedy one (``greedy_scenario``): task by task, the node that needs the fewest
   victim tasks to take it (this is what keeps large gangs cheap: whole nodes of small jobs are
@@ -321,6 +323,8 @@ def node_local_probe(
         key = (len(tasks), recorded_set, frozenset(t.key for c in picked for t in c.tasks))
         if key in tried:
             return None
+        # node_order: every victim re-placed through the node order (KAI's AllocateJob(isPipelineOnly)),
+        # which is all that moves_only changes in ``simulate``: consolidation probes the same way
         victims = recorded + picked
         out = simulate(session, stmt, job, tasks, victims, validate, heads, False, log, node_order=True)
         if out is None:
