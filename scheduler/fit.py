@@ -52,15 +52,26 @@ def _fraction_devices(
             used = d.active / d.memory
             candidates.append((1 - used if spread else used, d.index, True))
         elif d.is_free:
+            # KAI counts a free device as a whole GPU, idle or releasing (a group whose every
+            # task is releasing is no group: ``IsTaskFitOnGpuGroup``'s ``isAllGpuReleased``), and
+            # a task on a whole GPU is Allocated only when the node has enough idle ones
+            # (``gpu_sharing/gpuSharing.go``, ``findGpuForSharingOnNode``): take idle devices
+            # before releasing ones, so a releasing device is chosen only when no idle one is left.
             candidates.append((1.0 if spread else 0.0, d.index, False))
     count = task.fraction_device_count
     if len(candidates) < count:
         return None, False, False, 0
-    # Best score first; among equal scores the lowest index (a stable sort keeps device order).
-    chosen = sorted(candidates, key=lambda c: -c[0])[:count]
+    # Best score first; among equal scores idle before releasing, then the lowest index.
+    chosen = sorted(candidates, key=lambda c: (-c[0], not c[2] and ns.devices[c[1]].releasing > EPS))[:count]
     indices = tuple(sorted(c[1] for c in chosen))
+    # Fits now: a group device with room beside its staying and releasing shares, or a free device
+    # with nothing releasing on it (KAI: only the idle GPU count makes ``IsTaskAllocatable`` true
+    # for a whole-GPU slot, ``node_info.go`` ``isTaskAllocatableOnNonAllocatedResources``).
     now = all(
-        ns.devices[i].memory - ns.devices[i].active - ns.devices[i].releasing >= need - EPS for i in indices
+        (ns.devices[i].releasing <= EPS)
+        if ns.devices[i].is_free
+        else ns.devices[i].memory - ns.devices[i].active - ns.devices[i].releasing >= need - EPS
+        for i in indices
     )
     # A free device needs its group's reservation pod slot: a new one (idle room), or back from a
     # group whose tasks are all releasing (releasing room).

@@ -86,5 +86,9 @@ def preempt(session: Session) -> None:
         make_validator=rules.make_validator,
         describe=rules.describe,
         explain=rules.explain,
+        # KAI checks a non-preemptible preemptor's quota inside the attempt
+        # (``actions/preempt/preempt.go``, ``attemptToPreemptForPreemptor``): a refusal is a failed
+        # attempt and makes the job its signature's representative.
+        objection_in_attempt=True,
     )
     run_action(session, policy)

@@ -126,6 +126,13 @@ class _ActionLoop:
             if note is not None:
                 add_note(session, job, note)
             if search is None:
+                reps = self.representatives
+                if self.screen.attempt_failed and reps is not None and reps.easier(session, job):
+                    # KAI's reclaim / preempt ``Execute``: every failed attempt of a job past the
+                    # signature skip (no victims, no scenario, a refusal inside the attempt)
+                    # updates its signature's representative, not only a search that ran; a
+                    # screen-out is such a failure.
+                    reps.update(session, job)
                 continue
             if self.representatives is not None and not self.representatives.easier(session, job):
                 # KAI's ``MinimalJobRepresentatives``: not easier than a job whose search failed

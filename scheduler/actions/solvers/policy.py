@@ -34,7 +34,10 @@ class ActionPolicy:
     tried and failed; notes are kept in ``session.action_notes`` (dropped again when a later action
     helps the job). ``moves_only``: every victim must be re-placed (consolidation).
     ``quick_screen(job, tasks)`` may give the screen's "no_victims" / "no_scenario" verdict before
-    the victims are listed; it must give it exactly when the screen would, or None."""
+    the victims are listed; it must give it exactly when the screen would, or None.
+    ``objection_in_attempt``: a note from ``preemptor_ok`` is a failed attempt in KAI (checked
+    inside the attempt, after the scheduling-signature skip), so the job becomes a representative
+    of its signature (``signatures.Representatives``); otherwise KAI checks it before the skip."""
 
     name: str
     preemptor_ok: Callable[[Job, list[Task]], bool | Note]
@@ -45,3 +48,4 @@ class ActionPolicy:
     explain: Callable[[Job, str], Note | None] | None = None
     moves_only: bool = False
     quick_screen: Callable[[Job, list[Task]], str | None] | None = None
+    objection_in_attempt: bool = False

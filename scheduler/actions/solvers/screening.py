@@ -124,6 +124,9 @@ class JobScreen:
         self.policy = policy
         self.heads = heads
         self.failed: dict[tuple[object, ...], tuple[str, Job, Carry]] = {}
+        # Whether the last screened-out job failed what KAI counts as its attempt (its search, or
+        # a check inside the attempt): KAI then makes it a representative (``signatures``).
+        self.attempt_failed = False
 
     def note_of(self, job: Job, kind: str) -> Note | None:
         explain = self.policy.explain
@@ -134,12 +137,16 @@ class JobScreen:
         for one it must search for. ``in_order``: jobs come in job order (a failed search may
         carry over)."""
         session, policy, heads, failed = self.session, self.policy, self.heads, self.failed
+        self.attempt_failed = False
         tasks = gang.step_tasks(session, job)
         if not tasks:
             return None, None
         ok = policy.preemptor_ok(job, tasks)
         if ok is not True:
+            self.attempt_failed = ok is not False and policy.objection_in_attempt
             return (ok if ok is not False else None), None
+        # From here on every screen-out stands for a search KAI would run and see fail.
+        self.attempt_failed = True
         sig = _alike(session, job, tasks) if heads is not None else None
         hit = failed.get(sig) if sig is not None else None
         if hit is not None and heads is not None and _carries(session, heads, hit[2], hit[1], job, in_order):
@@ -169,6 +176,7 @@ class JobScreen:
             if sig is not None:
                 failed[sig] = (kind, job, "any")
             return self.note_of(job, kind), None
+        self.attempt_failed = False
         return None, Search(tasks, victims, core_protected, sig)
 
     def no_victims(self, job: Job, search: Search) -> None:

@@ -15,14 +15,23 @@ Footprint = list[tuple[float, ...]]
 
 def _signature(session: Session, job: Job) -> tuple[object, ...] | None:
     """KAI's scheduling-constraints signature of a job's pending pods, without their resource
-    requests (those are compared by ``_easier``): priority, preemptibility and node selector. None
-    for a job whose own pods or rules enter the search (pods already active, placement rules,
-    topology, sub-groups): it is always searched for itself, as ``_alike`` does."""
+    requests (those are compared by ``_easier``): node selector and how many pods. None for a job
+    whose own pods or rules enter the search (pods already active, placement rules, topology,
+    sub-groups): it is always searched for itself, as ``_alike`` does.
+
+    KAI hashes each pending pod's own spec (``api/pod_info/scheduling_constraints_signature.go``,
+    ``schedulingConstraintsSignature``: node selector, affinity, tolerations, ``spec.priority`` and
+    ``spec.priorityClassName``, ...) and a pod set hashes its pending pods' signatures one after
+    another (``subgroup_info/podset.go``, ``generateSchedulingConstraintsSignature``): the number
+    of pods is part of it. Preemptibility (a pod group field or label) is not, and neither is the
+    priority when it is given by the ``priorityClassName`` label, as the portal gives it
+    (``kai_portal/cluster/backends/kubernetes/portal_jobs.py``, ``pod_body``) and KAI's own
+    examples do: the pod spec then has no priority to hash."""
     if job.has_rules or job.topology is not None or job.subgroups:
         return None
     if any(gang.status(session, t) != TaskState.PENDING for t in job.tasks):
         return None
-    return (job.priority, job.is_preemptible, tuple(sorted(job.node_selector.items())))
+    return (len(job.tasks), tuple(sorted(job.node_selector.items())))
 
 
 def _footprint(session: Session, job: Job) -> Footprint:
