@@ -47,7 +47,12 @@ def run_action(session: Session, policy: ActionPolicy) -> None:
     session.deadline = now_s() + max(0.0, session.config.action_time_budget_s)
     session.work_left = session.config.action_work_budget
     session.action = policy.name
-    heads = None if policy.moves_only else PendingHeads(session)
+    # Every action's simulation orders the jobs with all pending ones in (consolidation too: its
+    # solver runs the same by_pod_solver, whose GetJobsToAllocate starts from
+    # utils.GetAllPendingJobs), so a leaf queue is represented by its best pending job even when
+    # that job is not the preemptor or a victim (kai_diff seed 83041: a big non-preemptible job
+    # puts its queue after the victim's, which is re-placed first).
+    heads = PendingHeads(session)
     waiting = _waiting_jobs(session, heads)
     screen = JobScreen(session, policy, heads)
     if SCREEN_FIRST and not _needs_search(session, screen, waiting):

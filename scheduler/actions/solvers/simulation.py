@@ -113,6 +113,15 @@ def _replace_victims(
                 # a fraction allocated this cycle went back to Pending (``Statement.evict``)
                 stmt.place(t, ns.name, fit.devices, pipelined=not fit.now)
                 continue
+            if not t.is_fractional and _own_room_released(session, t, own):
+                # A task pipelined earlier in this cycle: ``Statement.evict`` sent it back to
+                # Pending and left its room releasing, as KAI's node counts its Releasing pod.
+                # KAI's ``Statement.Pipeline`` onto that node un-evicts it (statement.go:
+                # Pipeline -> Unevict -> unevict), which takes that releasing room back as
+                # it was: its pipelined placement is restored, on its own devices, and the
+                # node has no releasing room left from it (kai_diff seed 83011).
+                stmt.place(t, ns.name, own.devices, pipelined=own.from_releasing)
+                continue
             if not t.is_fractional:
                 stmt.place(t, ns.name, fit.devices, pipelined=True)
                 stmt.set_status(t, own.status)
@@ -122,6 +131,23 @@ def _replace_victims(
     if not gang.gang_satisfied(session, job) and stmt.checkpoint() > cp:
         stmt.rollback(cp)
         bound.clear()  # room freed again: read it when a task next needs it
+
+
+def _own_room_released(session: Session, t: Task, own: Placement) -> bool:
+    """Whether a whole-GPU (or CPU-only) task pipelined earlier in this cycle and evicted in this
+    scenario (Pending again) still has its own room as ``Statement.evict`` left it: each of its
+    devices releasing in full and used by nothing placed since."""
+    if own.status != TaskState.PIPELINED or not own.from_releasing:
+        return False
+    if session.placements[t.key].status != TaskState.PENDING:
+        return False
+    assert own.node is not None
+    ns = session.nodes[own.node]
+    for i in own.devices:
+        d = ns.devices[i]
+        if d.active > EPS or d.releasing + EPS < d.memory:
+            return False
+    return True
 
 
 def _rejoins_own_group(ns: NodeState, devices: tuple[int, ...], own: tuple[int, ...]) -> bool:
