@@ -20,6 +20,8 @@ from hypothesis import strategies as st
 
 from scheduler import Config, Snapshot, run_cycle
 from scheduler.actions.solvers import loop, screening, signatures
+from scheduler.cycle import open_session
+from scheduler.model import Job, Node, Queue, Task
 from tests.engine.answers import ACTIONS, cycle_answer
 from tests.engine.test_alike_preemptors import _tree
 
@@ -27,7 +29,7 @@ Footprint = list[tuple[float, ...]]
 
 
 def _fp(*gpus: float) -> Footprint:
-    return sorted((g, 0.0, 1.0, 0.0, 0.0) for g in gpus)
+    return sorted((g, 0.0, 0.0) for g in gpus)  # (GPUs, CPU millis, memory MiB), as _footprint
 
 
 def test_easier_is_kais_comparison() -> None:
@@ -37,9 +39,26 @@ def test_easier_is_kais_comparison() -> None:
     assert signatures._easier(_fp(1.0), _fp(1.0, 1.0))  # fewer pods
     assert not signatures._easier(_fp(0.5, 0.5), _fp(0.5))  # more pods, the first the same
     assert signatures._easier(_fp(0.25, 1.0), _fp(0.5))  # more pods, but its smallest asks for less
-    memory = [(0.0, 20480.0, 1.0, 0.0, 0.0)]
-    assert not signatures._easier(_fp(0.5), memory)  # not comparable: not easier (skipped)
-    assert not signatures._easier([(0.0, 0.0, 1.0, 4000.0, 16384.0)], memory)
+    cpu_heavy = [(0.0, 4000.0, 16384.0)]
+    assert not signatures._easier(cpu_heavy, [(0.5, 1000.0, 1024.0)])  # not comparable: skipped
+
+
+def test_footprint_is_kais_resource_vector() -> None:
+    """KAI compares ``ResReqVector`` (CPU, memory, GPUs() = portion x devices): a GPU-memory pod
+    counts 0 GPUs and its memory nowhere, so it is easier than a failed 4-GPU job (seed 84080:
+    the engine had skipped it), and 2 x 0.5 GPU is one GPU."""
+    nodes = [Node("n0", gpus=8, cpu_millis=64000, memory_mib=262144)]
+    jobs = [
+        Job("mem", "q", tasks=[Task("mem-0", gpu_memory_mib=10240, cpu_millis=1000, memory_mib=1024)]),
+        Job("four", "q", tasks=[Task("four-0", gpu=4, cpu_millis=1000, memory_mib=1024)]),
+        Job("two-halves", "q", tasks=[Task("h-0", gpu=0.5, gpu_fraction_devices=2)]),
+        Job("one", "q", tasks=[Task("one-0", gpu=1)]),
+    ]
+    s = open_session(Snapshot(nodes, [Queue("q")], jobs), Config(), "default")
+    fp = {j.name: signatures._footprint(s, j) for j in jobs}
+    assert fp["mem"] == [(0.0, 1000.0, 1024.0)]
+    assert signatures._easier(fp["mem"], fp["four"])
+    assert fp["two-halves"] == fp["one"]
 
 
 def test_smaller_footprint_replaces_the_representative() -> None:
@@ -47,7 +66,6 @@ def test_smaller_footprint_replaces_the_representative() -> None:
     assert signatures._smaller(_fp(0.5), _fp(0.5))
     assert not signatures._smaller(_fp(0.25, 0.25), _fp(0.5))
     assert not signatures._smaller(_fp(1.0), _fp(0.5))
-
 
 
 def _reference(monkeypatch: pytest.MonkeyPatch, snap: Snapshot) -> str:

@@ -35,9 +35,16 @@ def _signature(session: Session, job: Job) -> tuple[object, ...] | None:
 
 
 def _footprint(session: Session, job: Job) -> Footprint:
-    """The job's pending pods' requests, sorted (KAI's ``extractSortedResourceRequests``)."""
+    """The job's pending pods' requests, sorted (KAI's ``extractSortedResourceRequests``).
+
+    KAI compares each pod's ``ResReqVector`` (``pod_info.go: NewTaskInfo`` ->
+    ``resource_info/resource_vector.go: ResourceRequirements.ToVector``): CPU, memory and
+    ``GPUs()`` = portion x devices (``gpu_resource_requirment.go: getExtendedResourceGpus``).
+    A GPU-memory request has no portion, so it counts 0 GPUs there and its memory is in no
+    entry: a 10 GiB GPU-memory job is easier than a failed 4-GPU job of the same signature, and
+    2 x 0.5 equals one whole GPU."""
     return sorted(
-        (t.gpu, t.gpu_memory_mib, float(t.gpu_fraction_devices), t.cpu_millis, t.memory_mib)
+        (t.gpu * t.fraction_device_count, t.cpu_millis, t.memory_mib)
         for t in gang.pending_tasks(session, job)
     )
 
