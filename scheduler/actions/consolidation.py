@@ -114,5 +114,7 @@ def consolidation(session: Session) -> None:
         describe=rules.describe,
         explain=rules.explain,
         moves_only=True,
+        # consolidation.go: Execute orders only preemptible pending jobs (FilterNonPreemptible)
+        preemptible_preemptors=True,
     )
     run_action(session, policy)

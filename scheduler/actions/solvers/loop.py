@@ -53,22 +53,30 @@ def run_action(session: Session, policy: ActionPolicy) -> None:
     # that job is not the preemptor or a victim (kai_diff seed 83041: a big non-preemptible job
     # puts its queue after the victim's, which is re-placed first).
     heads = PendingHeads(session)
-    waiting = _waiting_jobs(session, heads)
+    waiting = _waiting_jobs(session, heads, policy.preemptible_preemptors)
     screen = JobScreen(session, policy, heads)
     if SCREEN_FIRST and not _needs_search(session, screen, waiting):
         return
     _ActionLoop(session, policy, heads, screen).run(waiting)
 
 
-def _waiting_jobs(session: Session, heads: PendingHeads | None) -> list[Job]:
+def _waiting_jobs(session: Session, heads: PendingHeads | None, preemptible_only: bool) -> list[Job]:
     """The eligible pending jobs past their preemption delay (the others get its note); every
-    eligible one is a pending head the simulations must see (``PendingHeads``)."""
+    eligible one is a pending head the simulations must see (``PendingHeads``).
+
+    ``preemptible_only``: a non-preemptible job is left out of the job order, before the delay
+    check, as consolidation's ``JobsOrderByQueues`` filters it (``FilterNonPreemptible``, checked
+    before ``FilterWithinPreemptionDelay`` in ``actions/utils/input_jobs.go``). It matters beyond
+    the job itself: a leaf queue's place in the order is judged with its best job, so a
+    non-preemptible head put its queue in another place (kai_diff seed 83021)."""
     waiting: list[Job] = []
     for candidate in session.pending_jobs():
         if not eligible(session, candidate):
             continue
         if heads is not None:
             heads.add(candidate)
+        if preemptible_only and not candidate.is_preemptible:
+            continue
         if within_preemption_delay(session, candidate):
             add_note(session, candidate, preemption_delay_note(session, candidate))
             continue

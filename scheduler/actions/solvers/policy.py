@@ -37,7 +37,9 @@ class ActionPolicy:
     the victims are listed; it must give it exactly when the screen would, or None.
     ``objection_in_attempt``: a note from ``preemptor_ok`` is a failed attempt in KAI (checked
     inside the attempt, after the scheduling-signature skip), so the job becomes a representative
-    of its signature (``signatures.Representatives``); otherwise KAI checks it before the skip."""
+    of its signature (``signatures.Representatives``); otherwise KAI checks it before the skip.
+    ``preemptible_preemptors``: only preemptible pending jobs enter the action's job order (the
+    others still take part in its simulations as pending jobs)."""
 
     name: str
     preemptor_ok: Callable[[Job, list[Task]], bool | Note]
@@ -49,3 +51,4 @@ class ActionPolicy:
     moves_only: bool = False
     quick_screen: Callable[[Job, list[Task]], str | None] | None = None
     objection_in_attempt: bool = False
+    preemptible_preemptors: bool = False
