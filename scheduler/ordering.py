@@ -82,25 +82,32 @@ def job_request(session: Session, job: Job) -> dict[str, float]:
     return total
 
 
-class JobQueue:
-    """Pending jobs in a heap per leaf queue; the best queue is chosen top-down on every pop.
+class QueueTree:
+    """KAI's tree of heaps (``actions/utils/job_order_by_queue.go``): per parent queue (and at
+    the top) a heap of its child queues, each leaf holding its jobs in job order. A subclass keeps
+    the leaves: which queues hold entries (``_alive``) and what a leaf's next entry asks
+    (``_leaf_request``).
 
-    The choice is re-evaluated after every pop (§4.2), but a subtree's best job and its queue key
-    are only recomputed when something below it changed: a job charged or uncharged
-    (``session.queue_stamp``) or a push or pop on one of its leaf heaps."""
+    A child queue is ordered by its representative: the entry reached by following each heap's
+    top down to a leaf (``getBestJobFromNode`` peeks; it never re-orders). A pop only marks its
+    path (``markAncestorsForReorder``); a marked queue is re-placed among its siblings when it is
+    next on top of the heap being walked (``getNextNode``: ``Fix(0)``). So until the walk comes
+    down into a parent again, the parent still shows the child that was on top before the pop,
+    and is compared at the level above with that child's next job, which need not be its best
+    any more (a big job behind the one just placed, say). ``top`` keeps each heap's top and
+    ``marked`` the marks, re-placed exactly where KAI re-places them.
+
+    Heaps are ordered as they stand when the first walk needs them (KAI pushes the jobs in map
+    order, so where a later push would reorder a parent the result is KAI's own tie)."""
+
+    ROOT = ""  # the heap of top-level queues
 
     def __init__(self, session: Session, capacity: Mapping[str, float]) -> None:
         self.session = session
         self.capacity = capacity
-        self.heaps: dict[str, list[tuple[tuple[object, ...], str]]] = {}
-        self.heap_stamp: dict[str, int] = {}
-        # Per queue: (queue stamp, heap stamp, its entry) as of those stamps.
-        self.memo: dict[str, tuple[int, int, tuple[Job, tuple[object, ...]] | None]] = {}
-        # A job's next-step request, valid while its leaf queue's stamp is unchanged (its tasks'
-        # placements only change through a charge or uncharge, which bumps that stamp); the same
-        # job represents its leaf and every ancestor, so it is asked for once per change.
-        self.requests: dict[str, tuple[int, dict[str, float], tuple[float, ...]]] = {}
-        self.keys: dict[tuple[str, tuple[float, ...]], tuple[int, tuple[object, ...]]] = {}
+        self.top: dict[str, str] = {}  # a parent's (or ROOT's) child on top of its heap
+        self.marked: set[str] = set()
+        self.started = False  # a walk happened: later pushes link as KAI's PushJob does
         self.tails: dict[str, tuple[dict[str, float], list[float], tuple[int, str]]] = {}
         self.tops = [
             qs.name
@@ -108,82 +115,98 @@ class JobQueue:
             if not (qs.queue.parent is not None and qs.queue.parent in session.queues)
         ]
 
-    def _touch(self, queue: str) -> None:
-        for qs in self.session.ancestors(queue):
-            self.heap_stamp[qs.name] = self.heap_stamp.get(qs.name, 0) + 1
+    def _alive(self, queue: str) -> bool:
+        """Whether the queue's subtree holds an entry (the queue is in the tree)."""
+        raise NotImplementedError
 
-    def push(self, job: Job) -> None:
-        heapq.heappush(self.heaps.setdefault(job.queue, []), (job_key(self.session, job), job.key))
-        if self.memo:  # nothing cached yet (the first pushes): nothing to invalidate
-            self._touch(job.queue)
+    def _leaf_request(self, leaf: str) -> tuple[dict[str, float], tuple[float, ...]]:
+        """What the leaf's next entry asks (its next step), and that as a tuple over RESOURCES."""
+        raise NotImplementedError
 
-    def _entry(self, queue: str) -> tuple[Job, tuple[object, ...]] | None:
-        """The subtree's best job and the queue's key for it (cached until the subtree changes)."""
-        qstamp = self.session.queue_stamp.get(queue, 0)
-        hstamp = self.heap_stamp.get(queue, 0)
-        hit = self.memo.get(queue)
-        if hit is not None and hit[0] == qstamp and hit[1] == hstamp:
-            return hit[2]
-        cand = self._best_in(queue)
-        out = None
-        if cand is not None:
-            req, shape = self._request(cand)
-            # The key is a function of the queue's own state (its stamp) and the request: jobs
-            # of one shape give one key, so a pop that only changes which job represents the
-            # queue does not recompute it.
-            hit_key = self.keys.get((queue, shape))
-            if hit_key is not None and hit_key[0] == qstamp:
-                key = hit_key[1]
-            else:
-                key = queue_key(self.session.queues[queue], req, self.capacity)
-                self.keys[(queue, shape)] = (qstamp, key)
-            out = (cand, key)
-        self.memo[queue] = (qstamp, hstamp, out)
-        return out
+    def _queue_key(self, queue: str, req: dict[str, float], shape: tuple[float, ...]) -> tuple[object, ...]:
+        raise NotImplementedError
 
-    def _request(self, job: Job) -> tuple[dict[str, float], tuple[float, ...]]:
-        stamp = self.session.queue_stamp.get(job.queue, 0)
-        hit = self.requests.get(job.key)
-        if hit is not None and hit[0] == stamp:
-            return hit[1], hit[2]
-        req = job_request(self.session, job)
-        shape = tuple(req.get(r, 0.0) for r in RESOURCES)
-        self.requests[job.key] = (stamp, req, shape)
-        return req, shape
+    def _walk(self) -> str | None:
+        """traverseToLeaf: the leaf whose next entry goes now, or None when none is left."""
+        if not self._alive(self.ROOT):
+            return None
+        self.started = True
+        queue = self.ROOT
+        while queue == self.ROOT or not self.session.queues[queue].is_leaf:
+            queue = self._next(queue)
+        return queue
 
-    def _best_in(self, queue: str) -> Job | None:
-        qs = self.session.queues[queue]
-        if qs.is_leaf:
-            heap = self.heaps.get(queue)
-            return self.session.jobs[heap[0][1]] if heap else None
-        return self._best_of(qs.children)
+    def _linked(self, leaf: str, entered: list[str]) -> None:
+        """After a push to ``leaf``: PushJob links each queue that entered the tree (leaf first)
+        into its parent's heap (on top iff it goes before the top: Push sifts up), and marks the
+        leaf and its ancestors. Before the first walk nothing is linked yet."""
+        if not self.started:
+            return
+        for q in entered:
+            parent = self._parent(q)
+            top = self.top.get(parent)
+            if top is None or not self._alive(top) or top == q or self._before(q, top):
+                self.top[parent] = q
+        self.marked.update(qs.name for qs in self.session.ancestors(leaf))
 
-    def _best_of(self, queues: list[str]) -> Job | None:
-        """The best of these queues' entries: smaller key first, on a tie ``_pareto_tail``
-        (``better``, with each queue's tail read once per fair share)."""
-        qstamp = self.session.queue_stamp
-        hstamp = self.heap_stamp
-        memo = self.memo
-        best: tuple[str, Job, tuple[object, ...]] | None = None
-        for child in queues:
-            hit = memo.get(child)
-            if hit is not None and hit[0] == qstamp.get(child, 0) and hit[1] == hstamp.get(child, 0):
-                entry = hit[2]  # _entry(child), unchanged since it was made
-            else:
-                entry = self._entry(child)
-            if entry is None:
-                continue
-            cand, key = entry
-            if best is None:
-                best = (child, cand, key)
-                continue
-            best_key = best[2]
-            if key != best_key:
-                if key < best_key:
-                    best = (child, cand, key)
-            elif self._tail_first(child, best[0]):
-                best = (child, cand, key)
-        return best[1] if best else None
+    def _popped(self, queue: str) -> None:
+        """handlePopFromNode, after an entry left ``queue``: an emptied queue leaves its parent's
+        heap (the next best child comes to the top), and so on upwards; the first queue that still
+        holds entries is marked with its ancestors."""
+        while not self._alive(queue):
+            self.marked.discard(queue)
+            self.top.pop(queue, None)
+            if queue == self.ROOT:
+                return
+            parent = self._parent(queue)
+            if self._alive(parent):
+                self.top[parent] = self._best(parent)
+            queue = parent
+        if queue != self.ROOT:
+            self.marked.update(qs.name for qs in self.session.ancestors(queue))
+
+    def _parent(self, queue: str) -> str:
+        parent = self.session.queues[queue].queue.parent
+        return parent if parent is not None and parent in self.session.queues else self.ROOT
+
+    def _next(self, parent: str) -> str:
+        """getNextNode: the heap's top, re-placed first while it is marked."""
+        while True:
+            top = self._top(parent)
+            if top not in self.marked:
+                return top
+            self.marked.discard(top)
+            self.top[parent] = self._best(parent)
+
+    def _top(self, parent: str) -> str:
+        top = self.top.get(parent)
+        if top is None:
+            top = self.top[parent] = self._best(parent)
+        return top
+
+    def _best(self, parent: str) -> str:
+        """The child that goes first by the representatives as they stand (``Fix`` or ``Pop`` on
+        a heap whose other entries are in order)."""
+        kids = self.tops if parent == self.ROOT else self.session.queues[parent].children
+        best: str | None = None
+        for child in kids:
+            if self._alive(child) and (best is None or self._before(child, best)):
+                best = child
+        assert best is not None, parent
+        return best
+
+    def _key(self, queue: str) -> tuple[object, ...]:
+        leaf = queue
+        while not self.session.queues[leaf].is_leaf:
+            leaf = self._top(leaf)
+        return self._queue_key(queue, *self._leaf_request(leaf))
+
+    def _before(self, a: str, b: str) -> bool:
+        """KAI's QueueOrderFn on the representatives: the key, then ``_pareto_tail``."""
+        ka, kb = self._key(a), self._key(b)
+        if ka != kb:
+            return ka < kb
+        return self._tail_first(a, b)
 
     def _tail(self, name: str) -> tuple[list[float], tuple[int, str]]:
         qs = self.session.queues[name]
@@ -205,17 +228,67 @@ class JobQueue:
                 return False
         return ka < kb
 
+
+class JobQueue(QueueTree):
+    """Pending jobs in KAI's tree of heaps (``QueueTree``), as allocate, reclaim, preempt and
+    consolidation pop them. Keys are cached per queue and request shape while the queue's
+    allocation (``session.queue_stamp``) is unchanged."""
+
+    def __init__(self, session: Session, capacity: Mapping[str, float]) -> None:
+        super().__init__(session, capacity)
+        self.heaps: dict[str, list[tuple[tuple[object, ...], str]]] = {}
+        self.live: dict[str, int] = {}  # jobs in the subtree of each queue (and ROOT)
+        # A job's next-step request, valid while its leaf queue's stamp is unchanged (its tasks'
+        # placements only change through a charge or uncharge, which bumps that stamp).
+        self.requests: dict[str, tuple[int, dict[str, float], tuple[float, ...]]] = {}
+        self.keys: dict[tuple[str, tuple[float, ...]], tuple[int, tuple[object, ...]]] = {}
+
+    def push(self, job: Job) -> None:
+        leaf = job.queue
+        heapq.heappush(self.heaps.setdefault(leaf, []), (job_key(self.session, job), job.key))
+        path = [qs.name for qs in self.session.ancestors(leaf)]
+        entered = [q for q in path if not self.live.get(q)]
+        for q in [*path, self.ROOT]:
+            self.live[q] = self.live.get(q, 0) + 1
+        self._linked(leaf, entered)
+
+    def pop(self) -> Job | None:
+        """Remove and return the job that goes next, or None when all are done."""
+        leaf = self._walk()
+        if leaf is None:
+            return None
+        _, name = heapq.heappop(self.heaps[leaf])
+        for qs in self.session.ancestors(leaf):
+            self.live[qs.name] -= 1
+        self.live[self.ROOT] -= 1
+        self._popped(leaf)
+        return self.session.jobs[name]
+
+    def _alive(self, queue: str) -> bool:
+        return self.live.get(queue, 0) > 0
+
+    def _leaf_request(self, leaf: str) -> tuple[dict[str, float], tuple[float, ...]]:
+        job = self.session.jobs[self.heaps[leaf][0][1]]
+        stamp = self.session.queue_stamp.get(leaf, 0)
+        hit = self.requests.get(job.key)
+        if hit is not None and hit[0] == stamp:
+            return hit[1], hit[2]
+        req = job_request(self.session, job)
+        shape = tuple(req.get(r, 0.0) for r in RESOURCES)
+        self.requests[job.key] = (stamp, req, shape)
+        return req, shape
+
+    def _queue_key(self, queue: str, req: dict[str, float], shape: tuple[float, ...]) -> tuple[object, ...]:
+        qstamp = self.session.queue_stamp.get(queue, 0)
+        hit = self.keys.get((queue, shape))
+        if hit is not None and hit[0] == qstamp:
+            return hit[1]
+        key = queue_key(self.session.queues[queue], req, self.capacity)
+        self.keys[(queue, shape)] = (qstamp, key)
+        return key
+
     @staticmethod
     def better(a: QueueState, ka: tuple[object, ...], b: QueueState, kb: tuple[object, ...]) -> bool:
         if ka != kb:
             return ka < kb
         return _pareto_tail(a, b) < 0
-
-    def pop(self) -> Job | None:
-        """Remove and return the job that goes next, or None when all are done."""
-        job = self._best_of(self.tops)
-        if job is None:
-            return None
-        heapq.heappop(self.heaps[job.queue])
-        self._touch(job.queue)
-        return job

@@ -159,7 +159,8 @@ class _NoCache(dict):  # type: ignore[type-arg]
 
 class _ReferenceJobQueue(JobQueue):
     def pop(self):  # type: ignore[no-untyped-def]
-        self.memo.clear()
+        self.keys.clear()
+        self.requests.clear()
         return super().pop()
 
 

@@ -7,9 +7,8 @@ from scheduler import gang
 from scheduler.actions.common.queues import request_of
 from scheduler.actions.solvers.victim_order import KeyMemo
 from scheduler.model import Job, Task
-from scheduler.ordering import JobQueue, job_key, job_request, queue_key
+from scheduler.ordering import QueueTree, job_key, job_request, queue_key
 from scheduler.session import Session
-from scheduler.state import QueueState
 
 
 class PendingHeads:
@@ -41,23 +40,24 @@ class PendingHeads:
         return req
 
 
-_Best = tuple[tuple[object, ...], QueueState, str, dict[str, float], bool]  # key, queue, leaf, request, other
-
-
-class AllocateOrder:
+class AllocateOrder(QueueTree):
     """The preemptor and the victim jobs in the order the next allocate would pop them (§3.3,
-    §4.1, §4.2), re-evaluated after every pop on the simulation's current state.
+    §4.1, §4.2; KAI's ``GetJobsToAllocate`` + ``PopNextJob``), walked on the simulation's current
+    state through KAI's tree of heaps (``QueueTree``: a parent keeps the child that was on top
+    until the walk comes down into it again).
 
-    Each queue is represented by the best pending job of its subtree: a victim job asking for
-    the tasks it lost, the preemptor, or another pending job (``heads``) of a leaf that holds one
-    of them. Such another job keeps representing its leaf - a big job that does not fit included -
-    until it comes up; then allocate places or drops it and the leaf is represented by its next
-    job. Subtrees without simulation jobs left take no part."""
+    A leaf's next entry is its best pending job: a victim job asking for the tasks it lost, the
+    preemptor, or another pending job (``heads``) of a leaf that holds one of them. Such another
+    job keeps representing its leaf - a big job that does not fit included - until it comes up;
+    then allocate places or drops it and the leaf is represented by its next job. Every leaf
+    with a pending job takes part, as in ``GetJobsToAllocate`` (the tree's marks and tops depend
+    on every pop); popping another job changes nothing else, and the walk ends with the last
+    simulation job."""
 
     def __init__(
         self, session: Session, entries: list[tuple[Job, list[Task]]], heads: PendingHeads | None
     ) -> None:
-        self.session = session
+        super().__init__(session, session.capacity)
         self.heads = heads
         self.in_sim = {j.key for j, _ in entries}
         self.sim: dict[str, list[tuple[tuple[object, ...], int, tuple[Job, list[Task]]]]] = {}
@@ -67,23 +67,24 @@ class AllocateOrder:
             lst.sort(key=lambda x: (x[0], x[1]), reverse=True)
         self.pos: dict[str, int] = {}  # next index into heads.by_leaf per leaf
         self.keys = heads.keys if heads is not None else {}
-        self.live: dict[str, int] = {}  # simulation jobs left per queue (subtree)
-        for leaf, lst in self.sim.items():
-            for qs in session.ancestors(leaf):
-                self.live[qs.name] = self.live.get(qs.name, 0) + len(lst)
-        self.tops = [
-            q
-            for q, qs in session.queues.items()
-            if not qs.queue.parent or qs.queue.parent not in session.queues
-        ]
-        # Each queue's entry (its key with its subtree's representative), valid while neither its
-        # allocation (``session.queue_stamp``) nor a leaf below it (``ver``: a pop) changed.
-        self.ver: dict[str, int] = {}
-        self.memo: dict[str, tuple[tuple[int, int], _Best | None]] = {}
+        self.left = len(entries)  # simulation jobs not popped yet
+        # Every pending job left per subtree (GetJobsToAllocate orders them all).
+        self.live: dict[str, int] = {}
+        counts = {leaf: len(lst) for leaf, lst in self.sim.items()}
+        if heads is not None:
+            for leaf, lst in heads.by_leaf.items():
+                n = sum(1 for _, name in lst if self._is_other(name))
+                counts[leaf] = counts.get(leaf, 0) + n
+        for leaf, n in counts.items():
+            if n:
+                for q in [*(qs.name for qs in session.ancestors(leaf)), self.ROOT]:
+                    self.live[q] = self.live.get(q, 0) + n
 
-    def _touch(self, leaf: str) -> None:
-        for qs in self.session.ancestors(leaf):
-            self.ver[qs.name] = self.ver.get(qs.name, 0) + 1
+    def _alive(self, queue: str) -> bool:
+        return self.live.get(queue, 0) > 0
+
+    def _is_other(self, name: str) -> bool:
+        return name not in self.in_sim and bool(gang.pending_tasks(self.session, self.session.jobs[name]))
 
     def _other(self, leaf: str) -> tuple[tuple[object, ...], Job] | None:
         """The next pending job of the leaf from ``heads`` that is not in the simulation."""
@@ -92,76 +93,50 @@ class AllocateOrder:
         lst = self.heads.by_leaf.get(leaf, [])
         i = self.pos.get(leaf, 0)
         while i < len(lst):
-            key, name = lst[i]
-            job = self.session.jobs[name]
-            if name not in self.in_sim and gang.pending_tasks(self.session, job):
+            if self._is_other(lst[i][1]):
                 break
             i += 1
         self.pos[leaf] = i
         return (lst[i][0], self.session.jobs[lst[i][1]]) if i < len(lst) else None
 
-    def _head(self, leaf: str) -> tuple[dict[str, float], bool] | None:
-        """The leaf's representative: its request, and whether it is another job (not a sim job)."""
+    def _head(self, leaf: str) -> tuple[dict[str, float], bool]:
+        """The leaf's next entry: its request, and whether it is another job (not a sim job)."""
         lst = self.sim.get(leaf)
-        if not lst:
-            return None
-        key, _, (_, tasks) = lst[-1]
         other = self._other(leaf)
-        if other is not None and other[0] < key:
+        if other is not None and (not lst or other[0] < lst[-1][0]):
             assert self.heads is not None
             return self.heads.request(other[1]), True
-        return request_of(self.session, tasks), False
+        assert lst
+        return request_of(self.session, lst[-1][2][1]), False
 
-    def _best(self, queues: list[str]) -> _Best | None:
-        """Top-down: the leaf whose representative goes next among ``queues``' subtrees."""
-        best: _Best | None = None
-        for q in queues:
-            if not self.live.get(q):
-                continue
-            e = self._entry(q)
-            if e is not None and (best is None or JobQueue.better(e[1], e[0], best[1], best[0])):
-                best = e
-        return best
+    def _leaf_request(self, leaf: str) -> tuple[dict[str, float], tuple[float, ...]]:
+        req = self._head(leaf)[0]
+        return req, tuple(req.values())
 
-    def _entry(self, q: str) -> _Best | None:
-        session = self.session
-        stamp = (session.queue_stamp.get(q, 0), self.ver.get(q, 0))
-        hit = self.memo.get(q)
-        if hit is not None and hit[0] == stamp:
+    def _queue_key(self, queue: str, req: dict[str, float], shape: tuple[float, ...]) -> tuple[object, ...]:
+        qs = self.session.queues[queue]
+        mk = (queue, tuple(qs.allocated.values()), shape)
+        hit = self.keys.get(mk)
+        if hit is not None and hit[0] is qs.fair_share:
             return hit[1]
-        qs = session.queues[q]
-        found: _Best | None = None
-        if qs.is_leaf:
-            h = self._head(q)
-            rep = None if h is None else (q, h[0], h[1])
-        else:
-            sub = self._best(qs.children)
-            rep = None if sub is None else (sub[2], sub[3], sub[4])
-        if rep is not None:
-            leaf, req, other = rep
-            mk = (q, tuple(qs.allocated.values()), tuple(req.values()))
-            hit_k = self.keys.get(mk)
-            if hit_k is not None and hit_k[0] is qs.fair_share:
-                k = hit_k[1]
-            else:
-                k = queue_key(qs, req, session.capacity)
-                self.keys[mk] = (qs.fair_share, k)
-            found = (k, qs, leaf, req, other)
-        self.memo[q] = (stamp, found)
-        return found
+        key = queue_key(qs, req, self.session.capacity)
+        self.keys[mk] = (qs.fair_share, key)
+        return key
 
     def pop(self) -> tuple[Job, list[Task]] | None:
-        while True:
-            found = self._best(self.tops)
-            if found is None:
-                return None
-            leaf, other = found[2], found[4]
-            self._touch(leaf)
+        while self.left and (leaf := self._walk()) is not None:
+            other = self._head(leaf)[1]
             if other:
                 # allocate places or drops it; either way it no longer represents the leaf
                 self.pos[leaf] = self.pos.get(leaf, 0) + 1
-                continue
-            entry = self.sim[leaf].pop()[2]
             for qs in self.session.ancestors(leaf):
                 self.live[qs.name] -= 1
+            self.live[self.ROOT] -= 1
+            if other:
+                self._popped(leaf)
+                continue
+            entry = self.sim[leaf].pop()[2]
+            self.left -= 1
+            self._popped(leaf)
             return entry
+        return None
