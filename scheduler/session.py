@@ -104,6 +104,7 @@ class Session:
         self.node_log: list[str] = []
         self._pool_max: tuple[int, float, float] | None = None
         self.free_gpus_cache: tuple[int, float] | None = None
+        self.allocatable_gpus_cache: tuple[int, tuple[float, float]] | None = None
         self._jobs_by_queue: dict[str, list[Job]] | None = None
         self._pending_jobs: list[Job] | None = None
         self._pending_candidates: list[Job] | None = None

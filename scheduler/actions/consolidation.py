@@ -24,6 +24,18 @@ def _hundredths_up(memory: float, device: float) -> float:
 
 
 def allocatable_gpus(session: Session) -> tuple[float, float]:
+    """``allocatable_gpus_scan``, kept per node version: consolidation asks it for every pending
+    job, and between two asks nothing changes unless a search was simulated (8,000 jobs x 5,000
+    nodes was 40 s of the stress benchmark's cycle)."""
+    cached = session.allocatable_gpus_cache
+    if cached is not None and cached[0] == session.node_version:
+        return cached[1]
+    out = allocatable_gpus_scan(session)
+    session.allocatable_gpus_cache = (session.node_version, out)
+    return out
+
+
+def allocatable_gpus_scan(session: Session) -> tuple[float, float]:
     """Idle plus releasing GPUs and their memory over the schedulable nodes, as KAI's
     ``utils.getSumOfAvailableGPUs`` sums them (``NodeInfo.GetSumOfIdleGPUs`` and
     ``GetSumOfReleasingGPUs``): a whole GPU that is idle or releasing counts 1; a shared GPU in

@@ -32,6 +32,10 @@ class _Preempt:
     def __init__(self, session: Session) -> None:
         self.session = session
         self.core: dict[str, set[str]] = {}
+        # A job's blockers by (queue, priority, the queue's allocation stamp): they read only the
+        # jobs of that queue below that priority and their placements, so the jobs of one queue
+        # and priority share them until a job of the queue is charged or uncharged.
+        self.found: dict[tuple[str, int, int], list[Reason]] = {}
 
     def preemptor_ok(self, job: Job, tasks: list[Task]) -> bool | Note:
         """A non-preemptible preemptor must stay within the quota of its queue and every ancestor
@@ -47,11 +51,14 @@ class _Preempt:
 
     def explain(self, job: Job, kind: str) -> Note:
         session = self.session
-        found = blockers.find(
-            session, "preempt", job, session.jobs_of_queue(job.queue),
-            lambda v: v.priority < job.priority, lambda v: preempt_min_runtime(session, v.queue), False,
-        )  # fmt: skip
-        blockers.record(session, "preempt", job, found)
+        key = (job.queue, job.priority, session.queue_stamp.get(job.queue, 0))
+        found = self.found.get(key)
+        if found is None:  # (the preemptor is never below its own priority: no entry is its own)
+            found = self.found[key] = blockers.find(
+                session, "preempt", job, session.jobs_of_queue(job.queue),
+                lambda v: v.priority < job.priority, lambda v: preempt_min_runtime(session, v.queue), False,
+            )  # fmt: skip
+        blockers.record(session, "preempt", job, list(found))
         if kind == "no_victims":
             return reasons.PREEMPT_NOT_POSSIBLE, reasons.preempt_no_victims(job.queue, job.priority)
         return reasons.PREEMPT_NOT_POSSIBLE, reasons.preempt_no_scenario(job.queue, job.priority)

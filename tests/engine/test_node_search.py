@@ -28,6 +28,7 @@ allocate_mod = importlib.import_module("scheduler.actions.allocate")
 free_gpus_mod = importlib.import_module("scheduler.actions.common.free_gpus")
 gain_mod = importlib.import_module("scheduler.actions.reclaim.gain")
 simulation_mod = importlib.import_module("scheduler.actions.solvers.simulation")
+consolidation_mod = importlib.import_module("scheduler.actions.consolidation")
 cycle_mod = importlib.import_module("scheduler.cycle")
 ordering_mod = importlib.import_module("scheduler.ordering")
 
@@ -175,8 +176,8 @@ def reference(monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
     def enable() -> None:
         monkeypatch.setattr(allocate_mod, "best_fit", best_fit_reference)
         monkeypatch.setattr(simulation_mod, "best_fit", best_fit_reference)
-        # (consolidation counts free GPUs with its own scan, KAI's sum, not the cached free_gpus)
         monkeypatch.setattr(gain_mod, "free_gpus", free_gpus_mod.free_gpus_scan)
+        monkeypatch.setattr(consolidation_mod, "allocatable_gpus", consolidation_mod.allocatable_gpus_scan)
         monkeypatch.setattr(allocate_mod, "JobQueue", _ReferenceJobQueue)
         monkeypatch.setattr(ordering_mod, "JobQueue", _ReferenceJobQueue)
         monkeypatch.setattr(cycle_mod, "open_session", _reference_open_session)
