@@ -189,9 +189,13 @@ class QueueTree:
         a heap whose other entries are in order)."""
         kids = self.tops if parent == self.ROOT else self.session.queues[parent].children
         best: str | None = None
+        best_key: tuple[object, ...] = ()
         for child in kids:
-            if self._alive(child) and (best is None or self._before(child, best)):
-                best = child
+            if not self._alive(child):
+                continue
+            key = self._key(child)
+            if best is None or key < best_key or (key == best_key and self._tail_first(child, best)):
+                best, best_key = child, key
         assert best is not None, parent
         return best
 
