@@ -61,6 +61,9 @@ KNOWN: list[tuple[tuple[str, ...], str]] = [
     #   job, CPU-only ones too (86109: 2.0 -> -11.25; 86017, 86155). A ledger of those counters
     #   kept by the engine's Statement made 86000-86199 worse (128 -> 125 of 200; the engine's
     #   probes are not KAI's op for op): not modelled (tools/kai_diff/found/020-*.patch).
+    #   Modelled (session 12): a job that check refuses becomes its signature's representative
+    #   (consolidation.go: Execute, a nil SearchResult does not stop the action), so a later job
+    #   not easier than it is skipped (seeds 86083, 86122; consolidation.py: refused_in_attempt).
     # * The harness runs KAI's test session, whose SchedulerParams leave UseSchedulingSignatures
     #   off and MaxNumberConsolidationPreemptees at -1; the engine keeps the binary's defaults
     #   (on, 16): a job not easier than a failed one of the same signature is skipped (seed 50006:
