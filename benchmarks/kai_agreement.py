@@ -59,8 +59,8 @@ KNOWN: list[tuple[tuple[str, ...], str]] = [
     #   and the conditional shared-GPU counters (gpu_sharing_node_info.go) then drift. Seed 50056:
     #   2.72 before j16's search, -0.76 after, so IsEnoughGPUsAllocatableForJob refuses every later
     #   job, CPU-only ones too (86109: 2.0 -> -11.25; 86017, 86155). A ledger of those counters
-    #   kept by the engine's Statement made 86000-86199 worse (128 -> 125 of 200; the engine's
-    #   probes are not KAI's op for op): not modelled (tools/kai_diff/found/020-*.patch).
+    #   kept by the engine's Statement fixed one case of 86000-86199 and broke another (the
+    #   engine's probes are not KAI's op for op): not modelled (tools/kai_diff/found/020-*.patch).
     #   Modelled (session 12): a job that check refuses becomes its signature's representative
     #   (consolidation.go: Execute, a nil SearchResult does not stop the action), so a later job
     #   not easier than it is skipped (seeds 86083, 86122; consolidation.py: refused_in_attempt).
