@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 from scheduler import reasons
+from scheduler.actions.allocate import pre_predicate_error
 from scheduler.actions.common.notes import Note
 from scheduler.actions.solvers.loop import run_action
 from scheduler.actions.solvers.policy import ActionPolicy, Validator
@@ -91,6 +92,17 @@ class _Consolidation:
         free, free_memory = allocatable_gpus(self.session)
         return free >= gpus and free_memory >= memory
 
+    def refused_in_attempt(self, job: Job, tasks: list[Task]) -> bool:
+        """Whether KAI refuses this job inside its attempt, which makes it its signature's
+        representative. ``consolidation.go: Execute`` skips a job not easier than a representative,
+        then one whose task fails a victim-invariant pre-predicate (``common.
+        VictimInvariantPrePredicateFailureForTasks``: no node of the pool could ever hold it) with
+        ``continue``, and only then checks ``IsEnoughGPUsAllocatableForJob`` inside
+        ``attemptToConsolidateForPreemptor``; refused there, it returns no ``SearchResult``,
+        ``shouldStopActionForSearchResult(nil)`` is false (``SearchResult.Reason`` of a nil result
+        is ""), and ``Execute`` calls ``smallestFailedJobs.UpdateRepresentative(job)``."""
+        return job.is_preemptible and not any(pre_predicate_error(self.session, job, t) for t in tasks)
+
     def candidates(self, job: Job, tasks: list[Task]) -> tuple[list[Job], set[str]]:
         return victim_jobs(self.session, job), set()
 
@@ -128,5 +140,6 @@ def consolidation(session: Session) -> None:
         moves_only=True,
         # consolidation.go: Execute orders only preemptible pending jobs (FilterNonPreemptible)
         preemptible_preemptors=True,
+        refusal_in_attempt=rules.refused_in_attempt,
     )
     run_action(session, policy)

@@ -38,6 +38,8 @@ class ActionPolicy:
     ``objection_in_attempt``: a note from ``preemptor_ok`` is a failed attempt in KAI (checked
     inside the attempt, after the scheduling-signature skip), so the job becomes a representative
     of its signature (``signatures.Representatives``); otherwise KAI checks it before the skip.
+    ``refusal_in_attempt(job, tasks)``: whether a plain refusal (False) from ``preemptor_ok`` is
+    such a failed attempt (None: never).
     ``preemptible_preemptors``: only preemptible pending jobs enter the action's job order (the
     others still take part in its simulations as pending jobs)."""
 
@@ -51,4 +53,5 @@ class ActionPolicy:
     moves_only: bool = False
     quick_screen: Callable[[Job, list[Task]], str | None] | None = None
     objection_in_attempt: bool = False
+    refusal_in_attempt: Callable[[Job, list[Task]], bool] | None = None
     preemptible_preemptors: bool = False

@@ -143,7 +143,11 @@ class JobScreen:
             return None, None
         ok = policy.preemptor_ok(job, tasks)
         if ok is not True:
-            self.attempt_failed = ok is not False and policy.objection_in_attempt
+            if ok is False:
+                in_attempt = policy.refusal_in_attempt
+                self.attempt_failed = in_attempt is not None and in_attempt(job, tasks)
+            else:
+                self.attempt_failed = policy.objection_in_attempt
             return (ok if ok is not False else None), None
         # From here on every screen-out stands for a search KAI would run and see fail.
         self.attempt_failed = True
