@@ -111,26 +111,6 @@ def _fraction_available(session: Session, ns: NodeState, task: Task) -> bool:
     return count >= task.fraction_device_count
 
 
-def pipelined_devices(ns: NodeState, task: Task, fit: Fit) -> tuple[int, ...]:
-    """The devices a whole-GPU task takes when it is pipelined: releasing ones first.
-
-    KAI counts whole GPUs per node, and a Pipelined task takes its GPUs off the node's releasing
-    vector, never off the idle one (``node_info.go: addTaskResources``, ``case Pipelined``), so
-    the idle GPUs that ``nodeavailability`` reads (``IsTaskAllocatable`` on the idle vector) stay
-    for the tasks placed after it; binpack reads idle + releasing (``NonAllocatedResource``),
-    which either choice lowers alike. ``fit.devices`` (idle ones first) is the choice of a task
-    allocated now. Fractional and CPU-only tasks keep theirs."""
-    whole = task.whole_gpus
-    if not whole:
-        return fit.devices
-    releasing: list[int] = []
-    idle: list[int] = []
-    for d in ns.devices:
-        if d.active <= EPS:
-            (idle if d.releasing <= EPS else releasing).append(d.index)
-    return tuple((releasing + idle)[:whole])
-
-
 def node_fit(session: Session, ns: NodeState, task: Task, selector: Rules) -> Fit:
     """Whether the task fits the node (into idle + releasing), and how."""
     if ns.node.unschedulable:
@@ -160,6 +140,9 @@ def node_fit(session: Session, ns: NodeState, task: Task, selector: Rules) -> Fi
         if len(idle) + len(rel) < whole:
             return Fit(False, reason=reasons.not_enough("GPUs"))
         devices = tuple((idle + rel)[:whole])
+        if ns.pipelined_idle:
+            # KAI's nodeavailability reads its idle vector, which pipelined tasks do not lower
+            available = ns.pods_idle >= 1 and len(idle) + ns.pipelined_idle >= whole
         now = now and len(idle) >= whole
     elif task.is_fractional:
         if not ns.devices:
@@ -182,5 +165,8 @@ def node_fit(session: Session, ns: NodeState, task: Task, selector: Rules) -> Fi
         return Fit(False, reason=reasons.not_enough("CPU cores"))
     if ns.mem_idle + ns.mem_rel < task.memory_mib - AMOUNT_EPS:
         return Fit(False, reason=reasons.not_enough("memory"))
-    now = now and ns.cpu_idle >= task.cpu_millis - AMOUNT_EPS and ns.mem_idle >= task.memory_mib - AMOUNT_EPS
+    idle_cpu_mem = ns.cpu_idle >= task.cpu_millis - AMOUNT_EPS and ns.mem_idle >= task.memory_mib - AMOUNT_EPS
+    now = now and idle_cpu_mem
+    if available is not None and whole:
+        available = available and idle_cpu_mem
     return Fit(True, now=now, devices=devices, shares_group=group, available=available)

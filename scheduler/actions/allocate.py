@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from scheduler import gang, reasons
-from scheduler.fit import Fit, node_fit, pipelined_devices
+from scheduler.fit import Fit, node_fit
 from scheduler.model import RESOURCES, Job, Task, TaskState, clean
 from scheduler.ordering import JobQueue
 from scheduler.placement import best_fit, scan_fits, score_nodes
@@ -145,9 +145,7 @@ def place_task(
             _, counts = scan_fits(session, task, job, nodes)
             return reasons.fit_error(counts)
         ns, fit = found
-    pipelined = pipeline_only or not fit.now
-    devices = pipelined_devices(ns, task, fit) if pipelined else fit.devices
-    stmt.place(task, ns.name, devices, pipelined=pipelined)
+    stmt.place(task, ns.name, fit.devices, pipelined=pipeline_only or not fit.now)
     return None
 
 

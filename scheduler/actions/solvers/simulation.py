@@ -12,7 +12,7 @@ from scheduler.actions.allocate import capacity_error, place_task, step_request
 from scheduler.actions.solvers.allocate_order import AllocateOrder, PendingHeads
 from scheduler.actions.solvers.budget import PLACE_UNITS, spend
 from scheduler.actions.solvers.scenario import Contribution, Outcome
-from scheduler.fit import AMOUNT_EPS, pipelined_devices
+from scheduler.fit import AMOUNT_EPS
 from scheduler.model import Job, Task, TaskState
 from scheduler.placement import best_fit
 from scheduler.session import Session
@@ -106,7 +106,7 @@ def _replace_victims(
             # it ran on; KAI's ``Statement.Pipeline`` onto that node finds it there and un-evicts
             # the task (statement.go: Pipeline -> Unevict, which undoes this scenario's eviction),
             # so it goes back to where it was moved, Pipelined (kai_diff seed 86312).
-            stmt.place(t, own.node or "", own.devices, pipelined=True)
+            stmt.place(t, own.node or "", own.devices, pipelined=True, unevicted=True)
             continue
         # KAI's Statement.Pipeline onto the node the task is on un-evicts it, back to the status
         # it had, unless a fractional task was given another GPU group there (then it moves,
@@ -127,14 +127,14 @@ def _replace_victims(
                 # Pipeline -> Unevict -> unevict), which takes that releasing room back as
                 # it was: its pipelined placement is restored, on its own devices, and the
                 # node has no releasing room left from it (kai_diff seed 83011).
-                stmt.place(t, ns.name, own.devices, pipelined=own.from_releasing)
+                stmt.place(t, ns.name, own.devices, pipelined=own.from_releasing, unevicted=True)
                 continue
             if not t.is_fractional:
                 stmt.place(t, ns.name, fit.devices, pipelined=True)
                 stmt.set_status(t, own.status)
                 stmt.keep_own_devices(t, own.devices)
                 continue
-        stmt.place(t, ns.name, pipelined_devices(ns, t, fit), pipelined=True)
+        stmt.place(t, ns.name, fit.devices, pipelined=True)
     if not gang.gang_satisfied(session, job) and stmt.checkpoint() > cp:
         stmt.rollback(cp)
         bound.clear()  # room freed again: read it when a task next needs it
