@@ -91,10 +91,16 @@ KNOWN: list[tuple[tuple[str, ...], str]] = [
         ("[consol]", "KAI Pipelined / ours Running"),
         "gang steps: KAI probes 1, 2, 4, ... tasks (job_solver.go) and moves other victims",
     ),
+    # Consolidation alone, seeds 86250-86369 (consol12b): fixed KAI's node vectors for pipelined
+    # tasks (GPUs they took while idle still idle for nodeavailability), a moved
+    # task re-placed on its old node going back to its move, a fraction's nodeavailability over a
+    # group's releasing memory, and the victim order's whole-job AllocatedVector charge
+    # (docs/kai-agreement.md). Several of the cases left are KAI ties (its two runs differ on a
+    # rerun: 86322, 86346, 86352, 86369).
     (
         ("[consol] node differs",),
-        "gang steps (KAI's k-probing and generators pick other victims and nodes) or follows the "
-        "classes above",
+        "KAI ties (its two runs agree by chance), a fractional victim's GPU group after a discarded "
+        "probe (found/018), gang steps, or follows the classes above; not traced further",
     ),
     # arp, traced in KAI's -vv 7 log on seeds 52376 and 52423 (round100): the tasks that differ were
     # placed by allocate (Allocated in both engines, on nodes of other scores), not by the eviction

@@ -30,6 +30,13 @@ class Fit:
     devices: tuple[int, ...] = ()
     reason: str | None = None
     shares_group: bool = False  # lands on a device other fractional tasks already use
+    # KAI's ``nodeavailability`` (``NodeInfo.IsTaskAllocatable``), which scores the node: the same
+    # as ``now`` except for fractional tasks (``_fraction_available``); None = ``now``.
+    available: bool | None = None
+
+    @property
+    def scores_now(self) -> bool:
+        return self.now if self.available is None else self.available
 
 
 def _fraction_devices(
@@ -80,6 +87,30 @@ def _fraction_devices(
     return indices, now, any(c[2] for c in chosen), opened
 
 
+def _fraction_available(session: Session, ns: NodeState, task: Task) -> bool:
+    """KAI's ``IsTaskAllocatable`` for a fractional task, which ``nodeavailability`` scores +1000
+    (``node_info.go: isTaskAllocatableOnNonAllocatedResources``): CPU, memory and a pod slot
+    idle, and as many devices as the task spreads over among the node's idle whole GPUs and its
+    used GPU groups that the task fits on (``fractionTaskGpusAllocatableDeviceCount`` ->
+    ``IsTaskFitOnGpuGroup``, whose ``enoughResourcesOnGpu`` counts the group's releasing memory
+    as room). So a group with room only once its releasing members leave scores as one with idle
+    room, though the task placed there is pipelined (``gpuSharing.go:
+    GetNodePreferableGpuForSharing`` reads idle memory only: ``Fit.now``)."""
+    if ns.pods_idle < 1:
+        return False
+    if ns.cpu_idle < task.cpu_millis - AMOUNT_EPS or ns.mem_idle < task.memory_mib - AMOUNT_EPS:
+        return False
+    need = session.device_need(task, ns.node.gpu_memory_mib)
+    count = 0
+    for d in ns.devices:
+        if d.is_group:
+            if d.memory - d.active >= need - EPS:
+                count += 1
+        elif d.active <= EPS and d.releasing <= EPS:
+            count += 1
+    return count >= task.fraction_device_count
+
+
 def node_fit(session: Session, ns: NodeState, task: Task, selector: Rules) -> Fit:
     """Whether the task fits the node (into idle + releasing), and how."""
     if ns.node.unschedulable:
@@ -98,6 +129,7 @@ def node_fit(session: Session, ns: NodeState, task: Task, selector: Rules) -> Fi
     now = ns.pods_idle >= 1
     devices: tuple[int, ...] = ()
     group = False
+    available: bool | None = None
     whole = task.whole_gpus
     if whole:
         idle: list[int] = []
@@ -108,6 +140,9 @@ def node_fit(session: Session, ns: NodeState, task: Task, selector: Rules) -> Fi
         if len(idle) + len(rel) < whole:
             return Fit(False, reason=reasons.not_enough("GPUs"))
         devices = tuple((idle + rel)[:whole])
+        if ns.pipelined_idle:
+            # KAI's nodeavailability reads its idle vector, which pipelined tasks do not lower
+            available = ns.pods_idle >= 1 and len(idle) + ns.pipelined_idle >= whole
         now = now and len(idle) >= whole
     elif task.is_fractional:
         if not ns.devices:
@@ -120,6 +155,7 @@ def node_fit(session: Session, ns: NodeState, task: Task, selector: Rules) -> Fi
             return Fit(False, reason=reasons.PODS_EXCEEDED)
         devices = chosen
         now = now and dev_now
+        available = _fraction_available(session, ns, task)
     else:
         # KAI's gpusharingorder scores every node with a shared GPU group the task fits on; a task
         # without GPUs fits on any group (it asks for 0 MiB), so a CPU-only task is drawn to nodes
@@ -129,5 +165,8 @@ def node_fit(session: Session, ns: NodeState, task: Task, selector: Rules) -> Fi
         return Fit(False, reason=reasons.not_enough("CPU cores"))
     if ns.mem_idle + ns.mem_rel < task.memory_mib - AMOUNT_EPS:
         return Fit(False, reason=reasons.not_enough("memory"))
-    now = now and ns.cpu_idle >= task.cpu_millis - AMOUNT_EPS and ns.mem_idle >= task.memory_mib - AMOUNT_EPS
-    return Fit(True, now=now, devices=devices, shares_group=group)
+    idle_cpu_mem = ns.cpu_idle >= task.cpu_millis - AMOUNT_EPS and ns.mem_idle >= task.memory_mib - AMOUNT_EPS
+    now = now and idle_cpu_mem
+    if available is not None and whole:
+        available = available and idle_cpu_mem
+    return Fit(True, now=now, devices=devices, shares_group=group, available=available)

@@ -52,6 +52,12 @@ class NodeState:
     cpu_rel: float = 0.0
     mem_rel: float = 0.0
     pods_rel: float = 0.0
+    # Whole GPUs that tasks pipelined this cycle took while idle, less those of such tasks evicted
+    # again: KAI counts them idle still (a Pipelined task takes its GPUs off the node's releasing
+    # vector, ``node_info.go: addTaskResources``; evicting one takes them off idle,
+    # ``removeTaskResources`` then ``addTaskResources`` as Releasing), so its ``nodeavailability``
+    # reads ``idle_whole_gpus() + pipelined_idle`` (``fit.node_fit``'s ``Fit.available``).
+    pipelined_idle: int = 0
 
     @property
     def name(self) -> str:

@@ -45,19 +45,34 @@ class Statement:
         as they were)."""
         session = self.session
         session.touch_node(ns.name)
-        scalars = (ns.cpu_idle, ns.cpu_rel, ns.mem_idle, ns.mem_rel, ns.pods_idle, ns.pods_rel)
+        scalars = (
+            ns.cpu_idle,
+            ns.cpu_rel,
+            ns.mem_idle,
+            ns.mem_rel,
+            ns.pods_idle,
+            ns.pods_rel,
+            ns.pipelined_idle,
+        )
         devs = [(d, d.active, d.releasing, d.whole) for d in (ns.devices[i] for i in devices)]
 
         def restore() -> None:
             session.touch_node(ns.name)
-            ns.cpu_idle, ns.cpu_rel, ns.mem_idle, ns.mem_rel, ns.pods_idle, ns.pods_rel = scalars
+            (ns.cpu_idle, ns.cpu_rel, ns.mem_idle, ns.mem_rel) = scalars[:4]
+            ns.pods_idle, ns.pods_rel, ns.pipelined_idle = scalars[4:]
             for d, a, rel, w in devs:
                 d.active, d.releasing, d.whole = a, rel, w
 
         return restore
 
-    def place(self, task: Task, node: str, devices: tuple[int, ...], pipelined: bool) -> None:
-        """Allocate (fits in idle) or pipeline (needs releasing resources) a task."""
+    def place(
+        self, task: Task, node: str, devices: tuple[int, ...], pipelined: bool, unevicted: bool = False
+    ) -> None:
+        """Allocate (fits in idle) or pipeline (needs releasing resources) a task.
+
+        ``unevicted``: the task goes back to the pipelined placement it had before this
+        scenario evicted it (KAI's ``Statement.Unevict``), so the node's idle count as KAI reads
+        it (``NodeState.pipelined_idle``) is what it was before the eviction."""
         s = self.session
         ns = s.nodes[node]
         job = s.task_job[task.key]
@@ -86,7 +101,11 @@ class Statement:
                     d.releasing = clean(max(0.0, d.releasing - short))
                 d.active = clean(d.active + mem)
             else:
+                if pipelined and not unevicted and d.releasing <= EPS:
+                    ns.pipelined_idle += 1  # KAI still counts this GPU idle
                 d.active, d.releasing, d.whole = d.memory, 0.0, True
+        if unevicted and not fractional:
+            ns.pipelined_idle += len(devices)  # the eviction's ``pipelined_idle -= ...`` undone
         if pipelined:
             ns.cpu_rel = clean(ns.cpu_rel - task.cpu_millis)
             ns.mem_rel = clean(ns.mem_rel - task.memory_mib)
@@ -190,6 +209,8 @@ class Statement:
                 d.active = 0.0
                 if p.from_releasing:
                     d.releasing = d.memory
+                    # KAI's Releasing pod of an evicted Pipelined task takes its GPUs off idle
+                    ns.pipelined_idle -= 1
                 else:
                     d.whole = False
         if p.from_releasing:

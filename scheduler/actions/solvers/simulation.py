@@ -101,6 +101,13 @@ def _replace_victims(
             bound[:] = _max_free(session)  # tighten the screen for the victims that follow
             continue
         ns, fit = found
+        if _back_to_its_move(session, t, own, ns.name):
+            # A running task moved earlier in this cycle still has its Releasing pod on the node
+            # it ran on; KAI's ``Statement.Pipeline`` onto that node finds it there and un-evicts
+            # the task (statement.go: Pipeline -> Unevict, which undoes this scenario's eviction),
+            # so it goes back to where it was moved, Pipelined (kai_diff seed 86312).
+            stmt.place(t, own.node or "", own.devices, pipelined=True, unevicted=True)
+            continue
         # KAI's Statement.Pipeline onto the node the task is on un-evicts it, back to the status
         # it had, unless a fractional task was given another GPU group there (then it moves,
         # Pipelined). KAI counts whole GPUs per node, not devices: a whole-GPU task whose own
@@ -120,7 +127,7 @@ def _replace_victims(
                 # Pipeline -> Unevict -> unevict), which takes that releasing room back as
                 # it was: its pipelined placement is restored, on its own devices, and the
                 # node has no releasing room left from it (kai_diff seed 83011).
-                stmt.place(t, ns.name, own.devices, pipelined=own.from_releasing)
+                stmt.place(t, ns.name, own.devices, pipelined=own.from_releasing, unevicted=True)
                 continue
             if not t.is_fractional:
                 stmt.place(t, ns.name, fit.devices, pipelined=True)
@@ -148,6 +155,26 @@ def _own_room_released(session: Session, t: Task, own: Placement) -> bool:
         if d.active > EPS or d.releasing + EPS < d.memory:
             return False
     return True
+
+
+def _back_to_its_move(session: Session, t: Task, own: Placement, best: str) -> bool:
+    """Whether a whole-GPU (or CPU-only) victim whose best node is the one it ran on at the
+    start of the cycle goes back to the node it was moved to earlier in this cycle instead.
+
+    KAI's node keeps the Releasing pod of a task moved off it (``Statement.Evict`` updates it
+    there, ``Statement.Pipeline`` adds the task to its new node only), so ``Pipeline`` onto the
+    old node finds the task on it and un-evicts it (``framework/statement.go: Pipeline``), back
+    to its Pipelined placement. The engine re-places it there only while its own devices are
+    still free (KAI's ``unevict`` checks no room; the engine never double-books a device).
+    Fractional tasks are left out: their GPU group decides (``gpuPlacementChanged``)."""
+    if t.is_fractional or own.status != TaskState.PIPELINED or own.node is None:
+        return False
+    if t.node != best or own.node == best or t.state != TaskState.RUNNING:
+        return False
+    if session.placements[t.key].status != TaskState.PENDING:
+        return False
+    ns = session.nodes[own.node]
+    return all(ns.devices[i].active <= EPS for i in own.devices)
 
 
 def _rejoins_own_group(ns: NodeState, devices: tuple[int, ...], own: tuple[int, ...]) -> bool:

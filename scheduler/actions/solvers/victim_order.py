@@ -8,12 +8,14 @@ from collections.abc import Sequence
 
 from scheduler import gang
 from scheduler.actions.solvers.scenario import Contribution
-from scheduler.model import RESOURCES, Job, Task
+from scheduler.model import RESOURCES, Job, Task, TaskState
 from scheduler.ordering import allocatable_share
 from scheduler.session import Session
 from scheduler.state import EPS, QueueState
 
 ACTIVE = gang.ACTIVE_ALLOCATED
+# Statuses whose tasks count in a job's ``AllocatedVector`` (KAI's ``pod_status.AllocatedStatus``).
+_ALLOCATED_STATUS = (TaskState.RUNNING, TaskState.ALLOCATED)
 
 
 # Queue keys by (queue, its allocation, a request or an allocation after), with the fair-share
@@ -125,7 +127,8 @@ class _VictimStream:
                 continue
             self.remaining[job.key] = tasks
             heapq.heappush(self.heaps.setdefault(job.queue, []), (self.key(job), job.key))
-        self.taken: dict[str, dict[str, float]] = {}
+        # What each leaf's popped entries take off its share in KAI's victim order (``popped``).
+        self.popped: dict[str, dict[str, float]] = {}
         # Queue keys by (queue, allocation now, allocation after): a key reads nothing else that
         # changes within a cycle (fair shares: by identity), so ``memo`` may serve every stream of
         # an action.
@@ -149,8 +152,30 @@ class _VictimStream:
 
     def alloc_after(self, qname: str, extra: dict[str, float]) -> dict[str, float]:
         qs = self.session.queues[qname]
-        t = self.taken.get(qname, {})
-        return {r: qs.allocated[r] - t.get(r, 0.0) - extra.get(r, 0.0) for r in RESOURCES}
+        return {r: qs.allocated[r] - extra.get(r, 0.0) for r in RESOURCES}
+
+    def listed_charge(self, leaf: str, job: Job) -> dict[str, float]:
+        """What KAI's victim order takes off a queue's share for the leaf it compares through
+        (``actions/utils/job_order_by_queue.go: getBestJobFromNode`` -> ``getVictimsForQueue``):
+        every entry popped from that leaf so far plus its next one, each a whole job (or, for a
+        job that gave part of itself, the clone of its remaining pods that
+        ``pod_scenario_builder.go: addNextPotentialVictims`` pushed back), by its
+        ``AllocatedVector``."""
+        out = dict(self.popped.get(leaf, dict.fromkeys(RESOURCES, 0.0)))
+        for r, v in self.entry_charge(job).items():
+            out[r] += v
+        return out
+
+    def entry_charge(self, job: Job) -> dict[str, float]:
+        """A victim entry's ``AllocatedVector``: the job's remaining pods in an allocated status
+        (``podgroup_info/job_info.go: AddTaskInfo``, ``pod_status.AllocatedStatus``: Running,
+        Allocated, Bound, Binding; not Pipelined, not Releasing). A task pipelined earlier in the
+        cycle takes nothing off its queue's share, though the queue is charged for it (kai_diff
+        seeds 83021, 86312)."""
+        placements = self.session.placements
+        return self.contribution_charge(
+            [t for t in self.remaining[job.key] if placements[t.key].status in _ALLOCATED_STATUS]
+        )
 
     def next_contribution(self, job: Job) -> list[Task]:
         rem = self.remaining[job.key]
@@ -215,8 +240,7 @@ class _VictimStream:
             return cands[0][1] if cands else None
         best: tuple[tuple[object, ...], tuple[str, Job]] | None = None
         for q, cand in cands:
-            extra = self.contribution_charge(self.next_contribution(cand[1]))
-            k = self.order_key(q, extra)
+            k = self.order_key(q, self.listed_charge(cand[0], cand[1]))
             if best is None or k > best[0]:
                 best = (k, cand)
         assert best is not None
@@ -238,12 +262,14 @@ class _VictimStream:
             leaf, job = found
             tasks = self.next_contribution(job)
             out.append(Contribution(job, tasks))
-            charge = self.contribution_charge(tasks)
+            # KAI pops the whole entry (the job, or the clone of its remaining pods) and pushes
+            # what it did not take back as a new entry (``addNextPotentialVictims``).
+            charge = self.entry_charge(job)
+            popped = self.popped.setdefault(leaf, dict.fromkeys(RESOURCES, 0.0))
+            for r in RESOURCES:
+                popped[r] += charge[r]
             for qs in session.ancestors(leaf):
                 self.leaf_memo.pop(qs.name, None)
-                t = self.taken.setdefault(qs.name, dict.fromkeys(RESOURCES, 0.0))
-                for r in RESOURCES:
-                    t[r] += charge[r]
             rem = self.remaining[job.key]
             gone = {t.key for t in tasks}
             rem[:] = [t for t in rem if t.key not in gone]
