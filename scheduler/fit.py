@@ -30,6 +30,9 @@ class Fit:
     devices: tuple[int, ...] = ()
     reason: str | None = None
     shares_group: bool = False  # lands on a device other fractional tasks already use
+    # KAI's ``IsTaskAllocatable`` (the ``nodeavailability`` score): ``now`` except for a
+    # fractional task, where a used GPU group counts its releasing memory (see ``_fraction_avail``)
+    avail: bool = False
 
 
 def _fraction_devices(
@@ -78,6 +81,30 @@ def _fraction_devices(
     opened = sum(1 for i in indices if ns.devices[i].is_free)
     now = now and ns.pods_idle >= 1 + sum(1 for i in indices if opens_group(ns.devices[i]))
     return indices, now, any(c[2] for c in chosen), opened
+
+
+def _fraction_avail(session: Session, ns: NodeState, task: Task) -> bool:
+    """KAI's ``node_info.IsTaskAllocatable`` for a fractional task, the test behind the
+    ``nodeavailability`` node score (+1000): CPU, memory and the pod slot idle, and idle whole GPUs
+    plus used GPU groups the task fits on at least its device count
+    (``isTaskAllocatableOnNonAllocatedResources`` -> ``fractionTaskGpusAllocatableDeviceCount``).
+    A group fits when its memory less what its staying tasks hold covers the task
+    (``IsTaskFitOnGpuGroup`` -> ``enoughResourcesOnGpu``: memory - allocated + releasing): its
+    releasing shares count as free, so the node scores as if the task fit now even where it is
+    pipelined onto them (``gpuSharing.go`` pipelines on ``EnoughIdleResourcesOnGpu``, idle only:
+    ``Fit.now``). A group whose every task is releasing fits nothing (``isAllGpuReleased``)."""
+    if ns.pods_idle < 1:
+        return False
+    if ns.cpu_idle < task.cpu_millis - AMOUNT_EPS or ns.mem_idle < task.memory_mib - AMOUNT_EPS:
+        return False
+    need = session.device_need(task, ns.node.gpu_memory_mib)
+    count = 0
+    for d in ns.devices:
+        if d.active <= EPS:
+            count += d.releasing <= EPS  # an idle whole GPU (KAI's IdleVector)
+        elif not d.whole and d.memory - d.active >= need - EPS:
+            count += 1
+    return count >= task.fraction_device_count
 
 
 def node_fit(session: Session, ns: NodeState, task: Task, selector: Rules) -> Fit:
@@ -130,4 +157,5 @@ def node_fit(session: Session, ns: NodeState, task: Task, selector: Rules) -> Fi
     if ns.mem_idle + ns.mem_rel < task.memory_mib - AMOUNT_EPS:
         return Fit(False, reason=reasons.not_enough("memory"))
     now = now and ns.cpu_idle >= task.cpu_millis - AMOUNT_EPS and ns.mem_idle >= task.memory_mib - AMOUNT_EPS
-    return Fit(True, now=now, devices=devices, shares_group=group)
+    avail = _fraction_avail(session, ns, task) if task.is_fractional else now
+    return Fit(True, now=now, devices=devices, shares_group=group, avail=avail)

@@ -280,7 +280,7 @@ class NodeIndex:
                     if group and rooms[ns.name] < session.device_need(task, ns.node.gpu_memory_mib) - EPS:
                         continue  # no shared device of this node has room for it
                     fit = node_fit(session, ns, task, selector)
-                    if fit.ok and fit.shares_group == group and fit.now == now:
+                    if fit.ok and fit.shares_group == group and fit.avail == now:
                         return ns, fit
             return None
 

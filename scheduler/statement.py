@@ -126,20 +126,21 @@ class Statement:
     def evict(self, task: Task) -> None:
         """Evict a placed task.
 
-        A running task, and one allocated earlier in this cycle, becomes Releasing: its node
-        resources turn into releasing resources and its queue is no longer charged (KAI's
-        ``Statement.Evict`` sets any evicted task Releasing and its node counts it so). A task
-        pipelined earlier in this cycle, and a fractional one allocated earlier in this cycle, go
-        back to Pending and free what they held: in KAI a GPU group keeps its releasing members
-        (a task re-placed on it still gets the shared-group score), which the engine's devices do
-        not model, so a releasing device of this cycle's fractions would send them elsewhere
-        (kai_diff seeds 30243, 30279, full cycle).
+        A running task, and one allocated earlier in this cycle (a fraction too), becomes
+        Releasing: its node resources turn into releasing resources and its queue is no longer
+        charged (KAI's ``Statement.Evict`` sets any evicted task Releasing and its node counts it
+        so; a fraction's share becomes its GPU group's releasing memory,
+        ``gpu_sharing_node_info.go: addSharedGPUTaskResourcesPerPodGroup``). Fractions allocated
+        this cycle went back to Pending until a used group's releasing memory counted for the
+        node score as KAI counts it (``fit._fraction_avail``; kai_diff seeds 86905, 86582). A
+        task pipelined earlier in this cycle goes back to Pending and frees what it held (in
+        KAI it is Releasing too: docs/kai-agreement.md, traced, not modelled).
         """
         s = self.session
         p = s.placements[task.key]
         if p.node is None or p.status in (_PENDING, _RELEASING):
             return
-        if p.status == _PIPELINED or (p.status == _ALLOCATED and task.is_fractional):
+        if p.status == _PIPELINED:
             self._unplace(task)
             return
         ns = s.nodes[p.node]
