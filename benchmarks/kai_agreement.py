@@ -105,19 +105,6 @@ KNOWN: list[tuple[tuple[str, ...], str]] = [
     #   Releasing in KAI and its node counts it twice (idle -2 GPUs on node00), so its re-placement
     #   avoids that node; the engine sends it back to Pending with its room released. Not modelled
     #   (docs/kai-agreement.md: a pipelined task evicted).
-    # * 86605, 86622 (arp raw): a pipelined task takes nothing off its node's idle vector
-    #   (node_info.addTaskResources), so nodeavailability keeps +1000 for a node whose idle GPUs
-    #   pipelined tasks took; the preemptor's tasks go to other nodes than the engine's.
-    (
-        ("[arp] node differs (Running gpu-memory-gang)",),
-        "a pipelined task leaves KAI's idle vector as it was: nodeavailability still scores the node "
-        "(seed 86622); not modelled",
-    ),
-    (
-        ("[arp] node differs (Pending whole-gang)",),
-        "a pipelined task leaves KAI's idle vector as it was: nodeavailability still scores the node "
-        "(seed 86605); not modelled",
-    ),
     (
         ("[arp] Pending whole: KAI Pending / ours Pipelined",),
         "KAI's phantom share after a discarded probe moved a fraction to another GPU group (seed 86528)",

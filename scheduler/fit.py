@@ -98,7 +98,7 @@ def _fraction_avail(session: Session, ns: NodeState, task: Task) -> bool:
     if ns.cpu_idle < task.cpu_millis - AMOUNT_EPS or ns.mem_idle < task.memory_mib - AMOUNT_EPS:
         return False
     need = session.device_need(task, ns.node.gpu_memory_mib)
-    count = 0
+    count = ns.piped_idle  # idle GPUs KAI's vector keeps (NodeState.piped_idle)
     for d in ns.devices:
         if d.active <= EPS:
             count += d.releasing <= EPS  # an idle whole GPU (KAI's IdleVector)
@@ -126,6 +126,7 @@ def node_fit(session: Session, ns: NodeState, task: Task, selector: Rules) -> Fi
     devices: tuple[int, ...] = ()
     group = False
     whole = task.whole_gpus
+    avail_gpus = False
     if whole:
         idle: list[int] = []
         rel: list[int] = []
@@ -135,6 +136,9 @@ def node_fit(session: Session, ns: NodeState, task: Task, selector: Rules) -> Fi
         if len(idle) + len(rel) < whole:
             return Fit(False, reason=reasons.not_enough("GPUs"))
         devices = tuple((idle + rel)[:whole])
+        # KAI's nodeavailability reads its idle vector, which keeps GPUs pipelined tasks took
+        # (NodeState.piped_idle); Allocated or Pipelined is the devices' answer (``now``).
+        avail_gpus = len(idle) + ns.piped_idle >= whole
         now = now and len(idle) >= whole
     elif task.is_fractional:
         if not ns.devices:
@@ -157,5 +161,15 @@ def node_fit(session: Session, ns: NodeState, task: Task, selector: Rules) -> Fi
     if ns.mem_idle + ns.mem_rel < task.memory_mib - AMOUNT_EPS:
         return Fit(False, reason=reasons.not_enough("memory"))
     now = now and ns.cpu_idle >= task.cpu_millis - AMOUNT_EPS and ns.mem_idle >= task.memory_mib - AMOUNT_EPS
-    avail = _fraction_avail(session, ns, task) if task.is_fractional else now
+    if task.is_fractional:
+        avail = _fraction_avail(session, ns, task)
+    elif whole:
+        avail = (
+            avail_gpus
+            and ns.pods_idle >= 1
+            and ns.cpu_idle >= task.cpu_millis - AMOUNT_EPS
+            and ns.mem_idle >= task.memory_mib - AMOUNT_EPS
+        )
+    else:
+        avail = now
     return Fit(True, now=now, devices=devices, shares_group=group, avail=avail)

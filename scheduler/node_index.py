@@ -206,7 +206,7 @@ class NodeIndex:
                     # check where either is missing (after virtual evictions, as in the victim
                     # search's simulations, many nodes have only releasing room). Not cached:
                     # the node may still fit later.
-                    if now and (ns.pods_idle < 1 or idle[r] < need):
+                    if now and (ns.pods_idle < 1 or idle[r] + ns.piped_idle < need):
                         continue
                     fit = None
                     if memo is not None:
@@ -218,7 +218,7 @@ class NodeIndex:
                             memo.setdefault(r, {})[shape] = fit
                     hit = fits[r] = (ns, fit)
                 fit = hit[1]
-                if fit.ok and (now is None or fit.now == now):
+                if fit.ok and (now is None or fit.avail == now):
                     return hit
             return None
 

@@ -52,6 +52,12 @@ class NodeState:
     cpu_rel: float = 0.0
     mem_rel: float = 0.0
     pods_rel: float = 0.0
+    # Whole GPUs KAI's node still counts idle that the devices do not (may be negative): KAI's
+    # ``node_info.addTaskResources`` charges a Pipelined task to the releasing vector alone, so a
+    # device a task was pipelined onto from idle stays idle there, and evicting a pipelined task
+    # (Releasing) takes its GPUs off idle (``Statement.Evict``). Read only by the node score
+    # (``fit.Fit.avail``: ``nodeavailability``); where tasks go is still the devices' business.
+    piped_idle: int = 0
 
     @property
     def name(self) -> str:

@@ -45,12 +45,20 @@ class Statement:
         as they were)."""
         session = self.session
         session.touch_node(ns.name)
-        scalars = (ns.cpu_idle, ns.cpu_rel, ns.mem_idle, ns.mem_rel, ns.pods_idle, ns.pods_rel)
+        scalars = (ns.cpu_idle, ns.cpu_rel, ns.mem_idle, ns.mem_rel, ns.pods_idle, ns.pods_rel, ns.piped_idle)
         devs = [(d, d.active, d.releasing, d.whole) for d in (ns.devices[i] for i in devices)]
 
         def restore() -> None:
             session.touch_node(ns.name)
-            ns.cpu_idle, ns.cpu_rel, ns.mem_idle, ns.mem_rel, ns.pods_idle, ns.pods_rel = scalars
+            (
+                ns.cpu_idle,
+                ns.cpu_rel,
+                ns.mem_idle,
+                ns.mem_rel,
+                ns.pods_idle,
+                ns.pods_rel,
+                ns.piped_idle,
+            ) = scalars
             for d, a, rel, w in devs:
                 d.active, d.releasing, d.whole = a, rel, w
 
@@ -70,6 +78,9 @@ class Statement:
         promised = 0.0
         for i in devices:
             d = ns.devices[i]
+            if pipelined and d.is_idle and (not fractional or opens_group(d)):
+                # KAI pipelines onto the releasing vector only: its idle GPUs stay (NodeState.piped_idle)
+                ns.piped_idle += 1
             if fractional:
                 if opens_group(d):  # a new GPU group: its reservation pod takes a pod slot
                     if pipelined and ns.pods_idle < 2:
@@ -142,6 +153,12 @@ class Statement:
             return
         if p.status == _PIPELINED:
             self._unplace(task)
+            if task.whole_gpus:
+                # KAI's Releasing pod takes its GPUs off the node's idle vector (node_info.go:
+                # removeTaskResources of the Pipelined task, addTaskResources of the Releasing one);
+                # the engine's devices give the room back as releasing (``_unplace``). A fraction's
+                # count in KAI depends on its group (gpu_sharing_node_info.go), not modelled.
+                s.nodes[p.node].piped_idle -= task.whole_gpus
             return
         ns = s.nodes[p.node]
         job = s.task_job[task.key]
