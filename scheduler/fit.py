@@ -30,13 +30,9 @@ class Fit:
     devices: tuple[int, ...] = ()
     reason: str | None = None
     shares_group: bool = False  # lands on a device other fractional tasks already use
-    # KAI's ``nodeavailability`` (``NodeInfo.IsTaskAllocatable``), which scores the node: the same
-    # as ``now`` except for fractional tasks (``_fraction_available``); None = ``now``.
-    available: bool | None = None
-
-    @property
-    def scores_now(self) -> bool:
-        return self.now if self.available is None else self.available
+    # KAI's ``IsTaskAllocatable`` (the ``nodeavailability`` score): ``now`` except for a
+    # fractional task, where a used GPU group counts its releasing memory (see ``_fraction_avail``)
+    avail: bool = False
 
 
 def _fraction_devices(
@@ -87,26 +83,26 @@ def _fraction_devices(
     return indices, now, any(c[2] for c in chosen), opened
 
 
-def _fraction_available(session: Session, ns: NodeState, task: Task) -> bool:
-    """KAI's ``IsTaskAllocatable`` for a fractional task, which ``nodeavailability`` scores +1000
-    (``node_info.go: isTaskAllocatableOnNonAllocatedResources``): CPU, memory and a pod slot
-    idle, and as many devices as the task spreads over among the node's idle whole GPUs and its
-    used GPU groups that the task fits on (``fractionTaskGpusAllocatableDeviceCount`` ->
-    ``IsTaskFitOnGpuGroup``, whose ``enoughResourcesOnGpu`` counts the group's releasing memory
-    as room). So a group with room only once its releasing members leave scores as one with idle
-    room, though the task placed there is pipelined (``gpuSharing.go:
-    GetNodePreferableGpuForSharing`` reads idle memory only: ``Fit.now``)."""
+def _fraction_avail(session: Session, ns: NodeState, task: Task) -> bool:
+    """KAI's ``node_info.IsTaskAllocatable`` for a fractional task, the test behind the
+    ``nodeavailability`` node score (+1000): CPU, memory and the pod slot idle, and idle whole GPUs
+    plus used GPU groups the task fits on at least its device count
+    (``isTaskAllocatableOnNonAllocatedResources`` -> ``fractionTaskGpusAllocatableDeviceCount``).
+    A group fits when its memory less what its staying tasks hold covers the task
+    (``IsTaskFitOnGpuGroup`` -> ``enoughResourcesOnGpu``: memory - allocated + releasing): its
+    releasing shares count as free, so the node scores as if the task fit now even where it is
+    pipelined onto them (``gpuSharing.go`` pipelines on ``EnoughIdleResourcesOnGpu``, idle only:
+    ``Fit.now``). A group whose every task is releasing fits nothing (``isAllGpuReleased``)."""
     if ns.pods_idle < 1:
         return False
     if ns.cpu_idle < task.cpu_millis - AMOUNT_EPS or ns.mem_idle < task.memory_mib - AMOUNT_EPS:
         return False
     need = session.device_need(task, ns.node.gpu_memory_mib)
-    count = 0
+    count = ns.piped_idle  # idle GPUs KAI's vector keeps (NodeState.piped_idle)
     for d in ns.devices:
-        if d.is_group:
-            if d.memory - d.active >= need - EPS:
-                count += 1
-        elif d.active <= EPS and d.releasing <= EPS:
+        if d.active <= EPS:
+            count += d.releasing <= EPS  # an idle whole GPU (KAI's IdleVector)
+        elif not d.whole and d.memory - d.active >= need - EPS:
             count += 1
     return count >= task.fraction_device_count
 
@@ -129,8 +125,8 @@ def node_fit(session: Session, ns: NodeState, task: Task, selector: Rules) -> Fi
     now = ns.pods_idle >= 1
     devices: tuple[int, ...] = ()
     group = False
-    available: bool | None = None
     whole = task.whole_gpus
+    avail_gpus = False
     if whole:
         idle: list[int] = []
         rel: list[int] = []
@@ -140,9 +136,9 @@ def node_fit(session: Session, ns: NodeState, task: Task, selector: Rules) -> Fi
         if len(idle) + len(rel) < whole:
             return Fit(False, reason=reasons.not_enough("GPUs"))
         devices = tuple((idle + rel)[:whole])
-        if ns.pipelined_idle:
-            # KAI's nodeavailability reads its idle vector, which pipelined tasks do not lower
-            available = ns.pods_idle >= 1 and len(idle) + ns.pipelined_idle >= whole
+        # KAI's nodeavailability reads its idle vector, which keeps GPUs pipelined tasks took
+        # (NodeState.piped_idle); Allocated or Pipelined is the devices' answer (``now``).
+        avail_gpus = len(idle) + ns.piped_idle >= whole
         now = now and len(idle) >= whole
     elif task.is_fractional:
         if not ns.devices:
@@ -155,7 +151,6 @@ def node_fit(session: Session, ns: NodeState, task: Task, selector: Rules) -> Fi
             return Fit(False, reason=reasons.PODS_EXCEEDED)
         devices = chosen
         now = now and dev_now
-        available = _fraction_available(session, ns, task)
     else:
         # KAI's gpusharingorder scores every node with a shared GPU group the task fits on; a task
         # without GPUs fits on any group (it asks for 0 MiB), so a CPU-only task is drawn to nodes
@@ -165,8 +160,16 @@ def node_fit(session: Session, ns: NodeState, task: Task, selector: Rules) -> Fi
         return Fit(False, reason=reasons.not_enough("CPU cores"))
     if ns.mem_idle + ns.mem_rel < task.memory_mib - AMOUNT_EPS:
         return Fit(False, reason=reasons.not_enough("memory"))
-    idle_cpu_mem = ns.cpu_idle >= task.cpu_millis - AMOUNT_EPS and ns.mem_idle >= task.memory_mib - AMOUNT_EPS
-    now = now and idle_cpu_mem
-    if available is not None and whole:
-        available = available and idle_cpu_mem
-    return Fit(True, now=now, devices=devices, shares_group=group, available=available)
+    now = now and ns.cpu_idle >= task.cpu_millis - AMOUNT_EPS and ns.mem_idle >= task.memory_mib - AMOUNT_EPS
+    if task.is_fractional:
+        avail = _fraction_avail(session, ns, task)
+    elif whole:
+        avail = (
+            avail_gpus
+            and ns.pods_idle >= 1
+            and ns.cpu_idle >= task.cpu_millis - AMOUNT_EPS
+            and ns.mem_idle >= task.memory_mib - AMOUNT_EPS
+        )
+    else:
+        avail = now
+    return Fit(True, now=now, devices=devices, shares_group=group, avail=avail)

@@ -206,7 +206,7 @@ class NodeIndex:
                     # check where either is missing (after virtual evictions, as in the victim
                     # search's simulations, many nodes have only releasing room). Not cached:
                     # the node may still fit later.
-                    if now and (ns.pods_idle < 1 or idle[r] + ns.pipelined_idle < need):
+                    if now and (ns.pods_idle < 1 or idle[r] + ns.piped_idle < need):
                         continue
                     fit = None
                     if memo is not None:
@@ -218,7 +218,7 @@ class NodeIndex:
                             memo.setdefault(r, {})[shape] = fit
                     hit = fits[r] = (ns, fit)
                 fit = hit[1]
-                if fit.ok and (now is None or fit.scores_now == now):
+                if fit.ok and (now is None or fit.avail == now):
                     return hit
             return None
 
@@ -280,7 +280,7 @@ class NodeIndex:
                     if group and rooms[ns.name] < session.device_need(task, ns.node.gpu_memory_mib) - EPS:
                         continue  # no shared device of this node has room for it
                     fit = node_fit(session, ns, task, selector)
-                    if fit.ok and fit.shares_group == group and fit.scores_now == now:
+                    if fit.ok and fit.shares_group == group and fit.avail == now:
                         return ns, fit
             return None
 

@@ -42,7 +42,7 @@ def node_score(
     s = base
     if fit.shares_group and sharing:
         s += 10_000
-    if fit.scores_now:  # KAI's nodeavailability (``Fit.available``)
+    if fit.avail:  # KAI's nodeavailability (IsTaskAllocatable): see Fit.avail
         s += 1_000
     if not gpu and cpu_only:
         s += 10

@@ -52,12 +52,12 @@ class NodeState:
     cpu_rel: float = 0.0
     mem_rel: float = 0.0
     pods_rel: float = 0.0
-    # Whole GPUs that tasks pipelined this cycle took while idle, less those of such tasks evicted
-    # again: KAI counts them idle still (a Pipelined task takes its GPUs off the node's releasing
-    # vector, ``node_info.go: addTaskResources``; evicting one takes them off idle,
-    # ``removeTaskResources`` then ``addTaskResources`` as Releasing), so its ``nodeavailability``
-    # reads ``idle_whole_gpus() + pipelined_idle`` (``fit.node_fit``'s ``Fit.available``).
-    pipelined_idle: int = 0
+    # Whole GPUs KAI's node still counts idle that the devices do not (may be negative): KAI's
+    # ``node_info.addTaskResources`` charges a Pipelined task to the releasing vector alone, so a
+    # device a task was pipelined onto from idle stays idle there, and evicting a pipelined task
+    # (Releasing) takes its GPUs off idle (``Statement.Evict``). Read only by the node score
+    # (``fit.Fit.avail``: ``nodeavailability``); where tasks go is still the devices' business.
+    piped_idle: int = 0
 
     @property
     def name(self) -> str:

@@ -45,21 +45,20 @@ class Statement:
         as they were)."""
         session = self.session
         session.touch_node(ns.name)
-        scalars = (
-            ns.cpu_idle,
-            ns.cpu_rel,
-            ns.mem_idle,
-            ns.mem_rel,
-            ns.pods_idle,
-            ns.pods_rel,
-            ns.pipelined_idle,
-        )
+        scalars = (ns.cpu_idle, ns.cpu_rel, ns.mem_idle, ns.mem_rel, ns.pods_idle, ns.pods_rel, ns.piped_idle)
         devs = [(d, d.active, d.releasing, d.whole) for d in (ns.devices[i] for i in devices)]
 
         def restore() -> None:
             session.touch_node(ns.name)
-            (ns.cpu_idle, ns.cpu_rel, ns.mem_idle, ns.mem_rel) = scalars[:4]
-            ns.pods_idle, ns.pods_rel, ns.pipelined_idle = scalars[4:]
+            (
+                ns.cpu_idle,
+                ns.cpu_rel,
+                ns.mem_idle,
+                ns.mem_rel,
+                ns.pods_idle,
+                ns.pods_rel,
+                ns.piped_idle,
+            ) = scalars
             for d, a, rel, w in devs:
                 d.active, d.releasing, d.whole = a, rel, w
 
@@ -70,9 +69,9 @@ class Statement:
     ) -> None:
         """Allocate (fits in idle) or pipeline (needs releasing resources) a task.
 
-        ``unevicted``: the task goes back to the pipelined placement it had before this
-        scenario evicted it (KAI's ``Statement.Unevict``), so the node's idle count as KAI reads
-        it (``NodeState.pipelined_idle``) is what it was before the eviction."""
+        ``unevicted``: the task goes back to the pipelined placement this scenario evicted it
+        from (KAI's ``Statement.Unevict``), so KAI's idle count gets back the GPUs the eviction
+        took off it (``evict``; ``NodeState.piped_idle``)."""
         s = self.session
         ns = s.nodes[node]
         job = s.task_job[task.key]
@@ -85,6 +84,9 @@ class Statement:
         promised = 0.0
         for i in devices:
             d = ns.devices[i]
+            if pipelined and not unevicted and d.is_idle and (not fractional or opens_group(d)):
+                # KAI pipelines onto the releasing vector only: its idle GPUs stay (NodeState.piped_idle)
+                ns.piped_idle += 1
             if fractional:
                 if opens_group(d):  # a new GPU group: its reservation pod takes a pod slot
                     if pipelined and ns.pods_idle < 2:
@@ -101,11 +103,9 @@ class Statement:
                     d.releasing = clean(max(0.0, d.releasing - short))
                 d.active = clean(d.active + mem)
             else:
-                if pipelined and not unevicted and d.releasing <= EPS:
-                    ns.pipelined_idle += 1  # KAI still counts this GPU idle
                 d.active, d.releasing, d.whole = d.memory, 0.0, True
-        if unevicted and not fractional:
-            ns.pipelined_idle += len(devices)  # the eviction's ``pipelined_idle -= ...`` undone
+        if unevicted:
+            ns.piped_idle += task.whole_gpus
         if pipelined:
             ns.cpu_rel = clean(ns.cpu_rel - task.cpu_millis)
             ns.mem_rel = clean(ns.mem_rel - task.memory_mib)
@@ -145,21 +145,28 @@ class Statement:
     def evict(self, task: Task) -> None:
         """Evict a placed task.
 
-        A running task, and one allocated earlier in this cycle, becomes Releasing: its node
-        resources turn into releasing resources and its queue is no longer charged (KAI's
-        ``Statement.Evict`` sets any evicted task Releasing and its node counts it so). A task
-        pipelined earlier in this cycle, and a fractional one allocated earlier in this cycle, go
-        back to Pending and free what they held: in KAI a GPU group keeps its releasing members
-        (a task re-placed on it still gets the shared-group score), which the engine's devices do
-        not model, so a releasing device of this cycle's fractions would send them elsewhere
-        (kai_diff seeds 30243, 30279, full cycle).
+        A running task, and one allocated earlier in this cycle (a fraction too), becomes
+        Releasing: its node resources turn into releasing resources and its queue is no longer
+        charged (KAI's ``Statement.Evict`` sets any evicted task Releasing and its node counts it
+        so; a fraction's share becomes its GPU group's releasing memory,
+        ``gpu_sharing_node_info.go: addSharedGPUTaskResourcesPerPodGroup``). Fractions allocated
+        this cycle went back to Pending until a used group's releasing memory counted for the
+        node score as KAI counts it (``fit._fraction_avail``; kai_diff seeds 86905, 86582). A
+        task pipelined earlier in this cycle goes back to Pending and frees what it held (in
+        KAI it is Releasing too: docs/kai-agreement.md, traced, not modelled).
         """
         s = self.session
         p = s.placements[task.key]
         if p.node is None or p.status in (_PENDING, _RELEASING):
             return
-        if p.status == _PIPELINED or (p.status == _ALLOCATED and task.is_fractional):
+        if p.status == _PIPELINED:
             self._unplace(task)
+            if task.whole_gpus:
+                # KAI's Releasing pod takes its GPUs off the node's idle vector (node_info.go:
+                # removeTaskResources of the Pipelined task, addTaskResources of the Releasing one);
+                # the engine's devices give the room back as releasing (``_unplace``). A fraction's
+                # count in KAI depends on its group (gpu_sharing_node_info.go), not modelled.
+                s.nodes[p.node].piped_idle -= task.whole_gpus
             return
         ns = s.nodes[p.node]
         job = s.task_job[task.key]
@@ -209,8 +216,6 @@ class Statement:
                 d.active = 0.0
                 if p.from_releasing:
                     d.releasing = d.memory
-                    # KAI's Releasing pod of an evicted Pipelined task takes its GPUs off idle
-                    ns.pipelined_idle -= 1
                 else:
                     d.whole = False
         if p.from_releasing:

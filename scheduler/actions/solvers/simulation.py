@@ -116,10 +116,6 @@ def _replace_victims(
         if ns.name == own.node and (not t.is_fractional or _rejoins_own_group(ns, fit.devices, own.devices)):
             if stmt.unevict(t, own.status):
                 continue
-            if own.status == TaskState.ALLOCATED and session.placements[t.key].status == TaskState.PENDING:
-                # a fraction allocated this cycle went back to Pending (``Statement.evict``)
-                stmt.place(t, ns.name, fit.devices, pipelined=not fit.now)
-                continue
             if not t.is_fractional and _own_room_released(session, t, own):
                 # A task pipelined earlier in this cycle: ``Statement.evict`` sent it back to
                 # Pending and left its room releasing, as KAI's node counts its Releasing pod.
