@@ -233,7 +233,12 @@ def _collect(session: Session, result: CycleResult) -> None:
         pending = False  # the message is needed (and made) once a task is found pending
         for task in job.tasks:
             name = task.key
-            p = placements[name]
+            p = placements.get(name)
+            if p is None:
+                # Running as loaded, on its pinned GPUs: its placement was never made (most pods
+                # of a large cluster; ``state.Placements``).
+                outcomes[name] = TaskOutcome(name, job.key, _RUNNING, task.node, task.gpu_devices, None, pool)
+                continue
             status = p.status
             outcome = TaskOutcome(name, job.key, status, p.node, p.devices, None, pool)
             outcomes[name] = outcome

@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from scheduler.model import RESOURCES, Config, Job, Node, Queue, Task, TaskState, clean, round_gpu
 from scheduler.reasons import Reason
 from scheduler.result import Eviction
-from scheduler.state import EPS, Device, NodeState, Placement, QueueState, opens_group
+from scheduler.state import EPS, Device, NodeState, Placement, Placements, QueueState, opens_group
 from scheduler.statement import Statement
 
 # Task states as module constants: reading a member through the enum class costs ~15x a global.
@@ -55,7 +55,9 @@ class Session:
         # Every queue's node pool, this shard's and the others' (to explain a job in the wrong one).
         self.queue_pools: dict[str, str] = {}
         self._task_job: dict[str, Job] | None = None  # ``task_job``, made on first use
-        self.placements: dict[str, Placement] = {}
+        # Every task's placement; a running pod on its pinned whole GPUs gets its own only when
+        # first read (``Placements``).
+        self.placements = Placements()
         # Fair-share capacity of the pool (schedulable nodes only); set when the cycle opens.
         self.capacity: dict[str, float] = dict.fromkeys(RESOURCES, 0.0)
         # Whether any node has a PreferNoSchedule taint (node scores then depend on tolerations).
@@ -119,8 +121,8 @@ class Session:
     def close(self) -> None:
         """Drop what refers back to the session (its node index), once the cycle has read it.
 
-        Without a reference cycle the session's objects (one placement per pod, one device per
-        GPU) are freed as soon as the cycle lets go of it; with one, they wait for the cyclic
+        Without a reference cycle the session's objects (one device per GPU, the placements made)
+        are freed as soon as the cycle lets go of it; with one, they wait for the cyclic
         collector, whose next young-generation pass then walks all of them first."""
         self.node_index = None
 
@@ -146,7 +148,10 @@ class Session:
             self._pending_jobs = [
                 j
                 for j in (self.jobs.values() if candidates is None else candidates)
-                if any((p := placements.get(t.key)) is None or p.status == pend for t in j.tasks)
+                if any(
+                    (p := placements.get(t.key) or placements.on_demand(t.key)) is None or p.status == pend
+                    for t in j.tasks
+                )
             ]
         return self._pending_jobs
 
@@ -266,8 +271,9 @@ class Session:
             self._charge_queues(job, charge, +1)
 
     def load_tasks(self, jobs: list[Job]) -> None:
-        """``load_task`` for every task of ``jobs``, tasks pinned to GPU devices first (so that a
-        task without a device never takes one of them), with the queues charged in bulk.
+        """``load_task`` for every task of ``jobs`` (the session's), tasks pinned to GPU devices
+        first (so that a task without a device never takes one of them), with the queues charged
+        in bulk.
 
         Queue sums are rounded (``clean``) after every addition, so their value depends on the
         order of the additions unless every amount is a multiple of 1/4 (then every partial sum
@@ -276,7 +282,7 @@ class Session:
         # Per leaf queue, as the tasks load: number of charges and the plain sums (all of them,
         # then the non-preemptible jobs'), with every amount charged (``exact_amounts``). The
         # running pods are the bulk of a large cluster: this loop is the session's cost, so it
-        # builds one Placement per pod and nothing else (no per-pod list entry or second pass).
+        # builds nothing per pod (no placement, list entry or second pass): see ``Placements``.
         per_leaf: dict[str, list[float]] = {}
         seen: set[float] = set()
         pending: set[str] = set()
@@ -285,8 +291,7 @@ class Session:
         unpinned: list[tuple[Task, Job]] = []  # loaded after every pinned task, in job order
         nodes = self.nodes
         running = _RUNNING
-        # Tasks of one shape in a row share one charge dict (charges are never changed in place).
-        ch: dict[str, float] = {}
+        # The last charge's amounts: a run of tasks of one shape adds them to ``seen`` once.
         last: tuple[float, float, float] | None = None
         np_job = False
         for job in jobs:
@@ -323,9 +328,9 @@ class Session:
                     g = float(int(task.gpu))
                     if last is None or g != last[0] or cpu != last[1] or memory != last[2]:
                         last = (g, cpu, memory)
-                        ch = {"gpu": g, "cpu": cpu, "memory": memory}
                         seen.update(last)
-                    placements[task.key] = Placement(running, node, gd, 0.0, ch)
+                    # No placement stored: it is made if and when one is read
+                    # (``Placements.on_demand``), from the task and this same charge.
                     # ``_add_charge`` written out (a call per running pod is a tenth of this loop).
                     if acc is None:
                         acc = per_leaf.get(job.queue) or _leaf_sums(per_leaf, job.queue)
@@ -350,6 +355,7 @@ class Session:
                 _add_charge(_leaf_sums(per_leaf, job.queue), charge, not job.is_preemptible, seen)
             elif placements[task.key].status == _PENDING:
                 pending.add(job.key)
+        placements.defer_running(jobs)  # the tasks of the fast path above have none stored
         self._pending_candidates = [j for j in self.jobs.values() if j.key in pending] if pending else []
         charges = sum(int(acc[0]) for acc in per_leaf.values())
         if charges < 2**20 and exact_amounts(seen):

@@ -51,6 +51,9 @@ def leaf_victims(session: Session, leaf: str) -> LeafVictims | None:
 
 def _leaf_victims(session: Session, leaf: str) -> LeafVictims | None:
     placements = session.placements
+    # A task without a stored placement runs as loaded, on its pinned whole GPUs: its charge is
+    # read off the task instead of making the placement (``state.Placements``).
+    as_loaded = placements.deferring
     active = _ACTIVE
     jobs = 0
     total = 0.0
@@ -63,11 +66,16 @@ def _leaf_victims(session: Session, leaf: str) -> LeafVictims | None:
         if len(tasks) == 1:
             # the common case, inline: one active pod is one chunk whatever the gang minimum
             p = placements.get(tasks[0].key)
-            if p is None or p.status not in active or not job.is_preemptible:
+            if p is None:
+                if not as_loaded or not job.is_preemptible:
+                    continue
+                g = float(int(tasks[0].gpu))
+            elif p.status not in active or not job.is_preemptible:
                 continue
+            else:
+                g = p.charge.get("gpu", 0.0)
             if job.subgroups:
                 return None
-            g = p.charge.get("gpu", 0.0)
             seen.add(g)
             total += g
             if g > biggest:
@@ -76,7 +84,10 @@ def _leaf_victims(session: Session, leaf: str) -> LeafVictims | None:
             gs: list[float] = []
             for t in tasks:
                 p = placements.get(t.key)
-                if p is not None and p.status in active:
+                if p is None:
+                    if as_loaded:
+                        gs.append(float(int(t.gpu)))
+                elif p.status in active:
                     gs.append(p.charge.get("gpu", 0.0))
             if not gs or not job.is_preemptible:
                 continue
