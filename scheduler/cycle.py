@@ -119,7 +119,7 @@ def _requested(
     scan = jobs
     if running is not None and session.pending_at_load is not None:
         # Only the jobs with a task pending at load add a request (nothing has run since).
-        asks = {queue: [] for queue in dict.fromkeys(job.queue for job in jobs)}
+        asks = {queue: [] for queue in dict.fromkeys([job.queue for job in jobs])}
         scan = session.pending_at_load
     for job in scan:
         acc = asks.setdefault(job.queue, [])

@@ -16,7 +16,16 @@ from collections.abc import Iterable
 from scheduler.model import RESOURCES, Config, Job, Node, Queue, Task, TaskState, clean, round_gpu
 from scheduler.reasons import Reason
 from scheduler.result import Eviction
-from scheduler.state import EPS, Device, NodeState, Placement, Placements, QueueState, opens_group
+from scheduler.state import (
+    EPS,
+    Device,
+    LoadedVictims,
+    NodeState,
+    Placement,
+    Placements,
+    QueueState,
+    opens_group,
+)
 from scheduler.statement import Statement
 
 # Task states as module constants: reading a member through the enum class costs ~15x a global.
@@ -116,6 +125,9 @@ class Session:
         # Per leaf queue, the running tasks' charges as loaded (count, GPU, CPU, memory, then the
         # non-preemptible ones' sums) when every amount is exact in quarters (``load_tasks``).
         self.running_sums: dict[str, list[float]] | None = None
+        # Per leaf queue whose loaded jobs are all one-pod jobs on the fast path of ``load_tasks``:
+        # its allocation stamp after the load and its victims' sums then (``victim_sums``).
+        self.loaded_victims: dict[str, tuple[int, LoadedVictims]] = {}
         self.job_positions: dict[str, int] | None = None
 
     def close(self) -> None:
@@ -294,6 +306,10 @@ class Session:
         # The last charge's amounts: a run of tasks of one shape adds them to ``seen`` once.
         last: tuple[float, float, float] | None = None
         np_job = False
+        # Per leaf, its preemptible one-pod jobs' victim sums as they load, and the leaves where
+        # some job is not such a pod (sums left to ``victim_sums``, which walks the jobs).
+        victims: dict[str, LoadedVictims] = {}
+        mixed: set[str] = set()
         for job in jobs:
             acc: list[float] | None = None  # the job's leaf sums, fetched at its first charge
             for task in job.tasks:
@@ -335,6 +351,10 @@ class Session:
                     if acc is None:
                         acc = per_leaf.get(job.queue) or _leaf_sums(per_leaf, job.queue)
                         np_job = not job.is_preemptible
+                        if len(job.tasks) > 1 or job.subgroups:
+                            mixed.add(job.queue)  # its chunks depend on its gang
+                        elif not np_job:
+                            _add_victim(victims, job, g)
                     acc[0] += 1
                     acc[1] += g
                     acc[2] += cpu
@@ -347,26 +367,36 @@ class Session:
                 charge = load(task)
                 if charge is not None:
                     _add_charge(_leaf_sums(per_leaf, job.queue), charge, not job.is_preemptible, seen)
+                    mixed.add(job.queue)
                 elif placements[task.key].status == _PENDING:
                     pending.add(job.key)
+                else:
+                    mixed.add(job.queue)
         for task, job in unpinned:
             charge = load(task)
             if charge is not None:
                 _add_charge(_leaf_sums(per_leaf, job.queue), charge, not job.is_preemptible, seen)
+                mixed.add(job.queue)
             elif placements[task.key].status == _PENDING:
                 pending.add(job.key)
+            else:
+                mixed.add(job.queue)
         placements.defer_running(jobs)  # the tasks of the fast path above have none stored
         self._pending_candidates = [j for j in self.jobs.values() if j.key in pending] if pending else []
         charges = sum(int(acc[0]) for acc in per_leaf.values())
         if charges < 2**20 and exact_amounts(seen):
             self._charge_in_bulk(per_leaf)
-            return
-        # Task by task in load order (pinned tasks first): a loaded task is charged iff it runs.
-        for pinned in (True, False):
-            for job in jobs:
-                for task in job.tasks:
-                    if bool(task.gpu_devices) == pinned and placements[task.key].status == running:
-                        self._charge_queues(job, placements[task.key].charge, +1)
+        else:
+            # Task by task in load order (pinned tasks first): a loaded task is charged iff it runs.
+            for pinned in (True, False):
+                for job in jobs:
+                    for task in job.tasks:
+                        if bool(task.gpu_devices) == pinned and placements[task.key].status == running:
+                            self._charge_queues(job, placements[task.key].charge, +1)
+        stamp = self.queue_stamp
+        self.loaded_victims = {
+            leaf: (stamp.get(leaf, 0), sums) for leaf, sums in victims.items() if leaf not in mixed
+        }
 
     def _charge_in_bulk(self, per_leaf: dict[str, list[float]]) -> None:
         """Charge the loaded tasks' sums per leaf queue (every amount exact in quarters)."""
@@ -478,6 +508,19 @@ def _leaf_sums(per_leaf: dict[str, list[float]], leaf: str) -> list[float]:
     if acc is None:
         acc = per_leaf[leaf] = [0.0] * 7
     return acc
+
+
+def _add_victim(victims: dict[str, LoadedVictims], job: Job, gpu: float) -> None:
+    """Count a preemptible one-pod job loaded running with ``gpu`` GPUs in its leaf's sums."""
+    sums = victims.get(job.queue)
+    if sums is None:
+        sums = victims[job.queue] = LoadedVictims(first=job.key)
+    sums.jobs += 1
+    sums.gpu += gpu
+    if gpu > sums.biggest:
+        sums.biggest = gpu
+    if job.last_start_s is not None:
+        sums.started = True
 
 
 def _add_charge(acc: list[float], charge: dict[str, float], non_preemptible: bool, seen: set[float]) -> None:

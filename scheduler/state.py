@@ -150,6 +150,19 @@ class Placement:
     from_releasing: bool = False  # placed this cycle onto releasing resources
 
 
+@dataclass(slots=True)
+class LoadedVictims:
+    """What the preemptible one-pod jobs of a leaf queue that ``Session.load_tasks`` loaded
+    running on pinned whole GPUs give as victims, summed as they load (the fields of
+    ``actions.reclaim.victim_sums.LeafVictims``), so that reclaim's screen need not walk them."""
+
+    jobs: int = 0
+    gpu: float = 0.0
+    biggest: float = 0.0
+    first: str | None = None  # the first such job in load order
+    started: bool = False  # some such job has a start time
+
+
 class Placements(dict[str, Placement]):
     """Placements by task key, where the running pods that ``Session.load_tasks`` put on their
     pinned whole GPUs (the bulk of a large cluster) have none stored until one is read: a cycle

@@ -18,8 +18,10 @@ def stale_gang_eviction(session: Session) -> None:
     active_used = ACTIVE_USED
     for job in session.jobs.values():
         if not job.subgroups:
-            if job.gang_min <= 1:
-                continue  # one active pod meets the minimum, and a job with none is not stale
+            # ``gang_min`` without sub-groups, inline (a job per pod in a large cluster): one
+            # active pod meets a minimum of one, and a job with none is not stale.
+            if (len(job.tasks) if job.min_available is None else job.min_available) <= 1:
+                continue
             # Without sub-groups only the count matters (``short_subgroup`` is None): counted
             # inline, as ``gang.status`` reads it, before any list is made.
             used = 0

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from scheduler.model import TaskState
 from scheduler.session import Session
+from scheduler.state import LoadedVictims
 
 _ACTIVE = (TaskState.RUNNING, TaskState.ALLOCATED, TaskState.PIPELINED)  # = gang.ACTIVE_ALLOCATED
 
@@ -44,9 +45,21 @@ def leaf_victims(session: Session, leaf: str) -> LeafVictims | None:
     hit = session.leaf_victims.get(leaf)
     if hit is not None and hit[0] == stamp:
         return hit[1]  # type: ignore[return-value]
-    sums = _leaf_victims(session, leaf)
+    loaded = session.loaded_victims.get(leaf)
+    if loaded is not None and loaded[0] == stamp:
+        sums = _as_loaded(loaded[1])  # nothing of the leaf changed since the load summed it
+    else:
+        sums = _leaf_victims(session, leaf)
     session.leaf_victims[leaf] = (stamp, sums)
     return sums
+
+
+def _as_loaded(v: LoadedVictims) -> LeafVictims | None:
+    """The sums ``Session.load_tasks`` kept for a leaf of one-pod jobs: each GPU charge a whole
+    count, so exact in quarters below the bound, as ``_leaf_victims`` checks."""
+    if v.jobs >= 2**20 or v.biggest >= _EXACT_BOUND:
+        return None
+    return LeafVictims(v.jobs, v.gpu, v.biggest, v.first, v.started)
 
 
 def _leaf_victims(session: Session, leaf: str) -> LeafVictims | None:
