@@ -40,7 +40,7 @@ def _run_cycle(snapshot: Snapshot, config: Config | None) -> CycleResult:
     result = CycleResult()
     out_of_time = out_of_work = 0
     for pool in shards:
-        session = _open_session(snapshot, config, pool, queue_pools)
+        session = _open_session(snapshot, config, pool, queue_pools, whole=len(shards) == 1)
         for action in actions:
             action(session)
         _collect(session, result)
@@ -74,13 +74,18 @@ def open_session(
 
 
 def _open_session(
-    snapshot: Snapshot, config: Config, pool: str, queue_pools: dict[str, str] | None
+    snapshot: Snapshot, config: Config, pool: str, queue_pools: dict[str, str] | None, whole: bool = False
 ) -> Session:
+    """``open_session``; ``whole``: the snapshot has this one pool (every node, job and queue is
+    in it), so nothing is filtered (a pass over every job, in a cluster without pools)."""
     if queue_pools is None:
         queue_pools = pools.queue_pools(snapshot.queues)
-    nodes = [n for n in snapshot.nodes if n.pool == pool]
-    jobs = [j for j in snapshot.jobs if j.pool == pool]
-    queues = [q for q in snapshot.queues if queue_pools[q.name] == pool]
+    if whole:
+        nodes, jobs, queues = list(snapshot.nodes), list(snapshot.jobs), list(snapshot.queues)
+    else:
+        nodes = [n for n in snapshot.nodes if n.pool == pool]
+        jobs = [j for j in snapshot.jobs if j.pool == pool]
+        queues = [q for q in snapshot.queues if queue_pools[q.name] == pool]
     session = Session(pool, config, nodes, queues, jobs)
     session.queue_pools = queue_pools
     session.load_tasks(jobs)
