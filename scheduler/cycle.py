@@ -40,7 +40,7 @@ def _run_cycle(snapshot: Snapshot, config: Config | None) -> CycleResult:
     result = CycleResult()
     out_of_time = out_of_work = 0
     for pool in shards:
-        session = _open_session(snapshot, config, pool, queue_pools)
+        session = _open_session(snapshot, config, pool, queue_pools, whole=len(shards) == 1)
         for action in actions:
             action(session)
         _collect(session, result)
@@ -74,13 +74,18 @@ def open_session(
 
 
 def _open_session(
-    snapshot: Snapshot, config: Config, pool: str, queue_pools: dict[str, str] | None
+    snapshot: Snapshot, config: Config, pool: str, queue_pools: dict[str, str] | None, whole: bool = False
 ) -> Session:
+    """``open_session``; ``whole``: the snapshot has this one pool (every node, job and queue is
+    in it), so nothing is filtered (a pass over every job, in a cluster without pools)."""
     if queue_pools is None:
         queue_pools = pools.queue_pools(snapshot.queues)
-    nodes = [n for n in snapshot.nodes if n.pool == pool]
-    jobs = [j for j in snapshot.jobs if j.pool == pool]
-    queues = [q for q in snapshot.queues if queue_pools[q.name] == pool]
+    if whole:
+        nodes, jobs, queues = list(snapshot.nodes), list(snapshot.jobs), list(snapshot.queues)
+    else:
+        nodes = [n for n in snapshot.nodes if n.pool == pool]
+        jobs = [j for j in snapshot.jobs if j.pool == pool]
+        queues = [q for q in snapshot.queues if queue_pools[q.name] == pool]
     session = Session(pool, config, nodes, queues, jobs)
     session.queue_pools = queue_pools
     session.load_tasks(jobs)
@@ -119,7 +124,7 @@ def _requested(
     scan = jobs
     if running is not None and session.pending_at_load is not None:
         # Only the jobs with a task pending at load add a request (nothing has run since).
-        asks = {queue: [] for queue in dict.fromkeys(job.queue for job in jobs)}
+        asks = {queue: [] for queue in dict.fromkeys([job.queue for job in jobs])}
         scan = session.pending_at_load
     for job in scan:
         acc = asks.setdefault(job.queue, [])
@@ -233,7 +238,12 @@ def _collect(session: Session, result: CycleResult) -> None:
         pending = False  # the message is needed (and made) once a task is found pending
         for task in job.tasks:
             name = task.key
-            p = placements[name]
+            p = placements.get(name)
+            if p is None:
+                # Running as loaded, on its pinned GPUs: its placement was never made (most pods
+                # of a large cluster; ``state.Placements``).
+                outcomes[name] = TaskOutcome(name, job.key, _RUNNING, task.node, task.gpu_devices, None, pool)
+                continue
             status = p.status
             outcome = TaskOutcome(name, job.key, status, p.node, p.devices, None, pool)
             outcomes[name] = outcome

@@ -21,7 +21,8 @@ ACTIVE_ALLOCATED = (_RUNNING, _ALLOCATED, _PIPELINED)
 
 
 def status(session: Session, task: Task) -> TaskState:
-    p = session.placements.get(task.key)
+    placements = session.placements
+    p = placements.get(task.key) or placements.on_demand(task.key)
     return p.status if p else _PENDING
 
 
@@ -29,7 +30,7 @@ def active_allocated(session: Session, job: Job) -> int:
     placements = session.placements
     n = 0
     for t in job.tasks:
-        p = placements.get(t.key)  # status(), inline: this runs for every job at every step
+        p = placements.get(t.key) or placements.on_demand(t.key)  # status(), inline: hot
         if p is not None and p.status in ACTIVE_ALLOCATED:
             n += 1
     return n
@@ -41,7 +42,7 @@ def pending_tasks(session: Session, job: Job) -> list[Task]:
     pending = _PENDING
     out = []
     for t in job.tasks:
-        p = placements.get(t.key)
+        p = placements.get(t.key) or placements.on_demand(t.key)
         if p is None or p.status == pending:
             out.append(t)
     return out
@@ -52,7 +53,7 @@ def alive(session: Session, job: Job) -> int:
     placements = session.placements
     n = 0
     for t in job.tasks:
-        p = placements.get(t.key)
+        p = placements.get(t.key) or placements.on_demand(t.key)
         if p is None or p.status == _PENDING or p.status in ACTIVE_ALLOCATED:
             n += 1
     return n
@@ -148,7 +149,7 @@ def step_tasks(session: Session, job: Job) -> list[Task]:
         waiting: list[Task] = []
         n_active = 0
         for t in job.tasks:
-            p = placements.get(t.key)
+            p = placements.get(t.key) or placements.on_demand(t.key)
             if p is None or p.status == _PENDING:
                 waiting.append(t)
             elif p.status in ACTIVE_ALLOCATED:

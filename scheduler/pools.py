@@ -47,8 +47,16 @@ def assign_pools(jobs: list[Job], nodes: list[Node], pools: dict[str, str]) -> l
     A pod that runs holds its node whatever its queue's pool is now (a relabelled node or queue):
     it must be seen where it runs, never taken for pending and placed a second time."""
     node_pool = {n.name: n.pool for n in nodes}
+    # With every node and queue in one pool, a job's pods hold nodes of that pool and its queue
+    # is there too: only a pool named in its node selector can put it elsewhere, so no task need
+    # be looked at (a cluster without pools, the common case, has one per pod).
+    every = set(node_pool.values()) | set(pools.values())
+    only = every.pop() if len(every) == 1 else None
     placed: list[Job] = []
     for job in jobs:
+        if only is not None and job.queue in pools and not job.node_selector.get(POOL_LABEL):
+            placed.append(job if job.pool == only else dataclasses.replace(job, pool=only))
+            continue
         running = None  # the pool of the first task that holds a node
         for t in job.tasks:
             if t.node in node_pool and t.state in HOLDING:

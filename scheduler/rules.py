@@ -100,7 +100,7 @@ def job_domains(session: Session, job: Job, key: str) -> set[str]:
     """Values of node label ``key`` of the nodes holding an active pod of the job."""
     out: set[str] = set()
     for t in job.tasks:
-        p = session.placements.get(t.key)
+        p = session.placements.get(t.key) or session.placements.on_demand(t.key)
         if p is None or p.node is None or p.status in (TaskState.PENDING, TaskState.RELEASING):
             continue
         ns = session.nodes.get(p.node)

@@ -16,7 +16,16 @@ from collections.abc import Iterable
 from scheduler.model import RESOURCES, Config, Job, Node, Queue, Task, TaskState, clean, round_gpu
 from scheduler.reasons import Reason
 from scheduler.result import Eviction
-from scheduler.state import EPS, Device, NodeState, Placement, QueueState, opens_group
+from scheduler.state import (
+    EPS,
+    Device,
+    LoadedVictims,
+    NodeState,
+    Placement,
+    Placements,
+    QueueState,
+    opens_group,
+)
 from scheduler.statement import Statement
 
 # Task states as module constants: reading a member through the enum class costs ~15x a global.
@@ -55,7 +64,9 @@ class Session:
         # Every queue's node pool, this shard's and the others' (to explain a job in the wrong one).
         self.queue_pools: dict[str, str] = {}
         self._task_job: dict[str, Job] | None = None  # ``task_job``, made on first use
-        self.placements: dict[str, Placement] = {}
+        # Every task's placement; a running pod on its pinned whole GPUs gets its own only when
+        # first read (``Placements``).
+        self.placements = Placements()
         # Fair-share capacity of the pool (schedulable nodes only); set when the cycle opens.
         self.capacity: dict[str, float] = dict.fromkeys(RESOURCES, 0.0)
         # Whether any node has a PreferNoSchedule taint (node scores then depend on tolerations).
@@ -115,13 +126,16 @@ class Session:
         # Per leaf queue, the running tasks' charges as loaded (count, GPU, CPU, memory, then the
         # non-preemptible ones' sums) when every amount is exact in quarters (``load_tasks``).
         self.running_sums: dict[str, list[float]] | None = None
+        # Per leaf queue whose loaded jobs are all one-pod jobs on the fast path of ``load_tasks``:
+        # its allocation stamp after the load and its victims' sums then (``victim_sums``).
+        self.loaded_victims: dict[str, tuple[int, LoadedVictims]] = {}
         self.job_positions: dict[str, int] | None = None
 
     def close(self) -> None:
         """Drop what refers back to the session (its node index), once the cycle has read it.
 
-        Without a reference cycle the session's objects (one placement per pod, one device per
-        GPU) are freed as soon as the cycle lets go of it; with one, they wait for the cyclic
+        Without a reference cycle the session's objects (one device per GPU, the placements made)
+        are freed as soon as the cycle lets go of it; with one, they wait for the cyclic
         collector, whose next young-generation pass then walks all of them first."""
         self.node_index = None
 
@@ -147,7 +161,10 @@ class Session:
             self._pending_jobs = [
                 j
                 for j in (self.jobs.values() if candidates is None else candidates)
-                if any((p := placements.get(t.key)) is None or p.status == pend for t in j.tasks)
+                if any(
+                    (p := placements.get(t.key) or placements.on_demand(t.key)) is None or p.status == pend
+                    for t in j.tasks
+                )
             ]
         return self._pending_jobs
 
@@ -267,8 +284,9 @@ class Session:
             self._charge_queues(job, charge, +1)
 
     def load_tasks(self, jobs: list[Job]) -> None:
-        """``load_task`` for every task of ``jobs``, tasks pinned to GPU devices first (so that a
-        task without a device never takes one of them), with the queues charged in bulk.
+        """``load_task`` for every task of ``jobs`` (the session's), tasks pinned to GPU devices
+        first (so that a task without a device never takes one of them), with the queues charged
+        in bulk.
 
         Queue sums are rounded (``clean``) after every addition, so their value depends on the
         order of the additions unless every amount is a multiple of 1/4 (then every partial sum
@@ -277,7 +295,7 @@ class Session:
         # Per leaf queue, as the tasks load: number of charges and the plain sums (all of them,
         # then the non-preemptible jobs'), with every amount charged (``exact_amounts``). The
         # running pods are the bulk of a large cluster: this loop is the session's cost, so it
-        # builds one Placement per pod and nothing else (no per-pod list entry or second pass).
+        # builds nothing per pod (no placement, list entry or second pass): see ``Placements``.
         per_leaf: dict[str, list[float]] = {}
         seen: set[float] = set()
         pending: set[str] = set()
@@ -286,10 +304,13 @@ class Session:
         unpinned: list[tuple[Task, Job]] = []  # loaded after every pinned task, in job order
         nodes = self.nodes
         running = _RUNNING
-        # Tasks of one shape in a row share one charge dict (charges are never changed in place).
-        ch: dict[str, float] = {}
+        # The last charge's amounts: a run of tasks of one shape adds them to ``seen`` once.
         last: tuple[float, float, float] | None = None
         np_job = False
+        # Per leaf, its preemptible one-pod jobs' victim sums as they load, and the leaves where
+        # some job is not such a pod (sums left to ``victim_sums``, which walks the jobs).
+        victims: dict[str, LoadedVictims] = {}
+        mixed: set[str] = set()
         for job in jobs:
             acc: list[float] | None = None  # the job's leaf sums, fetched at its first charge
             for task in job.tasks:
@@ -324,13 +345,17 @@ class Session:
                     g = float(int(task.gpu))
                     if last is None or g != last[0] or cpu != last[1] or memory != last[2]:
                         last = (g, cpu, memory)
-                        ch = {"gpu": g, "cpu": cpu, "memory": memory}
                         seen.update(last)
-                    placements[task.key] = Placement(running, node, gd, 0.0, ch)
+                    # No placement stored: it is made if and when one is read
+                    # (``Placements.on_demand``), from the task and this same charge.
                     # ``_add_charge`` written out (a call per running pod is a tenth of this loop).
                     if acc is None:
                         acc = per_leaf.get(job.queue) or _leaf_sums(per_leaf, job.queue)
                         np_job = not job.is_preemptible
+                        if len(job.tasks) > 1 or job.subgroups:
+                            mixed.add(job.queue)  # its chunks depend on its gang
+                        elif not np_job:
+                            _add_victim(victims, job, g)
                     acc[0] += 1
                     acc[1] += g
                     acc[2] += cpu
@@ -343,25 +368,36 @@ class Session:
                 charge = load(task)
                 if charge is not None:
                     _add_charge(_leaf_sums(per_leaf, job.queue), charge, not job.is_preemptible, seen)
+                    mixed.add(job.queue)
                 elif placements[task.key].status == _PENDING:
                     pending.add(job.key)
+                else:
+                    mixed.add(job.queue)
         for task, job in unpinned:
             charge = load(task)
             if charge is not None:
                 _add_charge(_leaf_sums(per_leaf, job.queue), charge, not job.is_preemptible, seen)
+                mixed.add(job.queue)
             elif placements[task.key].status == _PENDING:
                 pending.add(job.key)
+            else:
+                mixed.add(job.queue)
+        placements.defer_running(jobs)  # the tasks of the fast path above have none stored
         self._pending_candidates = [j for j in self.jobs.values() if j.key in pending] if pending else []
         charges = sum(int(acc[0]) for acc in per_leaf.values())
         if charges < 2**20 and exact_amounts(seen):
             self._charge_in_bulk(per_leaf)
-            return
-        # Task by task in load order (pinned tasks first): a loaded task is charged iff it runs.
-        for pinned in (True, False):
-            for job in jobs:
-                for task in job.tasks:
-                    if bool(task.gpu_devices) == pinned and placements[task.key].status == running:
-                        self._charge_queues(job, placements[task.key].charge, +1)
+        else:
+            # Task by task in load order (pinned tasks first): a loaded task is charged iff it runs.
+            for pinned in (True, False):
+                for job in jobs:
+                    for task in job.tasks:
+                        if bool(task.gpu_devices) == pinned and placements[task.key].status == running:
+                            self._charge_queues(job, placements[task.key].charge, +1)
+        stamp = self.queue_stamp
+        self.loaded_victims = {
+            leaf: (stamp.get(leaf, 0), sums) for leaf, sums in victims.items() if leaf not in mixed
+        }
 
     def _charge_in_bulk(self, per_leaf: dict[str, list[float]]) -> None:
         """Charge the loaded tasks' sums per leaf queue (every amount exact in quarters)."""
@@ -473,6 +509,19 @@ def _leaf_sums(per_leaf: dict[str, list[float]], leaf: str) -> list[float]:
     if acc is None:
         acc = per_leaf[leaf] = [0.0] * 7
     return acc
+
+
+def _add_victim(victims: dict[str, LoadedVictims], job: Job, gpu: float) -> None:
+    """Count a preemptible one-pod job loaded running with ``gpu`` GPUs in its leaf's sums."""
+    sums = victims.get(job.queue)
+    if sums is None:
+        sums = victims[job.queue] = LoadedVictims(first=job.key)
+    sums.jobs += 1
+    sums.gpu += gpu
+    if gpu > sums.biggest:
+        sums.biggest = gpu
+    if job.last_start_s is not None:
+        sums.started = True
 
 
 def _add_charge(acc: list[float], charge: dict[str, float], non_preemptible: bool, seen: set[float]) -> None:

@@ -4,9 +4,10 @@ holds them; a :class:`~scheduler.statement.Statement` changes them."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from scheduler.model import RESOURCES, Node, Queue, TaskState
+from scheduler.model import RESOURCES, Job, Node, Queue, Task, TaskState
 
 EPS = 1e-9
 
@@ -153,3 +154,66 @@ class Placement:
     charge: dict[str, float] = field(default_factory=dict)
     promised: float = 0.0  # MiB per device a fractional pipelined task took out of releasing memory
     from_releasing: bool = False  # placed this cycle onto releasing resources
+
+
+@dataclass(slots=True)
+class LoadedVictims:
+    """What the preemptible one-pod jobs of a leaf queue that ``Session.load_tasks`` loaded
+    running on pinned whole GPUs give as victims, summed as they load (the fields of
+    ``actions.reclaim.victim_sums.LeafVictims``), so that reclaim's screen need not walk them."""
+
+    jobs: int = 0
+    gpu: float = 0.0
+    biggest: float = 0.0
+    first: str | None = None  # the first such job in load order
+    started: bool = False  # some such job has a start time
+
+
+class Placements(dict[str, Placement]):
+    """Placements by task key, where the running pods that ``Session.load_tasks`` put on their
+    pinned whole GPUs (the bulk of a large cluster) have none stored until one is read: a cycle
+    that changes nothing, like a gang that cannot be placed, then builds no object per pod.
+
+    ``placements[key]`` makes a missing one (KeyError for a key of no task held); ``get`` is the
+    plain dict's and does not, so a reader that must see every task writes
+    ``placements.get(key) or placements.on_demand(key)`` (a stored placement is always true),
+    and a reader of many pods may read a missing one off its task instead (``deferring``).
+    Holds no reference to its session, which reference counting alone then frees."""
+
+    __slots__ = ("_jobs", "_deferred")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._jobs: Iterable[Job] | None = None
+        self._deferred: dict[str, Task] | None = None  # by key, once one is asked for
+
+    def defer_running(self, jobs: Iterable[Job]) -> None:
+        """From now on a task of ``jobs`` without a stored placement is one loaded as running
+        on its pinned whole GPUs (every other task got one, and entries are only replaced)."""
+        self._jobs = jobs
+
+    @property
+    def deferring(self) -> bool:
+        """Whether a task without a stored placement runs as loaded (``defer_running``)."""
+        return self._jobs is not None
+
+    def __missing__(self, key: str) -> Placement:
+        p = self.on_demand(key)
+        if p is None:
+            raise KeyError(key)
+        return p
+
+    def on_demand(self, key: str) -> Placement | None:
+        """The placement of a pod loaded as running with none stored, made now and kept (the
+        charge ``load_tasks`` gave it); None for a key with a stored one or of no task held."""
+        deferred = self._deferred
+        if deferred is None:
+            if self._jobs is None:
+                return None
+            deferred = self._deferred = {t.key: t for j in self._jobs for t in j.tasks if t.key not in self}
+        task = deferred.pop(key, None)
+        if task is None:
+            return None
+        charge = {"gpu": float(int(task.gpu)), "cpu": task.cpu_millis, "memory": task.memory_mib}
+        p = self[key] = Placement(TaskState.RUNNING, task.node, task.gpu_devices, 0.0, charge)
+        return p

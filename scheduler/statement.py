@@ -76,7 +76,7 @@ class Statement:
         ns = s.nodes[node]
         job = s.task_job[task.key]
         restore_node = self._snapshot_node(ns, devices)
-        old = s.placements.get(task.key)
+        old = s.placements.get(task.key) or s.placements.on_demand(task.key)
         if old is None:
             old = Placement(_PENDING)
         fractional = task.is_fractional

@@ -176,10 +176,13 @@ def _required_domains(
         required = _level_domains(nodes, topo.levels[: topo.levels.index(key) + 1])
     else:
         required = _domains(nodes, key)
+    placements = session.placements
     running = {
         p.node
         for t in job.tasks
-        if (p := session.placements.get(t.key)) and p.node and p.status.value != "Releasing"
+        if (p := placements.get(t.key) or placements.on_demand(t.key))
+        and p.node
+        and p.status.value != "Releasing"
     }
     if running:  # a job that already runs stays in the domain of its pods
         required = {k: v for k, v in required.items() if running & {ns.name for ns in v}}

@@ -18,11 +18,15 @@ def stale_gang_eviction(session: Session) -> None:
     active_used = ACTIVE_USED
     for job in session.jobs.values():
         if not job.subgroups:
+            # ``gang_min`` without sub-groups, inline (a job per pod in a large cluster): one
+            # active pod meets a minimum of one, and a job with none is not stale.
+            if (len(job.tasks) if job.min_available is None else job.min_available) <= 1:
+                continue
             # Without sub-groups only the count matters (``short_subgroup`` is None): counted
             # inline, as ``gang.status`` reads it, before any list is made.
             used = 0
             for t in job.tasks:
-                p = placements.get(t.key)
+                p = placements.get(t.key) or placements.on_demand(t.key)
                 if p is not None and p.status in active_used:
                     used += 1
             if used == 0 or used >= job.gang_min:

@@ -238,3 +238,74 @@ def test_leaf_sums_are_the_chunks_of_victim_chunks(seed: int) -> None:
     check()
     stmt.rollback()
     check()
+
+
+def _pinned_cluster(rng: Any) -> Snapshot:
+    """Leaves of running pods on pinned whole GPUs (the load's fast path): some leaves only
+    one-pod jobs (preemptible or not, started or not), others also a two-pod gang, a pod without
+    named devices or a fraction; and pending one-pod jobs."""
+    queues = [_queue("d0", 16.0, 0, None)]
+    leaves = [f"l{i}" for i in range(4)]
+    queues += [_queue(leaf, rng.choice([0.0, 4.0]), 1 + i, "d0") for i, leaf in enumerate(leaves)]
+    nodes = [Node(f"n{i}", gpus=8) for i in range(3)]
+    jobs: list[Job] = []
+    for n in nodes:
+        free = list(range(8))
+        while free:
+            leaf = rng.choice(leaves)
+            gpus = min(len(free), rng.choice([1, 1, 2, 3]))
+            kind = rng.choice(["one"] * 6 + ["gang", "unpinned", "fraction"]) if leaf != "l0" else "one"
+            name = f"r{len(jobs):03d}"
+            common = {"state": TaskState.RUNNING, "node": n.name}
+            if kind == "gang" and len(free) >= 2:
+                tasks = [Task(f"{name}-{k}", gpu=1, gpu_devices=(free[k],), **common) for k in range(2)]
+                free = free[2:]
+            elif kind == "unpinned":
+                tasks = [Task(f"{name}-0", gpu=1, **common)]
+                free = free[1:]
+            elif kind == "fraction":
+                tasks = [Task(f"{name}-0", gpu=0.5, gpu_devices=(free[0],), **common)]
+                free = free[1:]
+            else:
+                tasks = [Task(f"{name}-0", gpu=gpus, gpu_devices=tuple(free[:gpus]), **common)]
+                free = free[gpus:]
+            jobs.append(
+                Job(
+                    name,
+                    queue=leaf,
+                    priority=rng.choice([50, 50, 150]),
+                    tasks=tasks,
+                    created_s=float(len(jobs)),
+                    last_start_s=rng.choice([None, 100.0]),
+                )
+            )
+    jobs += [Job(f"p{i}", queue=rng.choice(leaves), tasks=[Task(f"p{i}-0", gpu=2)]) for i in range(3)]
+    return Snapshot(nodes, queues, jobs)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_sums_kept_at_load_are_those_of_the_walk(seed: int) -> None:
+    """A leaf of one-pod jobs on pinned whole GPUs has its sums kept as the session loads
+    (``Session.loaded_victims``): they are the ones ``_leaf_victims`` finds walking its jobs; a
+    leaf with any other loaded pod has none kept (``l0`` has only such jobs)."""
+    import random
+
+    from scheduler.actions.reclaim.victim_sums import _as_loaded, _leaf_victims
+    from scheduler.cycle import open_session
+
+    snap = _pinned_cluster(random.Random(seed))
+    session = open_session(snap, Config(actions=ACTIONS), "default")
+    for leaf, qs in session.queues.items():
+        if not qs.is_leaf:
+            continue
+        loaded = session.loaded_victims.get(leaf)
+        ordinary = all(
+            len(j.tasks) == 1 and j.tasks[0].gpu_devices and j.tasks[0].gpu >= 1
+            for j in session.jobs_of_queue(leaf)
+            if j.tasks[0].node is not None
+        )
+        has_victim = any(j.is_preemptible and j.tasks[0].node for j in session.jobs_of_queue(leaf))
+        assert (loaded is not None) == (ordinary and has_victim), leaf
+        if loaded is not None:
+            assert loaded[0] == session.queue_stamp.get(leaf, 0)
+            assert _as_loaded(loaded[1]) == _leaf_victims(session, leaf)

@@ -3,6 +3,8 @@ takes room from queues above theirs, under the rules of :mod:`.rules`."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from scheduler import gang, reasons
 from scheduler.actions.common.notes import Note
 from scheduler.actions.common.queues import diverging, request_of
@@ -14,6 +16,7 @@ from scheduler.actions.reclaim.rules import (
     reclaimer_objection,
     scenario_holds,
 )
+from scheduler.actions.reclaim.victim_sums import leaf_victims
 from scheduler.actions.solvers import blockers
 from scheduler.actions.solvers.loop import run_action
 from scheduler.actions.solvers.policy import ActionPolicy, Validator
@@ -95,7 +98,34 @@ class _Reclaim:
                 runtimes[v.queue] = reclaim_min_runtime(session, job.queue, v.queue)
             return runtimes[v.queue]
 
-        return blockers.find(session, "reclaim", job, session.jobs.values(), may_take, min_runtime, True)
+        jobs, known = self._blocker_scan(job, may_take, min_runtime)
+        return blockers.find(session, "reclaim", job, jobs, may_take, min_runtime, True, known)
+
+    def _blocker_scan(
+        self, job: Job, may_take: Callable[[Job], bool], min_runtime: Callable[[Job], float]
+    ) -> tuple[list[Job], list[str]]:
+        """The jobs ``blockers.find`` must look at one by one, and the leaf queues it need not
+        list: a leaf whose victim sums (``victim_sums``, kept for the screen) count a victim job
+        and where none can be protected (no start time, or no minimum runtime) is a source as a
+        whole. Reclaim's ``may_take`` depends on the victim's queue only, so a leaf it refuses is
+        skipped whole too; the other leaves' jobs are listed (in job order within each leaf:
+        ``find`` sorts what it reports)."""
+        session = self.session
+        scan: list[Job] = []
+        known: list[str] = []
+        for leaf, qs in session.queues.items():
+            if not qs.is_leaf:
+                continue
+            jobs = session.jobs_of_queue(leaf)
+            if not jobs or not may_take(jobs[0]):
+                continue
+            sums = leaf_victims(session, leaf)
+            if sums is not None and (not sums.started or min_runtime(jobs[0]) <= 0):
+                if sums.jobs:
+                    known.append(leaf)
+                continue
+            scan.extend(jobs)
+        return scan, known
 
     def make_validator(self, job: Job, tasks: list[Task]) -> Validator:
         step = ReclaimStep(self.session, job, request_of(self.session, tasks), self.core)

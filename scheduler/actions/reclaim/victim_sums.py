@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from scheduler.model import TaskState
 from scheduler.session import Session
+from scheduler.state import LoadedVictims
 
 _ACTIVE = (TaskState.RUNNING, TaskState.ALLOCATED, TaskState.PIPELINED)  # = gang.ACTIVE_ALLOCATED
 
@@ -44,13 +45,28 @@ def leaf_victims(session: Session, leaf: str) -> LeafVictims | None:
     hit = session.leaf_victims.get(leaf)
     if hit is not None and hit[0] == stamp:
         return hit[1]  # type: ignore[return-value]
-    sums = _leaf_victims(session, leaf)
+    loaded = session.loaded_victims.get(leaf)
+    if loaded is not None and loaded[0] == stamp:
+        sums = _as_loaded(loaded[1])  # nothing of the leaf changed since the load summed it
+    else:
+        sums = _leaf_victims(session, leaf)
     session.leaf_victims[leaf] = (stamp, sums)
     return sums
 
 
+def _as_loaded(v: LoadedVictims) -> LeafVictims | None:
+    """The sums ``Session.load_tasks`` kept for a leaf of one-pod jobs: each GPU charge a whole
+    count, so exact in quarters below the bound, as ``_leaf_victims`` checks."""
+    if v.jobs >= 2**20 or v.biggest >= _EXACT_BOUND:
+        return None
+    return LeafVictims(v.jobs, v.gpu, v.biggest, v.first, v.started)
+
+
 def _leaf_victims(session: Session, leaf: str) -> LeafVictims | None:
     placements = session.placements
+    # A task without a stored placement runs as loaded, on its pinned whole GPUs: its charge is
+    # read off the task instead of making the placement (``state.Placements``).
+    as_loaded = placements.deferring
     active = _ACTIVE
     jobs = 0
     total = 0.0
@@ -63,11 +79,16 @@ def _leaf_victims(session: Session, leaf: str) -> LeafVictims | None:
         if len(tasks) == 1:
             # the common case, inline: one active pod is one chunk whatever the gang minimum
             p = placements.get(tasks[0].key)
-            if p is None or p.status not in active or not job.is_preemptible:
+            if p is None:
+                if not as_loaded or not job.is_preemptible:
+                    continue
+                g = float(int(tasks[0].gpu))
+            elif p.status not in active or not job.is_preemptible:
                 continue
+            else:
+                g = p.charge.get("gpu", 0.0)
             if job.subgroups:
                 return None
-            g = p.charge.get("gpu", 0.0)
             seen.add(g)
             total += g
             if g > biggest:
@@ -76,7 +97,10 @@ def _leaf_victims(session: Session, leaf: str) -> LeafVictims | None:
             gs: list[float] = []
             for t in tasks:
                 p = placements.get(t.key)
-                if p is not None and p.status in active:
+                if p is None:
+                    if as_loaded:
+                        gs.append(float(int(t.gpu)))
+                elif p.status in active:
                     gs.append(p.charge.get("gpu", 0.0))
             if not gs or not job.is_preemptible:
                 continue

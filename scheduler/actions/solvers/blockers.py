@@ -29,12 +29,15 @@ def find(
     may_take: Callable[[Job], bool],
     min_runtime: Callable[[Job], float],
     sources: bool,
+    known_sources: Iterable[str] = (),
 ) -> list[Reason]:
     """The protected jobs among those the action may take from (``victim_jobs``' filters, then
     ``may_take``), nearest end of protection first; with ``sources``, then the leaf queues they and
-    the unprotected victims are in, above their fair share."""
+    the unprotected victims are in, above their fair share. ``known_sources``: leaf queues the
+    caller already knows hold such a victim, and none protected, whose jobs it leaves out of
+    ``jobs``."""
     protected_jobs: list[tuple[float, str, Reason]] = []
-    queues: set[str] = set()
+    queues: set[str] = set(known_sources)
     for v in jobs:
         if v is preemptor or not v.is_preemptible or v.queue not in session.queues:
             continue
