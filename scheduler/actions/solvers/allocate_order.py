@@ -72,8 +72,8 @@ class AllocateOrder(QueueTree):
         self.live: dict[str, int] = {}
         counts = {leaf: len(lst) for leaf, lst in self.sim.items()}
         if heads is not None:
-            for leaf, lst in heads.by_leaf.items():
-                n = sum(1 for _, name in lst if self._is_other(name))
+            for leaf, pending in heads.by_leaf.items():
+                n = sum(1 for _, name in pending if self._is_other(name))
                 counts[leaf] = counts.get(leaf, 0) + n
         for leaf, n in counts.items():
             if n:
