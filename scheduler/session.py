@@ -11,7 +11,8 @@ to a checkpoint, so actions try placements and victim evictions virtually.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from typing import TypeVar, cast
 
 from scheduler.model import RESOURCES, Config, Job, Node, Queue, Task, TaskState, clean, round_gpu
 from scheduler.reasons import Reason
@@ -34,6 +35,9 @@ _RUNNING = TaskState.RUNNING
 _RELEASING = TaskState.RELEASING
 
 assert RESOURCES == ("gpu", "cpu", "memory")  # written out in ``Session._charge_queues``
+
+
+T = TypeVar("T")
 
 
 class Session:
@@ -114,8 +118,8 @@ class Session:
         # Name of the node of every change, in order: node_log[v:] were touched since version v.
         self.node_log: list[str] = []
         self._pool_max: tuple[int, float, float] | None = None
-        self.free_gpus_cache: tuple[int, float] | None = None
-        self.allocatable_gpus_cache: tuple[int, tuple[float, float]] | None = None
+        # Sums over every node kept until a node's resources next change (``per_node_version``).
+        self.node_memo: dict[Callable[[Session], object], tuple[int, object]] = {}
         self._jobs_by_queue: dict[str, list[Job]] | None = None
         self._pending_jobs: list[Job] | None = None
         self._pending_candidates: list[Job] | None = None
@@ -186,6 +190,16 @@ class Session:
         if self._node_list is None:
             self._node_list = list(self.nodes.values())
         return self._node_list
+
+    def per_node_version(self, compute: Callable[[Session], T]) -> T:
+        """``compute(self)``, kept while no node's resources change (``node_version``): for sums
+        over every node that actions ask for each pending job."""
+        hit = self.node_memo.get(compute)
+        if hit is not None and hit[0] == self.node_version:
+            return cast(T, hit[1])
+        value = compute(self)
+        self.node_memo[compute] = (self.node_version, value)
+        return value
 
     def touch_node(self, name: str) -> None:
         """Record that a node's resources change (called before and on undo of every change)."""

@@ -28,12 +28,7 @@ def allocatable_gpus(session: Session) -> tuple[float, float]:
     """``allocatable_gpus_scan``, kept per node version: consolidation asks it for every pending
     job, and between two asks nothing changes unless a search was simulated (8,000 jobs x 5,000
     nodes was 40 s of the stress benchmark's cycle)."""
-    cached = session.allocatable_gpus_cache
-    if cached is not None and cached[0] == session.node_version:
-        return cached[1]
-    out = allocatable_gpus_scan(session)
-    session.allocatable_gpus_cache = (session.node_version, out)
-    return out
+    return session.per_node_version(allocatable_gpus_scan)
 
 
 def allocatable_gpus_scan(session: Session) -> tuple[float, float]:

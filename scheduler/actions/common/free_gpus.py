@@ -7,12 +7,7 @@ from scheduler.session import Session
 
 
 def free_gpus(session: Session) -> float:
-    cached = session.free_gpus_cache
-    if cached is not None and cached[0] == session.node_version:
-        return cached[1]
-    free = free_gpus_scan(session)
-    session.free_gpus_cache = (session.node_version, free)
-    return free
+    return session.per_node_version(free_gpus_scan)
 
 
 def free_gpus_scan(session: Session) -> float:
