@@ -51,21 +51,6 @@ def queue_key(
     return (over, not starved, -qs.queue.priority, zero_share, round(with_job, 9), round(without, 9))
 
 
-def _pareto_tail(a: QueueState, b: QueueState) -> int:
-    """Key 7 and 8: allocatable-share vector Pareto-smaller first, then older, then name."""
-    aa, ab = a.allocatable(), b.allocatable()
-    va = [aa[r] for r in RESOURCES]
-    vb = [ab[r] for r in RESOURCES]
-    if va != vb:
-        if all(x <= y for x, y in zip(va, vb, strict=True)):
-            return -1
-        if all(y <= x for x, y in zip(va, vb, strict=True)):
-            return 1
-    ka = (a.queue.created_index, a.name)
-    kb = (b.queue.created_index, b.name)
-    return -1 if ka < kb else (1 if ka > kb else 0)
-
-
 def job_key(session: Session, job: Job) -> tuple[object, ...]:
     """Order inside a leaf queue: priority, elastic state, age, the arrival tie-break (KAI's PodGroup
     name), name (§4.2); where two jobs of one name tie, whoever holds the key adds it after
@@ -206,7 +191,7 @@ class QueueTree:
         return self._queue_key(queue, *self._leaf_request(leaf))
 
     def _before(self, a: str, b: str) -> bool:
-        """KAI's QueueOrderFn on the representatives: the key, then ``_pareto_tail``."""
+        """KAI's QueueOrderFn on the representatives: the key, then ``_tail_first``."""
         ka, kb = self._key(a), self._key(b)
         if ka != kb:
             return ka < kb
@@ -222,7 +207,7 @@ class QueueTree:
         return hit[1], hit[2]
 
     def _tail_first(self, a: str, b: str) -> bool:
-        """``_pareto_tail(a, b) < 0``."""
+        """Keys 7 and 8: the allocatable-share vector Pareto-smaller first, then older, then name."""
         va, ka = self._tail(a)
         vb, kb = self._tail(b)
         if va != vb:
@@ -290,9 +275,3 @@ class JobQueue(QueueTree):
         key = queue_key(self.session.queues[queue], req, self.capacity)
         self.keys[(queue, shape)] = (qstamp, key)
         return key
-
-    @staticmethod
-    def better(a: QueueState, ka: tuple[object, ...], b: QueueState, kb: tuple[object, ...]) -> bool:
-        if ka != kb:
-            return ka < kb
-        return _pareto_tail(a, b) < 0
