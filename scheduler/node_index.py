@@ -70,6 +70,8 @@ class NodeIndex:
         "masks",
         "cpu_totals_ok",
         "shared",
+        "now_buckets",
+        "now_where",
     )
 
     def __init__(self, session: Session) -> None:
@@ -88,6 +90,12 @@ class NodeIndex:
         self.group_room: dict[str, float] = {}
         self.group_buckets: dict[int, list[int]] = {}
         self.masks: dict[object, np.ndarray] = {}
+        # The fits-now pass's candidates: ranks of nodes with a free pod slot and an idle (or
+        # pipelined-idle) GPU, per free-whole-GPU bucket, in name order (``_set_now``). After
+        # the victim search's virtual evictions most nodes of a bucket have releasing room only,
+        # and the pass would check each of them to skip it.
+        self.now_buckets: dict[int, list[int]] = {}
+        self.now_where: dict[int, int] = {}
         indexed = [ns for ns in session.nodes.values() if ns.schedulable]  # sorted by name
         n = len(indexed)
         # cpu idle, cpu idle+rel, mem idle, mem idle+rel, pods idle, pods idle+rel (one array
@@ -121,8 +129,27 @@ class NodeIndex:
             self.shared[r] = group
             self.where[ns.name] = k
             self.buckets.setdefault(k, []).append(r)
+            if ns.pods_idle >= 1 and idle + ns.piped_idle >= 1:
+                self.now_buckets.setdefault(k, []).append(r)
+                self.now_where[r] = k
             self._set_group(ns, r, room)
         session.dirty_nodes.clear()
+
+    def _set_now(self, ns: NodeState, r: int, k: int) -> None:
+        """(Re)file the node among the fits-now candidates of bucket ``k``: a node that fits a
+        whole-GPU task now (``Fit.avail``) has a free pod slot and an idle GPU (counting the ones
+        pipelined tasks took, ``NodeState.piped_idle``); any other is skipped by that pass."""
+        old = self.now_where.get(r)
+        k_now = k if ns.pods_idle >= 1 and self.idle[r] + ns.piped_idle >= 1 else None
+        if old == k_now:
+            return
+        if old is not None:
+            lst = self.now_buckets[old]
+            del lst[bisect.bisect_left(lst, r)]
+            del self.now_where[r]
+        if k_now is not None:
+            bisect.insort(self.now_buckets.setdefault(k_now, []), r)
+            self.now_where[r] = k_now
 
     def _set_cols(self, ns: NodeState, r: int) -> None:
         c = self.cols
@@ -168,6 +195,7 @@ class NodeIndex:
                 del lst[bisect.bisect_left(lst, r)]
                 bisect.insort(self.buckets.setdefault(k, []), r)
                 self.where[name] = k
+            self._set_now(ns, r, k)
             self._set_group(ns, r, room)
             self._set_cols(ns, r)
         dirty.clear()
@@ -197,8 +225,10 @@ class NodeIndex:
         shape = (need, task.cpu_millis, task.memory_mib)
 
         def first(k: int, now: bool | None) -> tuple[NodeState, Fit] | None:
-            """First node of bucket k, in name order, that fits (and fits now / later)."""
-            for r in self.buckets[k]:
+            """First node of bucket k, in name order, that fits (and fits now / later). The
+            fits-now pass reads only the bucket's candidates (``now_buckets``): a node outside
+            them has no ``Fit.avail``, cached or not."""
+            for r in self.now_buckets.get(k, ()) if now else self.buckets[k]:
                 hit = fits.get(r)
                 if hit is None:
                     ns = nodes[names[r]]
