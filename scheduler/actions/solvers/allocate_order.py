@@ -9,6 +9,10 @@ from scheduler.actions.solvers.victim_order import KeyMemo
 from scheduler.model import Job, Task
 from scheduler.ordering import QueueTree, job_key, job_request, queue_key
 from scheduler.session import Session
+from scheduler.state import QueueState
+
+# A queue key with the allocation stamp and fair-share dict it was computed under.
+_Stamped = tuple[int, dict[str, float], tuple[object, ...]]
 
 
 class PendingHeads:
@@ -67,6 +71,14 @@ class AllocateOrder(QueueTree):
             lst.sort(key=lambda x: (x[0], x[1]), reverse=True)
         self.pos: dict[str, int] = {}  # next index into heads.by_leaf per leaf
         self.keys = heads.keys if heads is not None else {}
+        # Each leaf's next entry (request, shape, whether another job), until the leaf pops: the
+        # simulation places only its own jobs, so whether another job is pending, and every
+        # request, stay as they are while this order lives.
+        self.head_memo: dict[str, tuple[dict[str, float], tuple[float, ...], bool]] = {}
+        # Queue keys by (queue, shape) while the queue's allocation stamp (``queue_stamp``: every
+        # charge and undo bumps it) and fair-share dict are unchanged: the walk re-keys the same
+        # siblings after each pop, and ``keys`` needs the allocation read out to look one up.
+        self.stamped: dict[tuple[str, tuple[float, ...]], _Stamped] = {}
         self.left = len(entries)  # simulation jobs not popped yet
         # Every pending job left per subtree (GetJobsToAllocate orders them all).
         self.live: dict[str, int] = {}
@@ -99,22 +111,42 @@ class AllocateOrder(QueueTree):
         self.pos[leaf] = i
         return (lst[i][0], self.session.jobs[lst[i][1]]) if i < len(lst) else None
 
-    def _head(self, leaf: str) -> tuple[dict[str, float], bool]:
-        """The leaf's next entry: its request, and whether it is another job (not a sim job)."""
+    def _head(self, leaf: str) -> tuple[dict[str, float], tuple[float, ...], bool]:
+        """The leaf's next entry: its request, that as a tuple, and whether it is another job
+        (not a sim job); kept in ``head_memo`` until the leaf pops."""
+        hit = self.head_memo.get(leaf)
+        if hit is not None:
+            return hit
         lst = self.sim.get(leaf)
         other = self._other(leaf)
         if other is not None and (not lst or other[0] < lst[-1][0]):
             assert self.heads is not None
-            return self.heads.request(other[1]), True
-        assert lst
-        return request_of(self.session, lst[-1][2][1]), False
+            req, is_other = self.heads.request(other[1]), True
+        else:
+            assert lst
+            req, is_other = request_of(self.session, lst[-1][2][1]), False
+        hit = self.head_memo[leaf] = (req, tuple(req.values()), is_other)
+        return hit
 
     def _leaf_request(self, leaf: str) -> tuple[dict[str, float], tuple[float, ...]]:
-        req = self._head(leaf)[0]
-        return req, tuple(req.values())
+        hit = self._head(leaf)
+        return hit[0], hit[1]
 
     def _queue_key(self, queue: str, req: dict[str, float], shape: tuple[float, ...]) -> tuple[object, ...]:
         qs = self.session.queues[queue]
+        sk = (queue, shape)
+        stamp = self.session.queue_stamp.get(queue, 0)
+        got = self.stamped.get(sk)
+        if got is not None and got[0] == stamp and got[1] is qs.fair_share:
+            return got[2]
+        key = self._allocation_key(qs, queue, req, shape)
+        self.stamped[sk] = (stamp, qs.fair_share, key)
+        return key
+
+    def _allocation_key(
+        self, qs: QueueState, queue: str, req: dict[str, float], shape: tuple[float, ...]
+    ) -> tuple[object, ...]:
+        """The queue key through the action's memo by allocation (``PendingHeads.keys``)."""
         mk = (queue, tuple(qs.allocated.values()), shape)
         hit = self.keys.get(mk)
         if hit is not None and hit[0] is qs.fair_share:
@@ -125,7 +157,8 @@ class AllocateOrder(QueueTree):
 
     def pop(self) -> tuple[Job, list[Task]] | None:
         while self.left and (leaf := self._walk()) is not None:
-            other = self._head(leaf)[1]
+            other = self._head(leaf)[2]
+            del self.head_memo[leaf]  # the leaf's next entry changes with this pop
             if other:
                 # allocate places or drops it; either way it no longer represents the leaf
                 self.pos[leaf] = self.pos.get(leaf, 0) + 1
