@@ -136,6 +136,10 @@ class _VictimStream:
         # Each subtree's best leaf, dropped along the path of the leaf that gives (nothing else
         # changes).
         self.leaf_memo: dict[str, tuple[str, Job] | None] = {}
+        # Each queue's order key with the candidate it was computed for, dropped with
+        # ``leaf_memo`` (a key reads the queue's allocation, which no take changes, and its
+        # leaf's popped entries and next one, which change only when that leaf gives).
+        self.order_memo: dict[str, tuple[tuple[str, Job], tuple[object, ...]]] = {}
 
     def key(self, job: Job) -> tuple[float, ...]:
         rem = self.remaining[job.key]
@@ -239,8 +243,14 @@ class _VictimStream:
         if len(cands) <= 1:
             return cands[0][1] if cands else None
         best: tuple[tuple[object, ...], tuple[str, Job]] | None = None
+        order_memo = self.order_memo
         for q, cand in cands:
-            k = self.order_key(q, self.listed_charge(cand[0], cand[1]))
+            hit = order_memo.get(q)
+            if hit is not None and hit[0] is cand:
+                k = hit[1]
+            else:
+                k = self.order_key(q, self.listed_charge(cand[0], cand[1]))
+                order_memo[q] = (cand, k)
             if best is None or k > best[0]:
                 best = (k, cand)
         assert best is not None
@@ -270,6 +280,7 @@ class _VictimStream:
                 popped[r] += charge[r]
             for qs in session.ancestors(leaf):
                 self.leaf_memo.pop(qs.name, None)
+                self.order_memo.pop(qs.name, None)
             rem = self.remaining[job.key]
             gone = {t.key for t in tasks}
             rem[:] = [t for t in rem if t.key not in gone]
