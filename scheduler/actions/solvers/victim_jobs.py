@@ -8,7 +8,7 @@ from collections.abc import Callable
 from scheduler import gang
 from scheduler.actions.solvers.budget import spend
 from scheduler.actions.solvers.scenario import Outcome
-from scheduler.actions.solvers.victim_order import active_tasks
+from scheduler.actions.solvers.victim_order import ACTIVE
 from scheduler.model import Job
 from scheduler.session import Session
 
@@ -55,13 +55,20 @@ def victim_jobs(
     only priorities below ``below`` when given (checked first: they are the cheap filters)."""
     jobs = session.jobs.values() if queue is None else session.jobs_of_queue(queue)
     spend(session, len(jobs))  # the list is a scan of them: work for the action's budget
-    return [
-        v
-        for v in jobs
-        if (below is None or v.priority < below)
-        and v is not preemptor
-        and v.is_preemptible
-        and v.queue in session.queues
-        and session.queues[v.queue].is_leaf
-        and active_tasks(session, v)
-    ]
+    queues = session.queues
+    placements = session.placements
+    out = []
+    # ``active_tasks(session, v)`` is non-empty, asked only as far as the first active task: the
+    # scan runs over every job of the cluster once per job an action screens.
+    for v in jobs:
+        if (below is not None and not v.priority < below) or v is preemptor or not v.is_preemptible:
+            continue
+        qs = queues.get(v.queue)
+        if qs is None or not qs.is_leaf:
+            continue
+        for t in v.tasks:
+            p = placements.get(t.key) or placements.on_demand(t.key)  # gang.status, inline
+            if p is not None and p.status in ACTIVE:
+                out.append(v)
+                break
+    return out
