@@ -79,6 +79,10 @@ class AllocateOrder(QueueTree):
         # charge and undo bumps it) and fair-share dict are unchanged: the walk re-keys the same
         # siblings after each pop, and ``keys`` needs the allocation read out to look one up.
         self.stamped: dict[tuple[str, tuple[float, ...]], _Stamped] = {}
+        self.leaves = {name for name, qs in session.queues.items() if qs.is_leaf}
+        # ``_tail_first`` per pair of queues: it reads only their fair shares (set when the
+        # session opens) and their age and name.
+        self.tail_memo: dict[tuple[str, str], bool] = {}
         self.left = len(entries)  # simulation jobs not popped yet
         # Every pending job left per subtree (GetJobsToAllocate orders them all).
         self.live: dict[str, int] = {}
@@ -131,6 +135,23 @@ class AllocateOrder(QueueTree):
     def _leaf_request(self, leaf: str) -> tuple[dict[str, float], tuple[float, ...]]:
         hit = self._head(leaf)
         return hit[0], hit[1]
+
+    def _key(self, queue: str) -> tuple[object, ...]:
+        """``QueueTree._key`` with the leaves read from a set: the walk keys every sibling on
+        its path after each pop."""
+        leaf = queue
+        leaves = self.leaves
+        while leaf not in leaves:
+            leaf = self._top(leaf)
+        hit = self._head(leaf)
+        return self._queue_key(queue, hit[0], hit[1])
+
+    def _tail_first(self, a: str, b: str) -> bool:
+        pair = (a, b)
+        hit = self.tail_memo.get(pair)
+        if hit is None:
+            hit = self.tail_memo[pair] = super()._tail_first(a, b)
+        return hit
 
     def _queue_key(self, queue: str, req: dict[str, float], shape: tuple[float, ...]) -> tuple[object, ...]:
         qs = self.session.queues[queue]

@@ -74,7 +74,7 @@ def _replace_victims(
     until a task needs it: re-placing only takes room, so a later reading is as valid a screen
     (a task it skips would fit nowhere) and most victims, un-evicted, never need one."""
     cp = stmt.checkpoint()
-    nodes = list(session.nodes.values())
+    nodes = session.node_list()  # the session's one list, in name order (read only)
     for t in tasks:
         if capacity_error(session, job, step_request(session, [t])):
             continue  # its queue's room went to the preemptor (a limit, non-preemptible quota)
@@ -184,7 +184,7 @@ def _rejoins_own_group(ns: NodeState, devices: tuple[int, ...], own: tuple[int, 
 
 
 def place_preemptor(session: Session, stmt: Statement, job: Job, tasks: list[Task]) -> bool:
-    nodes = list(session.nodes.values())
+    nodes = session.node_list()  # the session's one list, in name order (read only)
     sets = node_sets(session, job, tasks, nodes)
     for node_set in sets:
         cp = stmt.checkpoint()
