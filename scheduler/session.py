@@ -124,6 +124,7 @@ class Session:
         self._pending_jobs: list[Job] | None = None
         self._pending_candidates: list[Job] | None = None
         self._node_list: list[NodeState] | None = None
+        self._preemptible: dict[str | None, list[Job]] = {}
         # Reclaim's per-leaf victim sums by allocation stamp (``actions.reclaim.victim_sums``) and each
         # job's place in ``jobs``.
         self.leaf_victims: dict[str, tuple[int, object]] = {}
@@ -184,6 +185,20 @@ class Session:
             for job in self.jobs.values():
                 self._jobs_by_queue.setdefault(job.queue, []).append(job)
         return self._jobs_by_queue.get(queue, [])
+
+    def preemptible_leaf_jobs(self, queue: str | None = None) -> list[Job]:
+        """The preemptible jobs of leaf queues (only ``queue``'s when given), in ``jobs`` order:
+        fixed for the cycle (priorities and the queue tree do not change), so the eviction
+        actions' victim scans (``victim_jobs``) run over these instead of every job."""
+        hit = self._preemptible.get(queue)
+        if hit is None:
+            queues = self.queues
+            hit = self._preemptible[queue] = [
+                j
+                for j in (self.jobs.values() if queue is None else self.jobs_of_queue(queue))
+                if j.is_preemptible and j.queue in queues and queues[j.queue].is_leaf
+            ]
+        return hit
 
     def node_list(self) -> list[NodeState]:
         """Every node of the pool in name order (one list for the session: do not change it)."""

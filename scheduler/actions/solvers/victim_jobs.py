@@ -55,16 +55,12 @@ def victim_jobs(
     only priorities below ``below`` when given (checked first: they are the cheap filters)."""
     jobs = session.jobs.values() if queue is None else session.jobs_of_queue(queue)
     spend(session, len(jobs))  # the list is a scan of them: work for the action's budget
-    queues = session.queues
     placements = session.placements
     out = []
     # ``active_tasks(session, v)`` is non-empty, asked only as far as the first active task: the
-    # scan runs over every job of the cluster once per job an action screens.
-    for v in jobs:
-        if (below is not None and not v.priority < below) or v is preemptor or not v.is_preemptible:
-            continue
-        qs = queues.get(v.queue)
-        if qs is None or not qs.is_leaf:
+    # scan runs over every preemptible job once per job an action screens.
+    for v in session.preemptible_leaf_jobs(queue):
+        if (below is not None and not v.priority < below) or v is preemptor:
             continue
         for t in v.tasks:
             p = placements.get(t.key) or placements.on_demand(t.key)  # gang.status, inline
