@@ -51,6 +51,10 @@ if TYPE_CHECKING:
     from scheduler.model import Task
     from scheduler.session import Session
 
+# A GPU group: a device's index while the group it holds is the first one there, then (device,
+# n) for each group KAI opens anew on it (``findGpuForSharingOnNode`` gives a new group id).
+Group = int | tuple[int, int]
+
 _RELEASING = TaskState.RELEASING
 _PIPELINED = TaskState.PIPELINED
 
@@ -60,7 +64,7 @@ class Entry:
     """A task as KAI's node holds it (``NodeInfo.PodInfos``): a copy taken when it was added."""
 
     status: TaskState
-    groups: tuple[object, ...]  # GPU groups of a fraction (``group_of``); () otherwise
+    groups: tuple[Group, ...]  # GPU groups of a fraction (``group_of``); () otherwise
     whole: float  # whole GPUs (0 for a fraction or a CPU-only task)
     memory: int  # MiB per group of a fraction (``GetResourceGpuMemory``)
     before: TaskState | None = None  # the status before an eviction (what ``unevict`` restores)
@@ -77,15 +81,15 @@ class NodeGpus:
     idle: float
     used: float = 0.0
     releasing: float = 0.0
-    used_shared: dict[object, int] = field(default_factory=dict)
-    releasing_shared: dict[object, int] = field(default_factory=dict)
-    allocated_shared: dict[object, int] = field(default_factory=dict)
-    marked: set[object] = field(default_factory=set)
+    used_shared: dict[Group, int] = field(default_factory=dict)
+    releasing_shared: dict[Group, int] = field(default_factory=dict)
+    allocated_shared: dict[Group, int] = field(default_factory=dict)
+    marked: set[Group] = field(default_factory=set)
     entries: dict[str, Entry] = field(default_factory=dict)
-    device_group: dict[int, object] = field(default_factory=dict)  # a device's current group
+    device_group: dict[int, Group] = field(default_factory=dict)  # a device's current group
     opened: int = 0
 
-    def group_of(self, device: int) -> object:
+    def group_of(self, device: int) -> Group:
         """The GPU group a fraction placed on this device joins: the device's group while it has
         a member and not every member releases (``IsTaskFitOnGpuGroup``: ``!isAllGpuReleased``),
         else a new group (``gpu_sharing.findGpuForSharingOnNode`` gives a new group id)."""
@@ -138,6 +142,10 @@ class NodeGpus:
             self._remove_shared(entry, g)
         return entry
 
+    def drop(self, key: str) -> None:
+        """``RemoveTask`` as an undo step (``unpipeline``, ``unallocate``)."""
+        self.remove(key)
+
     def update(self, key: str, status: TaskState, before: TaskState | None = None) -> None:
         """``UpdateTask``: remove the node's copy, add the task with its new status."""
         old = self.remove(key)
@@ -149,7 +157,7 @@ class NodeGpus:
         """``getNumberOfUsedGPUs``."""
         return int(self.used) + sum(1 for v in self.used_shared.values() if v > 0)
 
-    def _add_shared(self, e: Entry, g: int) -> None:
+    def _add_shared(self, e: Entry, g: Group) -> None:
         """``addSharedGPUTaskResourcesPerPodGroup``."""
         m = e.memory
         used = self.used_shared[g] = self.used_shared.get(g, 0) + m
@@ -174,7 +182,7 @@ class NodeGpus:
                 self.releasing -= 1
                 self.marked.discard(g)
 
-    def _remove_shared(self, e: Entry, g: int) -> None:
+    def _remove_shared(self, e: Entry, g: Group) -> None:
         """``removeSharedTaskResourcesPerPodGroup``."""
         m = e.memory
         used = self.used_shared[g] = self.used_shared.get(g, 0) - m
@@ -200,7 +208,7 @@ class NodeGpus:
                 self.releasing += 1
                 self.marked.add(g)
 
-    def _all_releasing(self, g: int) -> bool:
+    def _all_releasing(self, g: Group) -> bool:
         """``isGpuReleasingFromSharedTasks``."""
         used = self.used_shared.get(g, 0)
         return used != 0 and g in self.releasing_shared and self.releasing_shared[g] == used

@@ -363,7 +363,7 @@ class Statement:
             ng.add(
                 key, task_entry(self.session, task, _PIPELINED if pipelined else _ALLOCATED, devices, node)
             )
-            self._undo.append(lambda: ng.remove(key))
+            self._undo.append(lambda: ng.drop(key))
             return
         moved = task_entry(self.session, task, _PIPELINED, devices, node) if task.is_fractional else None
         if moved is not None and moved.groups != held.groups:
@@ -372,7 +372,7 @@ class Statement:
             # replaced by ConsolidateSharedPodInfoToDifferentGPU without its Releasing share
             # being taken off; unpipeline removes the new copy only, and the old share stays.
             ng.add(key, moved, replace=True)
-            self._undo.append(lambda: ng.remove(key))
+            self._undo.append(lambda: ng.drop(key))
         elif held.status == _RELEASING and held.before is not None:
             # Pipeline onto the node it was evicted from: Unevict, back to the status it had;
             # a discard re-does the eviction first (undoOperation of the undo)
