@@ -61,7 +61,7 @@ KNOWN: list[tuple[tuple[str, ...], str]] = [
     #   job, CPU-only ones too (86109: 2.0 -> -11.25; 86017, 86155). A ledger of those counters
     #   kept by the engine's Statement fixed one case of 86000-86199 and broke another then;
     #   modelled in session 13 (consol13b: scheduler/gpu_ledger.py, Config.kai_gpu_counter_drift,
-    #   default on; seeds 89400-89799 consol 318 -> 324 of 400, none broken). Left where the
+    #   default on; seeds 89400-89799 consol 318 -> 326 of 400, none broken). Left where the
     #   engine's probes are not KAI's operation for operation (the counters replay every one).
     #   Modelled (session 12): a job that check refuses becomes its signature's representative
     #   (consolidation.go: Execute, a nil SearchResult does not stop the action), so a later job
