@@ -59,8 +59,10 @@ KNOWN: list[tuple[tuple[str, ...], str]] = [
     #   and the conditional shared-GPU counters (gpu_sharing_node_info.go) then drift. Seed 50056:
     #   2.72 before j16's search, -0.76 after, so IsEnoughGPUsAllocatableForJob refuses every later
     #   job, CPU-only ones too (86109: 2.0 -> -11.25; 86017, 86155). A ledger of those counters
-    #   kept by the engine's Statement fixed one case of 86000-86199 and broke another (the
-    #   engine's probes are not KAI's op for op): not modelled (tools/kai_diff/found/020-*.patch).
+    #   kept by the engine's Statement fixed one case of 86000-86199 and broke another then;
+    #   modelled in session 13 (consol13b: scheduler/gpu_ledger.py, Config.kai_gpu_counter_drift,
+    #   default on; seeds 89400-89799 consol 318 -> 326 of 400, none broken). Left where the
+    #   engine's probes are not KAI's operation for operation (the counters replay every one).
     #   Modelled (session 12): a job that check refuses becomes its signature's representative
     #   (consolidation.go: Execute, a nil SearchResult does not stop the action), so a later job
     #   not easier than it is skipped (seeds 86083, 86122; consolidation.py: refused_in_attempt).
@@ -75,7 +77,8 @@ KNOWN: list[tuple[tuple[str, ...], str]] = [
         ("[consol]", "KAI Pending / ours Pipelined"),
         "KAI's allocatable-GPU sum after a discarded probe that moved a fraction to another GPU group "
         "of its node (ConsolidateSharedPodInfoToDifferentGPU leaves a phantom share; the shared-GPU "
-        "counters drift, below zero: seeds 50056, 86109): KAI stops consolidating; traced, not modelled",
+        "counters drift, below zero: seeds 50056, 86109): KAI stops consolidating; modelled "
+        "(kai_gpu_counter_drift), left where the engine's probes are not KAI's operation for operation",
     ),
     (
         ("[consol]", "KAI Running / ours Pipelined"),

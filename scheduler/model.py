@@ -374,6 +374,10 @@ class Config:
     # generator simulates once per prefix and node: the 5,000-node mixed stress workload does not
     # finish in 240 s without the cap). None = every stream, as KAI does (docs/kai-agreement.md).
     node_local_max_stream: int | None = 64
+    # KAI quirk, default on (docs/kai-agreement.md, "KAI quirks"): consolidation's allocatable-GPU
+    # check reads KAI's own node GPU counters as its statements leave them, the drift a discarded
+    # probe leaves on a node included (``scheduler/gpu_ledger.py``). False: the sum of the devices.
+    kai_gpu_counter_drift: bool = True
     # Reclaim ordering check multiplier (>= 1; larger = more conservative).
     reclaimer_saturation_multiplier: float = 1.0
     # Per node pool overrides of ``reclaimer_saturation_multiplier`` (KAI sets it per shard).

@@ -14,6 +14,7 @@ import math
 from collections.abc import Callable, Iterable
 from typing import TypeVar, cast
 
+from scheduler.gpu_ledger import NodeGpus
 from scheduler.model import RESOURCES, Config, Job, Node, Queue, Task, TaskState, clean, round_gpu
 from scheduler.reasons import Reason
 from scheduler.result import Eviction
@@ -134,6 +135,9 @@ class Session:
         # Per leaf queue whose loaded jobs are all one-pod jobs on the fast path of ``load_tasks``:
         # its allocation stamp after the load and its victims' sums then (``victim_sums``).
         self.loaded_victims: dict[str, tuple[int, LoadedVictims]] = {}
+        # KAI's per-node GPU counters, kept by the statements while consolidation runs
+        # (``scheduler/gpu_ledger.py``); None otherwise
+        self.gpu_ledger: dict[str, NodeGpus] | None = None
         self.job_positions: dict[str, int] | None = None
 
     def close(self) -> None:

@@ -8,6 +8,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from scheduler.gpu_ledger import Entry, NodeGpus, task_entry
 from scheduler.model import Task, TaskState, clean
 from scheduler.state import EPS, NodeState, Placement, opens_group
 
@@ -73,6 +74,8 @@ class Statement:
         from (KAI's ``Statement.Unevict``), so KAI's idle count gets back the GPUs the eviction
         took off it (``evict``; ``NodeState.piped_idle``)."""
         s = self.session
+        if s.gpu_ledger is not None:
+            self._ledger_place(s.gpu_ledger.get(node), task, node, devices, pipelined)
         ns = s.nodes[node]
         job = s.task_job[task.key]
         restore_node = self._snapshot_node(ns, devices)
@@ -136,6 +139,8 @@ class Statement:
         p = s.placements[task.key]
         old = p.status
         p.status = status
+        if s.gpu_ledger is not None and p.node is not None:
+            self._ledger_status(s.gpu_ledger.get(p.node), task.key, status)
 
         def undo() -> None:
             p.status = old
@@ -159,6 +164,8 @@ class Statement:
         p = s.placements[task.key]
         if p.node is None or p.status in (_PENDING, _RELEASING):
             return
+        if s.gpu_ledger is not None:
+            self._ledger_evict(s.gpu_ledger.get(p.node), task.key)
         if p.status == _PIPELINED:
             self._unplace(task)
             if task.whole_gpus:
@@ -313,6 +320,8 @@ class Statement:
         if not self.room_left(task):
             return False
         assert p.node is not None
+        if s.gpu_ledger is not None:
+            self._ledger_unevict(s.gpu_ledger.get(p.node), task, p, status)
         ns = s.nodes[p.node]
         job = s.task_job[task.key]
         restore_node = self._snapshot_node(ns, p.devices)
@@ -336,3 +345,72 @@ class Statement:
 
         self._undo.append(undo)
         return True
+
+    # ---- KAI's GPU counters (``Session.gpu_ledger``, kept while consolidation runs) --------
+    # Each operation applies the node operation KAI's ``framework/statement.go`` does for it, and
+    # its undo the one KAI's reverse operation does (``unpipeline`` / ``unallocate`` remove the
+    # node's copy, ``unevict`` updates it or adds the task back), not a snapshot: that is how a
+    # discarded probe leaves KAI's counters changed (``scheduler/gpu_ledger.py``).
+
+    def _ledger_place(
+        self, ng: NodeGpus | None, task: Task, node: str, devices: tuple[int, ...], pipelined: bool
+    ) -> None:
+        if ng is None:
+            return
+        key = task.key
+        held = ng.entries.get(key)
+        if held is None:  # Allocate / Pipeline: AddTask
+            ng.add(
+                key, task_entry(self.session, task, _PIPELINED if pipelined else _ALLOCATED, devices, node)
+            )
+            self._undo.append(lambda: ng.drop(key))
+            return
+        moved = task_entry(self.session, task, _PIPELINED, devices, node) if task.is_fractional else None
+        if moved is not None and moved.groups != held.groups:
+            # Pipeline in another GPU group of its node (another device, or its own device whose
+            # group all releases, which KAI does not join: a new group): the node's copy is
+            # replaced by ConsolidateSharedPodInfoToDifferentGPU without its Releasing share
+            # being taken off; unpipeline removes the new copy only, and the old share stays.
+            ng.add(key, moved, replace=True)
+            self._undo.append(lambda: ng.drop(key))
+        elif held.status == _RELEASING and held.before is not None:
+            # Pipeline onto the node it was evicted from: Unevict, back to the status it had;
+            # a discard re-does the eviction first (undoOperation of the undo)
+            before = held.before
+            ng.update(key, before)
+            self._undo.append(lambda: ng.update(key, _RELEASING, before))
+
+    def _ledger_status(self, ng: NodeGpus | None, key: str, status: TaskState) -> None:
+        held = ng.entries.get(key) if ng is not None else None
+        if ng is None or held is None or held.status == status:
+            return
+        old = held.status
+        ng.update(key, status)
+        self._undo.append(lambda: ng.update(key, old))
+
+    def _ledger_evict(self, ng: NodeGpus | None, key: str) -> None:
+        """``Statement.Evict``: the node's copy becomes Releasing (``UpdateTask``); undone by
+        ``unevict``, which updates the copy back, or adds the task again when a move to another
+        GPU group took the copy (its Releasing share is not taken off: it was never found)."""
+        held = ng.entries.get(key) if ng is not None else None
+        if ng is None or held is None:
+            return
+        ng.update(key, _RELEASING, held.status)
+        self._undo.append(lambda: _unevict(ng, key, held))
+
+    def _ledger_unevict(self, ng: NodeGpus | None, task: Task, p: Placement, status: TaskState) -> None:
+        held = ng.entries.get(task.key) if ng is not None else None
+        if ng is None or held is None or held.status != _RELEASING:
+            return
+        key = task.key
+        ng.update(key, status)
+        self._undo.append(lambda: ng.update(key, _RELEASING, status))
+
+
+def _unevict(ng: NodeGpus, key: str, old: Entry) -> None:
+    """KAI's ``Statement.unevict`` on the node: ``UpdateTask`` when the node still holds the
+    task, else ``AddTask`` with the status and groups it had."""
+    if key in ng.entries:
+        ng.update(key, old.status, old.before)
+    else:
+        ng.add(key, Entry(old.status, old.groups, old.whole, old.memory, old.before, old.devices))

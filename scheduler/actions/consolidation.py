@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from scheduler import reasons
+from scheduler import gpu_ledger, reasons
 from scheduler.actions.allocate import pre_predicate_error
 from scheduler.actions.common.notes import Note
 from scheduler.actions.solvers.loop import run_action
@@ -34,11 +34,21 @@ def allocatable_gpus(session: Session) -> tuple[float, float]:
 def allocatable_gpus_scan(session: Session) -> tuple[float, float]:
     """Idle plus releasing GPUs and their memory over the schedulable nodes, as KAI's
     ``utils.getSumOfAvailableGPUs`` sums them (``NodeInfo.GetSumOfIdleGPUs`` and
-    ``GetSumOfReleasingGPUs``): a whole GPU that is idle or releasing counts 1; a shared GPU in
-    use counts 1 less its allocated portion (releasing members included) rounded up to
-    hundredths, plus its releasing portion rounded up the same way. The exact sum
-    (``free_gpus``) can exceed it by a hundredth per shared GPU (kai_diff seed 50067: 0.74 free
-    for KAI, a 0.75 job not consolidated for)."""
+    ``GetSumOfReleasingGPUs``) from its node counters: while consolidation runs, KAI's own, kept
+    by the statements (``session.gpu_ledger``, ``scheduler/gpu_ledger.py``). Without the ledger,
+    the same sum from the devices: a whole GPU that is idle or releasing counts 1; a shared GPU
+    in use counts 1 less its allocated portion (releasing members included) rounded up to
+    hundredths, plus its releasing portion rounded up the same way."""
+    ledger = session.gpu_ledger
+    if ledger is not None:
+        gpus = 0.0
+        memory = 0.0
+        for name, ns in session.nodes.items():
+            if ns.schedulable and name in ledger:
+                g, m = ledger[name].sums()
+                gpus += g
+                memory += m
+        return gpus, memory
     gpus = 0.0
     memory = 0.0
     for ns in session.nodes.values():
@@ -137,4 +147,15 @@ def consolidation(session: Session) -> None:
         preemptible_preemptors=True,
         refusal_in_attempt=rules.refused_in_attempt,
     )
-    run_action(session, policy)
+    if not session.config.kai_gpu_counter_drift:
+        run_action(session, policy)
+        return
+    # KAI's node GPU counters, kept by every statement of the action (gpu_ledger.py): a KAI
+    # quirk, on by default (Config.kai_gpu_counter_drift)
+    session.gpu_ledger = gpu_ledger.build(session)
+    session.node_memo.pop(allocatable_gpus_scan, None)  # a sum kept from before the ledger
+    try:
+        run_action(session, policy)
+    finally:
+        session.gpu_ledger = None
+        session.node_memo.pop(allocatable_gpus_scan, None)

@@ -42,6 +42,7 @@ CONFIG_KEYS = {
     "reclaimer_saturation_multiplier",
     "pool_saturation_multiplier",
     "node_local_max_stream",
+    "kai_gpu_counter_drift",
     "fragmentation_requests",
 }
 NODE_KEYS = {
@@ -121,6 +122,13 @@ def _config(data: Mapping[str, Any], path: str) -> Config:
                 "stream (KAI's behaviour)"
             )
         cfg.node_local_max_stream = cap
+    if "kai_gpu_counter_drift" in c:
+        drift = c["kai_gpu_counter_drift"]
+        if not isinstance(drift, bool):
+            raise ScenarioError(
+                f"{path}: config.kai_gpu_counter_drift must be true (KAI's counters, the default) or false"
+            )
+        cfg.kai_gpu_counter_drift = drift
     cfg.pool_saturation_multiplier = {str(k): float(v) for k, v in pools.items()}
     return cfg
 
