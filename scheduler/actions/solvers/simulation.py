@@ -77,6 +77,8 @@ def _replace_victims(
     (a task it skips would fit nowhere) and most victims, un-evicted, never need one."""
     cp = stmt.checkpoint()
     nodes = list(session.nodes.values())
+    if node_order:
+        tasks = _one_step(session, job, tasks)
     for t in tasks:
         if capacity_error(session, job, step_request(session, [t])):
             continue  # its queue's room went to the preemptor (a limit, non-preemptible quota)
@@ -138,6 +140,33 @@ def _replace_victims(
     if not gang.gang_satisfied(session, job) and stmt.checkpoint() > cp:
         stmt.rollback(cp)
         bound.clear()  # room freed again: read it when a task next needs it
+
+
+def _one_step(session: Session, job: Job, evicted: list[Task]) -> list[Task]:
+    """The evicted tasks of a victim job that KAI's simulated allocate re-places: one allocate
+    step. ``common/action.go: TryToVirtuallyAllocatePreemptorAndGetVictims`` pops each job once and
+    ``AllocateJob`` places ``podgroup_info.GetTasksToAllocate``: the members missing to the job's
+    minimum, or one task once the job is at it (``allocation_info.go: getNumTasksToAllocate``),
+    the first in task order (``Session.TaskOrderFn``: creation time, file order here) of its
+    Pending tasks and those evicted in this session (``PodInfo.ShouldAllocate``). So an elastic
+    victim that keeps its minimum gets one evicted task back and the others stay evicted
+    (kai_diff seed 89376). A Pending task of the victim taking a place in the step is not
+    placed here (KAI would pipeline it). Jobs with sub-groups keep every task (not modelled)."""
+    if job.subgroups:
+        return evicted
+    keys = {t.key for t in evicted}
+    placements = session.placements
+    waiting: list[Task] = []
+    n_active = 0
+    for t in job.tasks:
+        p = placements.get(t.key) or placements.on_demand(t.key)
+        if t.key in keys or p is None or p.status == TaskState.PENDING:
+            waiting.append(t)
+        elif p.status in gang.ACTIVE_ALLOCATED:
+            n_active += 1
+    missing = job.gang_min - n_active
+    step = waiting[:missing] if missing > 0 else waiting[:1]
+    return [t for t in step if t.key in keys]
 
 
 def _own_room_released(session: Session, t: Task, own: Placement) -> bool:
