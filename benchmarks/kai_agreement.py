@@ -71,8 +71,12 @@ KNOWN: list[tuple[tuple[str, ...], str]] = [
     #   (on, 16): a job not easier than a failed one of the same signature is skipped (seed 50006:
     #   j01 after j21).
     # * Gang steps: KAI probes 1, 2, 4, ... tasks with recorded victims and the node-local, then
-    #   the multi-node generator (job_solver.go); the engine's greedy + prefix search can pick
-    #   other victims and nodes (seeds 50026, 50054, 50078).
+    #   the multi-node generator (job_solver.go); modelled since session 12 (job_solver.py:
+    #   probe_search, the same probes, recorded victims and fingerprints). The cases once put
+    #   under it (88230, 88245, 88273, 89376) were other rules, modelled in session 13 (consol13a,
+    #   docs/kai-agreement.md): a fraction re-placed on its device after a new GPU group opened
+    #   there is moved (Device.group), gpupack counts a group's releasing members
+    #   (Device.group_rel), a victim job gets one allocate step back (simulation._one_step).
     (
         ("[consol]", "KAI Pending / ours Pipelined"),
         "KAI's allocatable-GPU sum after a discarded probe that moved a fraction to another GPU group "
@@ -92,7 +96,8 @@ KNOWN: list[tuple[tuple[str, ...], str]] = [
     ),
     (
         ("[consol]", "KAI Pipelined / ours Running"),
-        "gang steps: KAI probes 1, 2, 4, ... tasks (job_solver.go) and moves other victims",
+        "not traced (seeds 89161, 89300; the gang steps of job_solver.go are modelled, and the cases "
+        "once put here were GPU-group identity, gpupack's used memory and one-step victims: fixed)",
     ),
     # Consolidation alone, seeds 86250-86369 (consol12b): fixed KAI's node vectors for pipelined
     # tasks (GPUs they took while idle still idle for nodeavailability), a moved
@@ -103,7 +108,7 @@ KNOWN: list[tuple[tuple[str, ...], str]] = [
     (
         ("[consol] node differs",),
         "KAI ties (its two runs agree by chance), a fractional victim's GPU group after a discarded "
-        "probe (found/018), gang steps, or follows the classes above; not traced further",
+        "probe (found/018), or follows the classes above; not traced further",
     ),
     # arp, traced in KAI's -vv 7 log on seeds 52376 and 52423 (round100): the tasks that differ were
     # placed by allocate (Allocated in both engines, on nodes of other scores), not by the eviction

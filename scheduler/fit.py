@@ -52,7 +52,10 @@ def _fraction_devices(
         if d.is_group:
             if d.memory - d.active < need - EPS:
                 continue
-            used = d.active / d.memory
+            # KAI's gpupack / gpuspread score: the group's used portion, its releasing members
+            # included (``NodeInfo.GetUsedGpuPortion`` reads ``UsedSharedGPUsMemory``, which a
+            # member keeps while Releasing): a group with releasing room ranks as full as it was
+            used = (d.active + d.group_rel) / d.memory
             candidates.append((1 - used if spread else used, d.index, True))
         elif d.is_free:
             # KAI counts a free device as a whole GPU, idle or releasing (a group whose every

@@ -472,6 +472,8 @@ class Session:
                 ns.pods_idle -= 1  # the group's reservation pod
             if releasing:
                 d.releasing = clean(d.releasing + amount)
+                if fractional:  # a releasing member still counts in its group's used memory
+                    d.group_rel = clean(d.group_rel + amount)
             else:
                 d.active = clean(d.active + amount)
             if not fractional:

@@ -21,6 +21,14 @@ class Device:
     active: float = 0.0  # held by tasks that stay (running, allocated, pipelined)
     releasing: float = 0.0  # held by releasing tasks and not yet promised to a pipelined task
     whole: bool = False  # held by a whole-GPU task
+    # KAI's GPU group on the device, by identity (``node_info.UsedSharedGPUsMemory`` per group id):
+    # ``group_rel`` is the memory of the group's releasing members, which KAI still counts as used
+    # (``GetUsedGpuPortion``, the gpupack / gpuspread score, is ``active + group_rel``); ``group``
+    # changes each time a fraction opens a new group on the device (KAI gives it a new id:
+    # ``gpu_sharing.findGpuForSharingOnNode``), so an evicted member put back on the device joins
+    # that new group, not its own.
+    group_rel: float = 0.0
+    group: int = 0
 
     @property
     def is_free(self) -> bool:

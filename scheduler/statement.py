@@ -47,7 +47,10 @@ class Statement:
         session = self.session
         session.touch_node(ns.name)
         scalars = (ns.cpu_idle, ns.cpu_rel, ns.mem_idle, ns.mem_rel, ns.pods_idle, ns.pods_rel, ns.piped_idle)
-        devs = [(d, d.active, d.releasing, d.whole) for d in (ns.devices[i] for i in devices)]
+        devs = [
+            (d, d.active, d.releasing, d.whole, d.group_rel, d.group)
+            for d in (ns.devices[i] for i in devices)
+        ]
 
         def restore() -> None:
             session.touch_node(ns.name)
@@ -60,8 +63,8 @@ class Statement:
                 ns.pods_rel,
                 ns.piped_idle,
             ) = scalars
-            for d, a, rel, w in devs:
-                d.active, d.releasing, d.whole = a, rel, w
+            for d, a, rel, w, grel, grp in devs:
+                d.active, d.releasing, d.whole, d.group_rel, d.group = a, rel, w, grel, grp
 
         return restore
 
@@ -100,13 +103,17 @@ class Statement:
                     ns.pods_rel -= 1
                 if d.is_free:  # a freed whole-GPU device becomes a shared one
                     d.whole = False
+                    # a new GPU group (KAI gives it a new id): the releasing members of the one
+                    # before are no part of it
+                    d.group += 1
+                    d.group_rel = 0.0
                 short = clean(mem - (d.memory - d.active - d.releasing))
                 if short > EPS:  # the missing part is promised out of releasing memory
                     promised = max(promised, min(short, d.releasing))
                     d.releasing = clean(max(0.0, d.releasing - short))
                 d.active = clean(d.active + mem)
             else:
-                d.active, d.releasing, d.whole = d.memory, 0.0, True
+                d.active, d.releasing, d.whole, d.group_rel = d.memory, 0.0, True, 0.0
         if unevicted:
             ns.piped_idle += task.whole_gpus
         if pipelined:
@@ -188,7 +195,10 @@ class Statement:
             d.releasing = clean(d.releasing + amount)
             if not fractional:
                 d.whole = True
-            elif d.active <= EPS:  # is_free: the group's last active task; its reservation pod goes with it
+                continue
+            # still a member of its group, releasing (KAI's UsedSharedGPUsMemory keeps it)
+            d.group_rel = clean(d.group_rel + amount)
+            if d.active <= EPS:  # is_free: the group's last active task; its reservation pod goes with it
                 ns.pods_rel += 1
         ns.cpu_rel = clean(ns.cpu_rel + task.cpu_millis)
         ns.mem_rel = clean(ns.mem_rel + task.memory_mib)
@@ -265,9 +275,15 @@ class Statement:
         restore_node = self._snapshot_node(ns, tuple(pairs))
         for o, g in zip(lost, given, strict=True):
             a, b = ns.devices[o], ns.devices[g]
-            held = (a.active, a.releasing, a.whole)
-            a.active, a.releasing, a.whole = b.active, b.releasing, b.whole
-            b.active, b.releasing, b.whole = held
+            held = (a.active, a.releasing, a.whole, a.group_rel, a.group)
+            a.active, a.releasing, a.whole, a.group_rel, a.group = (
+                b.active,
+                b.releasing,
+                b.whole,
+                b.group_rel,
+                b.group,
+            )
+            b.active, b.releasing, b.whole, b.group_rel, b.group = held
         moved: list[tuple[str, Placement]] = [(task.key, p)]
         s.placements[task.key] = dataclasses.replace(p, devices=own)
         for key, q in list(s.placements.items()):
@@ -330,6 +346,8 @@ class Statement:
             amount = p.gpu_memory if task.is_fractional else d.memory
             if task.is_fractional and d.is_free:  # the group is active again: its reservation stays
                 ns.pods_rel -= 1
+            if task.is_fractional:
+                d.group_rel = clean(max(0.0, d.group_rel - amount))
             d.releasing = clean(max(0.0, d.releasing - amount))
             d.active = clean(d.active + amount)
         ns.cpu_rel = clean(ns.cpu_rel - task.cpu_millis)

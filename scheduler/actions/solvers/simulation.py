@@ -57,6 +57,7 @@ def _replace_victims(
     bound: list[float],
     before: dict[str, Placement],
     node_order: bool,
+    groups: dict[str, tuple[int, ...]],
 ) -> None:
     """Re-place evicted tasks of one victim job (pipeline-only) through the normal node order, as
     KAI's ``AllocateJob(isPipelineOnly)`` does: a task whose best node is the one it ran on (on its
@@ -64,7 +65,8 @@ def _replace_victims(
     already on the node unevicts it, back to the status it had: a task allocated earlier in this
     cycle is Allocated again, a whole-GPU task also on other devices of the node); a better node
     elsewhere pipelines it there, even while its own room is still free. A gang that cannot reach
-    its minimum stays evicted. ``before``: the victims' placements before the scenario's evictions.
+    its minimum stays evicted. ``before``: the victims' placements before the scenario's evictions;
+    ``groups``: the GPU groups (``Device.group``) its fractional victims were members of then.
 
     ``node_order`` False (the greedy and prefix scenarios, which take in victims KAI's narrower
     scenarios would not evict): a task whose own room is still free is un-evicted first, which
@@ -75,6 +77,8 @@ def _replace_victims(
     (a task it skips would fit nowhere) and most victims, un-evicted, never need one."""
     cp = stmt.checkpoint()
     nodes = session.node_list()  # the session's one list, in name order (read only)
+    if node_order:
+        tasks = _one_step(session, job, tasks)
     for t in tasks:
         if capacity_error(session, job, step_request(session, [t])):
             continue  # its queue's room went to the preemptor (a limit, non-preemptible quota)
@@ -113,7 +117,9 @@ def _replace_victims(
         # Pipelined). KAI counts whole GPUs per node, not devices: a whole-GPU task whose own
         # device was taken is un-evicted all the same, on the GPUs left; its pod keeps its own
         # devices and what took them moves onto the ones it was given.
-        if ns.name == own.node and (not t.is_fractional or _rejoins_own_group(ns, fit.devices, own.devices)):
+        if ns.name == own.node and (
+            not t.is_fractional or _rejoins_own_group(ns, fit.devices, own.devices, groups[t.key])
+        ):
             if stmt.unevict(t, own.status):
                 continue
             if not t.is_fractional and _own_room_released(session, t, own):
@@ -134,6 +140,33 @@ def _replace_victims(
     if not gang.gang_satisfied(session, job) and stmt.checkpoint() > cp:
         stmt.rollback(cp)
         bound.clear()  # room freed again: read it when a task next needs it
+
+
+def _one_step(session: Session, job: Job, evicted: list[Task]) -> list[Task]:
+    """The evicted tasks of a victim job that KAI's simulated allocate re-places: one allocate
+    step. ``common/action.go: TryToVirtuallyAllocatePreemptorAndGetVictims`` pops each job once and
+    ``AllocateJob`` places ``podgroup_info.GetTasksToAllocate``: the members missing to the job's
+    minimum, or one task once the job is at it (``allocation_info.go: getNumTasksToAllocate``),
+    the first in task order (``Session.TaskOrderFn``: creation time, file order here) of its
+    Pending tasks and those evicted in this session (``PodInfo.ShouldAllocate``). So an elastic
+    victim that keeps its minimum gets one evicted task back and the others stay evicted
+    (kai_diff seed 89376). A Pending task of the victim taking a place in the step is not
+    placed here (KAI would pipeline it). Jobs with sub-groups keep every task (not modelled)."""
+    if job.subgroups:
+        return evicted
+    keys = {t.key for t in evicted}
+    placements = session.placements
+    waiting: list[Task] = []
+    n_active = 0
+    for t in job.tasks:
+        p = placements.get(t.key) or placements.on_demand(t.key)
+        if t.key in keys or p is None or p.status == TaskState.PENDING:
+            waiting.append(t)
+        elif p.status in gang.ACTIVE_ALLOCATED:
+            n_active += 1
+    missing = job.gang_min - n_active
+    step = waiting[:missing] if missing > 0 else waiting[:1]
+    return [t for t in step if t.key in keys]
 
 
 def _own_room_released(session: Session, t: Task, own: Placement) -> bool:
@@ -173,14 +206,23 @@ def _back_to_its_move(session: Session, t: Task, own: Placement, best: str) -> b
     return all(ns.devices[i].active <= EPS for i in own.devices)
 
 
-def _rejoins_own_group(ns: NodeState, devices: tuple[int, ...], own: tuple[int, ...]) -> bool:
+def _rejoins_own_group(
+    ns: NodeState, devices: tuple[int, ...], own: tuple[int, ...], groups: tuple[int, ...]
+) -> bool:
     """Whether a fractional victim placed on ``devices`` of its own node goes back into its own
     GPU group. KAI lets a task join only a group with some memory not releasing
     (``node_info.IsTaskFitOnGpuGroup``: ``!isAllGpuReleased``): a group left with only releasing
     members (the victim alone, or with other evicted members not re-placed yet) takes nothing, so
     the victim gets a new group (``gpu_sharing.findGpuForSharingOnNode``) and ``Statement.Pipeline``
-    moves it there, Pipelined, instead of un-evicting it."""
-    return devices == own and all(ns.devices[i].active > EPS for i in own)
+    moves it there, Pipelined, instead of un-evicting it. Likewise when such a new group was opened
+    on its device since (by the preemptor or an earlier victim: ``Device.group`` changed): the
+    victim joins that group, whose id is not its own, and ``Statement.Pipeline`` moves it
+    (``framework/statement.go: Pipeline``, ``gpuPlacementChanged``; kai_diff seeds 88230, 88245)."""
+    return (
+        devices == own
+        and all(ns.devices[i].active > EPS for i in own)
+        and tuple(ns.devices[i].group for i in own) == groups
+    )
 
 
 def place_preemptor(session: Session, stmt: Statement, job: Job, tasks: list[Task]) -> bool:
@@ -231,6 +273,11 @@ def simulate(
     cp = stmt.checkpoint()
     spend(session, PLACE_UNITS * (len(tasks) + len(victims)))
     before = {t.key: session.placements[t.key] for t in victims}
+    groups = {
+        t.key: tuple(session.nodes[p.node].devices[i].group for i in p.devices)
+        for t in victims
+        if t.is_fractional and (p := before[t.key]).node is not None
+    }
     origin = {name: p.node for name, p in before.items()}
     by_job: dict[str, tuple[Job, list[Task]]] = {}
     for c in contributions:
@@ -265,7 +312,7 @@ def simulate(
         else:
             popped += 1
             _replace_victims(
-                session, stmt, j, sorted(ts, key=lambda t: j.tasks.index(t)), bound, before, in_order
+                session, stmt, j, sorted(ts, key=lambda t: j.tasks.index(t)), bound, before, in_order, groups
             )
     if log is not None:
         log.late = True  # whatever fails from here on was judged after the preemptor's placement
