@@ -231,6 +231,7 @@ def _collect(session: Session, result: CycleResult) -> None:
     pool = session.pool
     placements = session.placements
     task_reasons = session.task_reasons
+    evicted_pipelined = session.evicted_pipelined
     outcomes = result.tasks
     events = result.events
     for job in session.jobs.values():
@@ -248,6 +249,12 @@ def _collect(session: Session, result: CycleResult) -> None:
             outcome = TaskOutcome(name, job.key, status, p.node, p.devices, None, pool)
             outcomes[name] = outcome
             if status is _RUNNING:  # most pods of a large cluster: ``is`` before anything slower
+                continue
+            if status == _PENDING and name in evicted_pipelined:
+                # pipelined earlier in the cycle and evicted: Releasing on that node in KAI
+                # (framework/statement.go: Evict), holding nothing (no bind was made for it)
+                outcome.status, outcome.node, outcome.gpu_devices = _RELEASING, evicted_pipelined[name], ()
+                outcome.reason = task_reasons.get(name)
                 continue
             if status == _PENDING:
                 if not pending:

@@ -3,7 +3,12 @@
 A cycle's result holds two pictures of each node that must both fit:
 
 * **now**: Running, Allocated and Releasing tasks (a releasing pod still holds its room until
-  it is gone);
+  it is gone), counted only where the pod runs. A task that ends Releasing on a node it did not
+  run on in the snapshot was placed (or moved) and evicted within the cycle (KAI's
+  ``Statement.Evict`` makes any evicted task Releasing, a pipelined one too): no bind is made for
+  that placement, so it holds nothing there now (KAI's node vectors count such a pipelined task
+  twice, a bookkeeping the engine does not copy; a moved pod's old room was released by the move,
+  as for any moved task);
 * **planned**: Running, Allocated and Pipelined tasks (a pipelined task takes the room of
   releasing pods, so it may overlap them, but never a task that stays).
 
@@ -65,6 +70,8 @@ def _node_problems(
         if o.status not in wanted or o.node is None or o.key not in tasks:
             continue
         task = tasks[o.key]
+        if o.status == TaskState.RELEASING and o.node != task.node:
+            continue  # placed there and evicted within this cycle: never bound (module docstring)
         node = nodes.get(o.node)
         if node is None:
             out.append(f"{label}: {o.key} on unknown node {o.node}")

@@ -91,6 +91,10 @@ class Session:
         self.blockers: dict[str, dict[str, list[Reason]]] = {}
         self.events: list[tuple[str, str, Reason]] = []
         self.evictions: list[Eviction] = []
+        # Tasks pipelined earlier in the cycle and then evicted, by the node they were pipelined
+        # to: KAI's Statement.Evict makes them Releasing there (statement.go: Evict); the engine
+        # keeps them Pending and ``cycle._collect`` reports a still-pending one Releasing there.
+        self.evicted_pipelined: dict[str, str] = {}
         # Monotonic deadline of the running eviction action, and its name (set by the action).
         self.deadline: float | None = None
         self.action = ""

@@ -164,8 +164,9 @@ class Statement:
         ``gpu_sharing_node_info.go: addSharedGPUTaskResourcesPerPodGroup``). Fractions allocated
         this cycle went back to Pending until a used group's releasing memory counted for the
         node score as KAI counts it (``fit._fraction_avail``; kai_diff seeds 86905, 86582). A
-        task pipelined earlier in this cycle goes back to Pending and frees what it held (in
-        KAI it is Releasing too: docs/kai-agreement.md, traced, not modelled).
+        task pipelined earlier in this cycle (a moved one too) frees what it held and is Pending
+        again; the result reports it Releasing on that node, as KAI does, unless it is placed
+        again (it never ran there, so it holds nothing).
         """
         s = self.session
         p = s.placements[task.key]
@@ -181,6 +182,22 @@ class Statement:
                 # the engine's devices give the room back as releasing (``_unplace``). A fraction's
                 # count in KAI depends on its group (gpu_sharing_node_info.go), not modelled.
                 s.nodes[p.node].piped_idle -= task.whole_gpus
+            # KAI's Statement.Evict sets any evicted task Releasing, a pipelined one too
+            # (framework/statement.go: Evict -> job.UpdateTaskStatus(Releasing), node.UpdateTask):
+            # it ends the cycle Releasing on that node unless placed again. The engine keeps it
+            # Pending inside the cycle (its re-placement rules read it so) and reports it
+            # (``Session.evicted_pipelined``, read by ``cycle._collect``).
+            evicted = s.evicted_pipelined
+            before = evicted.get(task.key)
+            evicted[task.key] = p.node
+
+            def unrecord() -> None:
+                if before is None:
+                    evicted.pop(task.key, None)
+                else:
+                    evicted[task.key] = before
+
+            self._undo.append(unrecord)
             return
         ns = s.nodes[p.node]
         job = s.task_job[task.key]

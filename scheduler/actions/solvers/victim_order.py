@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from scheduler import gang
 from scheduler.actions.solvers.scenario import Contribution
 from scheduler.model import RESOURCES, Job, Task, TaskState
-from scheduler.ordering import allocatable_share
+from scheduler.ordering import QueueTree, allocatable_share
 from scheduler.session import Session
 from scheduler.state import EPS, QueueState
 
@@ -105,14 +105,24 @@ def victim_stream(
     return _VictimStream(session, candidates, core_protected, memo).take(limit)
 
 
-class _VictimStream:
+class _VictimStream(QueueTree):
     """``victim_stream``'s state: each leaf's heap of candidate jobs, what each job and queue
-    has given so far, and the memos of queue keys and of each subtree's best leaf."""
+    has given so far, and the memo of queue keys.
+
+    The queues are KAI's victim queue, the same tree of heaps as its job queue
+    (``actions/utils/action.go: newVictimsQueueFromCandidates`` builds a
+    ``job_order_by_queue.go: JobsOrderByQueues`` with ``VictimQueue`` set), so its lazy re-order
+    is ``QueueTree``'s: a pop marks the popped leaf and its ancestors, a marked queue is re-placed
+    among its siblings only when the walk next looks at that heap (``getNextNode``: ``Fix(0)``),
+    and until then its parent is compared at the level above through the child that was on top
+    (``getBestJobFromNode`` peeks), with that child's popped entries and next one
+    (``getVictimsForQueue``). Comparisons are reversed: the queue that would go last for
+    allocation gives first (``buildNodeOrderFn(reverseOrder)``)."""
 
     def __init__(
         self, session: Session, candidates: Sequence[Job], core_protected: set[str], memo: KeyMemo | None
     ) -> None:
-        self.session = session
+        super().__init__(session, session.capacity)
         self.core_protected = core_protected
         # Each job's rank by arrival tie-break and name, last first (the victim order's tie-break,
         # job_key reversed); two jobs of one name (in two queues) rank by key.
@@ -120,26 +130,33 @@ class _VictimStream:
         self.names_desc = {j.key: i for i, j in enumerate(by_name)}
         self.remaining: dict[str, list[Task]] = {}
         self.heaps: dict[str, list[tuple[tuple[float, ...], str]]] = {}
+        self.live: dict[str, int] = {}  # entries in the subtree of each queue (and ROOT)
         self.jobs = {j.key: j for j in candidates}
-        for job in candidates:
-            tasks = list(reversed(active_tasks(session, job)))
-            if not tasks:
-                continue
-            self.remaining[job.key] = tasks
-            heapq.heappush(self.heaps.setdefault(job.queue, []), (self.key(job), job.key))
         # What each leaf's popped entries take off its share in KAI's victim order (``popped``).
         self.popped: dict[str, dict[str, float]] = {}
         # Queue keys by (queue, allocation now, allocation after): a key reads nothing else that
         # changes within a cycle (fair shares: by identity), so ``memo`` may serve every stream of
         # an action.
         self.key_memo: KeyMemo = {} if memo is None else memo
-        # Each subtree's best leaf, dropped along the path of the leaf that gives (nothing else
-        # changes).
-        self.leaf_memo: dict[str, tuple[str, Job] | None] = {}
-        # Each queue's order key with the candidate it was computed for, dropped with
-        # ``leaf_memo`` (a key reads the queue's allocation, which no take changes, and its
-        # leaf's popped entries and next one, which change only when that leaf gives).
-        self.order_memo: dict[str, tuple[tuple[str, Job], tuple[object, ...]]] = {}
+        for job in candidates:
+            tasks = list(reversed(active_tasks(session, job)))
+            if not tasks:
+                continue
+            self.remaining[job.key] = tasks
+            self._push(job)
+
+    def _push(self, job: Job) -> None:
+        """An entry for the job's remaining tasks, when they have a contribution to give (a
+        core-protected job without surplus gives none, so it never comes to a leaf's top)."""
+        if not self.next_contribution(job):
+            return
+        leaf = job.queue
+        heapq.heappush(self.heaps.setdefault(leaf, []), (self.key(job), job.key))
+        path = [qs.name for qs in self.session.ancestors(leaf)]
+        entered = [q for q in path if not self.live.get(q)]
+        for q in [*path, self.ROOT]:
+            self.live[q] = self.live.get(q, 0) + 1
+        self._linked(leaf, entered)
 
     def key(self, job: Job) -> tuple[float, ...]:
         rem = self.remaining[job.key]
@@ -217,75 +234,61 @@ class _VictimStream:
         self.key_memo[mk] = (qs.fair_share, k)
         return k
 
-    def best_leaf(self, qname: str) -> tuple[str, Job] | None:
-        if qname in self.leaf_memo:
-            return self.leaf_memo[qname]
-        found = self._best_leaf(qname)
-        self.leaf_memo[qname] = found
-        return found
+    # QueueTree's leaves: a leaf's entries are its heap; its request is what its comparison
+    # takes off the share (``listed_charge``), and a queue's key is its allocation-order key.
+    def _alive(self, queue: str) -> bool:
+        return self.live.get(queue, 0) > 0
 
-    def _best_leaf(self, qname: str) -> tuple[str, Job] | None:
-        qs = self.session.queues[qname]
-        if qs.is_leaf:
-            heap = self.heaps.get(qname)
-            while heap:
-                job = self.jobs[heap[0][1]]
-                if self.next_contribution(job):
-                    return qname, job
-                heapq.heappop(heap)
-            return None
-        return self.pick(qs.children)
+    def _leaf_request(self, leaf: str) -> tuple[dict[str, float], tuple[float, ...]]:
+        charge = self.listed_charge(leaf, self.jobs[self.heaps[leaf][0][1]])
+        return charge, tuple(charge[r] for r in RESOURCES)
 
-    def pick(self, queues: list[str]) -> tuple[str, Job] | None:
-        """The best leaf below ``queues``: the one whose queue gives first. Keys are needed only
-        to compare, so a single queue with candidates gives without one."""
-        cands = [(q, c) for q in queues if (c := self.best_leaf(q)) is not None]
-        if len(cands) <= 1:
-            return cands[0][1] if cands else None
-        best: tuple[tuple[object, ...], tuple[str, Job]] | None = None
-        order_memo = self.order_memo
-        for q, cand in cands:
-            hit = order_memo.get(q)
-            if hit is not None and hit[0] is cand:
-                k = hit[1]
-            else:
-                k = self.order_key(q, self.listed_charge(cand[0], cand[1]))
-                order_memo[q] = (cand, k)
-            if best is None or k > best[0]:
-                best = (k, cand)
-        assert best is not None
-        return best[1]
+    def _queue_key(self, queue: str, req: dict[str, float], shape: tuple[float, ...]) -> tuple[object, ...]:
+        return self.order_key(queue, req)
+
+    def _best(self, parent: str) -> str:
+        """The child that gives first: the largest allocation-order key (the key ends in the
+        queue's creation index and name, so two children never tie)."""
+        kids = self.tops if parent == self.ROOT else self.session.queues[parent].children
+        best: str | None = None
+        best_key: tuple[object, ...] = ()
+        for child in kids:
+            if not self._alive(child):
+                continue
+            key = self._key(child)
+            if best is None or key > best_key:
+                best, best_key = child, key
+        assert best is not None, parent
+        return best
+
+    def _before(self, a: str, b: str) -> bool:
+        return self._key(a) > self._key(b)
 
     def take(self, limit: int | None) -> list[Contribution]:
         """The contributions in victim order, at most ``limit`` of them."""
-        session = self.session
-        tops = [
-            q
-            for q, qs in session.queues.items()
-            if not qs.queue.parent or qs.queue.parent not in session.queues
-        ]
         out: list[Contribution] = []
         while limit is None or len(out) < limit:
-            found = self.pick(tops)
-            if found is None:
+            leaf = self._walk()
+            if leaf is None:
                 break
-            leaf, job = found
+            job = self.jobs[self.heaps[leaf][0][1]]
             tasks = self.next_contribution(job)
             out.append(Contribution(job, tasks))
             # KAI pops the whole entry (the job, or the clone of its remaining pods) and pushes
-            # what it did not take back as a new entry (``addNextPotentialVictims``).
+            # what it did not take back as a new entry (``addNextPotentialVictims``), after the
+            # pop has marked (or, for an emptied leaf, unlinked) its path (``PopNextJob``).
             charge = self.entry_charge(job)
             popped = self.popped.setdefault(leaf, dict.fromkeys(RESOURCES, 0.0))
             for r in RESOURCES:
                 popped[r] += charge[r]
-            for qs in session.ancestors(leaf):
-                self.leaf_memo.pop(qs.name, None)
-                self.order_memo.pop(qs.name, None)
+            heapq.heappop(self.heaps[leaf])
+            for qs in self.session.ancestors(leaf):
+                self.live[qs.name] -= 1
+            self.live[self.ROOT] -= 1
+            self._popped(leaf)
             rem = self.remaining[job.key]
             gone = {t.key for t in tasks}
             rem[:] = [t for t in rem if t.key not in gone]
-            heap = self.heaps[leaf]
-            heapq.heappop(heap)
             if rem:
-                heapq.heappush(heap, (self.key(job), job.key))
+                self._push(job)
         return out
