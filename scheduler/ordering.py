@@ -179,7 +179,7 @@ class QueueTree:
             if not self._alive(child):
                 continue
             key = self._key(child)
-            if best is None or key < best_key or (key == best_key and self._tail_first(child, best)):
+            if best is None or self._first(key, best_key, child, best):
                 best, best_key = child, key
         assert best is not None, parent
         return best
@@ -191,8 +191,11 @@ class QueueTree:
         return self._queue_key(queue, *self._leaf_request(leaf))
 
     def _before(self, a: str, b: str) -> bool:
-        """KAI's QueueOrderFn on the representatives: the key, then ``_tail_first``."""
-        ka, kb = self._key(a), self._key(b)
+        """KAI's QueueOrderFn on the representatives."""
+        return self._first(self._key(a), self._key(b), a, b)
+
+    def _first(self, ka: tuple[object, ...], kb: tuple[object, ...], a: str, b: str) -> bool:
+        """Whether queue ``a`` (key ``ka``) goes before ``b``: the smaller key, then ``_tail_first``."""
         if ka != kb:
             return ka < kb
         return self._tail_first(a, b)

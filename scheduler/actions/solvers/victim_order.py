@@ -246,23 +246,10 @@ class _VictimStream(QueueTree):
     def _queue_key(self, queue: str, req: dict[str, float], shape: tuple[float, ...]) -> tuple[object, ...]:
         return self.order_key(queue, req)
 
-    def _best(self, parent: str) -> str:
-        """The child that gives first: the largest allocation-order key (the key ends in the
+    def _first(self, ka: tuple[object, ...], kb: tuple[object, ...], a: str, b: str) -> bool:
+        """The child that gives first: the larger allocation-order key (the key ends in the
         queue's creation index and name, so two children never tie)."""
-        kids = self.tops if parent == self.ROOT else self.session.queues[parent].children
-        best: str | None = None
-        best_key: tuple[object, ...] = ()
-        for child in kids:
-            if not self._alive(child):
-                continue
-            key = self._key(child)
-            if best is None or key > best_key:
-                best, best_key = child, key
-        assert best is not None, parent
-        return best
-
-    def _before(self, a: str, b: str) -> bool:
-        return self._key(a) > self._key(b)
+        return ka > kb
 
     def take(self, limit: int | None) -> list[Contribution]:
         """The contributions in victim order, at most ``limit`` of them."""
