@@ -13,7 +13,7 @@ import json
 import pytest
 
 from scheduler import Config, run_cycle
-from scheduler.actions.solvers import budget
+from scheduler.actions.solvers import budget, loop
 from scheduler.bench.workloads import stress_mixed_snapshot
 
 ACTIONS = ("allocate", "consolidation", "reclaim", "preempt")
@@ -28,7 +28,11 @@ def _run(monkeypatch: pytest.MonkeyPatch, config: Config, step_s: float) -> tupl
         return now[0]
 
     with monkeypatch.context() as m:
+        # Both readers of the clock: the action's deadline (``loop``) and its checks (``budget``).
+        # Patching the checks alone left the deadline on the real monotonic clock, so the test
+        # depended on the machine's uptime.
         m.setattr(budget, "now_s", clock)
+        m.setattr(loop, "now_s", clock)
         result = run_cycle(stress_mixed_snapshot(n_nodes=40, running=300, pending=120), config)
     readings = round((now[0] - 1000.0) / step_s) if step_s else 0
     answer = json.dumps(result.to_json(), sort_keys=True, default=str)
