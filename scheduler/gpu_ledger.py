@@ -98,7 +98,7 @@ class NodeGpus:
             g, 0
         ):
             return g
-        if self.used_shared.get(g, 0) == 0 and g not in self.used_shared:
+        if g not in self.used_shared:
             self.device_group[device] = g
             return g
         self.opened += 1

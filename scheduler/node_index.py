@@ -129,9 +129,7 @@ class NodeIndex:
             self.shared[r] = group
             self.where[ns.name] = k
             self.buckets.setdefault(k, []).append(r)
-            if ns.pods_idle >= 1 and idle + ns.piped_idle >= 1:
-                self.now_buckets.setdefault(k, []).append(r)
-                self.now_where[r] = k
+            self._set_now(ns, r, k)
             self._set_group(ns, r, room)
         session.dirty_nodes.clear()
 
