@@ -37,7 +37,7 @@ from kai_portal.scheduling.blockers import persist_blockers
 from kai_portal.scheduling.pool_usage import record_pool_usage
 from kai_portal.scheduling.snapshot_index import CycleInput, PodRef, SnapshotIndex
 from kai_portal.workloads import lifecycle
-from kai_portal.workloads.choices import JobState
+from kai_portal.workloads.choices import JobState, PodState
 from kai_portal.workloads.models import Job, Pod
 from scheduler import CycleResult, Reason, TaskState
 
@@ -247,6 +247,14 @@ class _CycleRows:
                 if reason != ref.reason:
                     new_reasons.append((ref.pod_id, reason))
                     self.decide(ref, Decision.Kind.UNSCHEDULABLE, reason_code(outcome.reason), reason)
+            elif outcome.status == TaskState.RELEASING and ref.state == PodState.PENDING and outcome.reason:
+                # Pipelined earlier in the cycle, then evicted by a later action: KAI reports it
+                # Releasing on that node, but it never bound, so it still waits and its reason is
+                # the eviction (its Evict decision is written by ``record_evictions``).
+                self.counts["unschedulable"] += 1
+                reason = self.index.text(outcome.reason)
+                if reason != ref.reason:
+                    new_reasons.append((ref.pod_id, reason))
         bulk.update_rows(Pod, ["reason"], new_reasons, {"reason_at": now})
         bulk.update_rows(Pod, ["reason"], pipelined_reasons, {"reason_at": now}, where={"state": "pending"})
 
