@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
+from kai_portal.teams.models import Team
 from kai_portal.workloads import pod_policy
 from kai_portal.workloads.pod_policy import BASELINE, PRIVILEGED, RESTRICTED, check
 from tests.kai_examples import GPU_SHARING_EXAMPLES, kai_file
@@ -438,3 +439,10 @@ def test_kai_s_mps_example_mounts_a_host_path_so_it_needs_a_privileged_team():
     doc = yaml.safe_load(kai_file("docs/gpu-sharing/mps/gpu-sharing-with-mps.yaml"))
     assert [v.path for v in check(doc["spec"], {}, BASELINE)] == ["spec.volumes[0].hostPath"]
     assert check(doc["spec"], {}, PRIVILEGED) == []
+
+
+def test_the_team_levels_an_admin_can_choose_are_the_levels_the_policy_checks() -> None:
+    """``Team.PodSecurity`` (the admin's choice) and ``pod_policy.LEVELS`` (what ``check`` takes)
+    name the levels twice: a level added to one only would be refused, or never offered."""
+    assert sorted(Team.PodSecurity.values) == sorted(pod_policy.LEVELS)
+    assert Team._meta.get_field("pod_security").default == pod_policy.BASELINE
