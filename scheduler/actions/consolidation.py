@@ -44,8 +44,8 @@ def allocatable_gpus_scan(session: Session) -> tuple[float, float]:
         gpus = 0.0
         memory = 0.0
         for name, ns in session.nodes.items():
-            if ns.schedulable and name in ledger:
-                g, m = ledger[name].sums()
+            if ns.schedulable:
+                g, m = ledger.sums(name)
                 gpus += g
                 memory += m
         return gpus, memory
