@@ -326,6 +326,26 @@ class Ledger:
             return idle, float(int(idle) * int(ns.node.gpu_memory_mib))
         return ng.sums()
 
+    def total(self) -> tuple[float, float]:
+        """``sums`` added over the schedulable nodes in order (``utils.getSumOfAvailableGPUs``),
+        a node holding only loaded pods summed inline (most of a large pool)."""
+        gpus = 0.0
+        memory = 0.0
+        built, stored, made = self._built, self._stored, self._made_gpus
+        for name, ns in self._session.nodes.items():
+            node = ns.node
+            if node.unschedulable:
+                continue
+            if name in built or name in stored:
+                g, m = self.sums(name)
+            else:
+                held = node.external.gpus if node.external else 0
+                g = float(node.gpus) - held - (ns.pinned_whole - made.get(name, 0.0))
+                m = float(int(g) * int(node.gpu_memory_mib))
+            gpus += g
+            memory += m
+        return gpus, memory
+
     def _idle(self, name: str) -> float:
         """The node's idle counter before the tasks with a stored placement are added."""
         ns = self._session.nodes[name]
