@@ -13,6 +13,7 @@ from scheduler.model import RESOURCES, Config, Job, Snapshot, Task, TaskState, c
 from scheduler.reasons import Reason, Ref
 from scheduler.result import CycleResult, Event, NodeRoom, QueueOutcome, TaskOutcome
 from scheduler.session import Session, exact_sums
+from scheduler.state import Placement
 
 # Task states as module constants: reading a member through the enum class costs ~15x a global.
 _PENDING = TaskState.PENDING
@@ -39,21 +40,27 @@ def _run_cycle(snapshot: Snapshot, config: Config | None) -> CycleResult:
     )
     result = CycleResult()
     out_of_time = out_of_work = 0
+    # Allocated, Pipelined and Pending outcomes, counted as they are made (None: read them back)
+    counts: list[int] | None = [0, 0, 0]
     for pool in shards:
         session = _open_session(snapshot, config, pool, queue_pools, whole=len(shards) == 1)
         for action in actions:
             action(session)
-        _collect(session, result)
+        pool_counts = _collect(session, result)
+        if counts is not None and pool_counts is not None:
+            counts = [a + b for a, b in zip(counts, pool_counts, strict=True)]
+        else:
+            counts = None
         out_of_time += len(session.out_of_time)
         out_of_work += len(session.out_of_work)
         session.close()
     _queue_outcomes(result, queue_pools)
     result.counters = {
-        "allocated": len(result.allocations),
-        "pipelined": len(result.pipelined),
+        "allocated": len(result.allocations) if counts is None else counts[0],
+        "pipelined": len(result.pipelined) if counts is None else counts[1],
         "evicted": sum(1 for e in result.evictions if e.moved_to is None),
         "moved": sum(1 for e in result.evictions if e.moved_to is not None),
-        "pending": len(result.with_status(_PENDING)),
+        "pending": len(result.with_status(_PENDING)) if counts is None else counts[2],
         # eviction actions (per node pool) that spent their work budget before trying every job
         "actions_out_of_work": out_of_work,
         # ... stopped by the wall-clock fault stop instead (the answer then depends on speed)
@@ -227,66 +234,41 @@ def _job_blockers(session: Session, job: Job) -> list[Reason]:
     return [m for i, m in enumerate(out) if m not in out[:i]]  # once each (reasons hold dicts: no set)
 
 
-def _collect(session: Session, result: CycleResult) -> None:
+def _collect(session: Session, result: CycleResult) -> tuple[int, int, int] | None:
+    """Put the pool's outcomes, events and queue numbers in ``result``; returns how many of its
+    tasks end Allocated, Pipelined and Pending (None if a task key was already in the result,
+    which the counts would then not add up to)."""
     pool = session.pool
-    placements = session.placements
-    task_reasons = session.task_reasons
-    evicted_pipelined = session.evicted_pipelined
+    get = session.placements.get
     outcomes = result.tasks
-    events = result.events
+    before = len(outcomes)
+    seen = 0
+    counts = [0, 0, 0]
+    outcome_of = TaskOutcome
+    running = _RUNNING
     for job in session.jobs.values():
-        message: Reason | None = None
-        pending = False  # the message is needed (and made) once a task is found pending
-        for task in job.tasks:
+        jk = job.key
+        tasks = job.tasks
+        seen += len(tasks)
+        placed: list[tuple[str, Placement, TaskOutcome]] | None = None  # the tasks not running
+        for task in tasks:
             name = task.key
-            p = placements.get(name)
+            p = get(name)
             if p is None:
                 # Running as loaded, on its pinned GPUs: its placement was never made (most pods
                 # of a large cluster; ``state.Placements``).
-                outcomes[name] = TaskOutcome(name, job.key, _RUNNING, task.node, task.gpu_devices, None, pool)
+                outcomes[name] = outcome_of(name, jk, running, task.node, task.gpu_devices, None, pool)
                 continue
             status = p.status
-            outcome = TaskOutcome(name, job.key, status, p.node, p.devices, None, pool)
-            outcomes[name] = outcome
-            if status is _RUNNING:  # most pods of a large cluster: ``is`` before anything slower
+            outcome = outcomes[name] = outcome_of(name, jk, status, p.node, p.devices, None, pool)
+            if status is running:  # most pods of a large cluster: ``is`` before anything slower
                 continue
-            if status == _PENDING and name in evicted_pipelined:
-                # pipelined earlier in the cycle and evicted: Releasing on that node in KAI
-                # (framework/statement.go: Evict), holding nothing (no bind was made for it)
-                outcome.status, outcome.node, outcome.gpu_devices = _RELEASING, evicted_pipelined[name], ()
-                outcome.reason = task_reasons.get(name)
-                continue
-            if status == _PENDING:
-                if not pending:
-                    message = _job_message(session, job)
-                    pending = True
-                outcome.node, outcome.gpu_devices = None, ()
-                outcome.reason = task_reasons.get(name) or message or reasons.DEFAULT_POD_REASON
-                events.append(Event(name, "Unschedulable", outcome.reason))
-            elif status == _ALLOCATED and p.node:
-                events.append(
-                    Event(name, "Scheduled", reasons.scheduled(Ref(name, job.namespace), p.node, pool))
-                )
-            elif status == _PIPELINED and p.node:
-                events.append(Event(name, "Pipelined", reasons.pipelined(Ref(name, job.namespace), p.node)))
-            elif status == _RELEASING and name in task_reasons:
-                outcome.reason = task_reasons[name]
-        if not pending:
-            continue
-        if message:
-            result.job_messages[job.key] = message
-            kind = (
-                "NotReady"
-                if any(r == "NotReady" for r, _ in session.job_errors.get(job.key, []))
-                else "Unschedulable"
-            )
-            events.append(Event(job.key, kind, message))
-        notes = _job_notes(session, job)
-        if notes:
-            result.job_notes[job.key] = notes
-        blocked = _job_blockers(session, job)
-        if blocked:
-            result.job_blockers[job.key] = blocked
+            if placed is None:
+                placed = []
+            placed.append((name, p, outcome))
+        if placed is not None:
+            # after the job's tasks: a running task has no event, so the events stay in order
+            _job_outcomes(session, result, job, placed, counts)
     result.events.extend(Event(o, k, m) for o, k, m in session.events)
     result.evictions.extend(session.evictions)
     pool_out: dict[str, QueueOutcome] = {}
@@ -305,6 +287,68 @@ def _collect(session: Session, result: CycleResult) -> None:
         for ns in session.nodes.values()
         if ns.schedulable
     ]
+    return (counts[0], counts[1], counts[2]) if len(outcomes) - before == seen else None
+
+
+def _job_outcomes(
+    session: Session,
+    result: CycleResult,
+    job: Job,
+    placed: list[tuple[str, Placement, TaskOutcome]],
+    counts: list[int],
+) -> None:
+    """The outcomes of a job's tasks that do not run (in task order), their events, and the
+    job's message, notes and blockers when one is pending; ``counts``: Allocated, Pipelined and
+    Pending outcomes so far."""
+    task_reasons = session.task_reasons
+    evicted_pipelined = session.evicted_pipelined
+    events = result.events
+    pool = session.pool
+    message: Reason | None = None
+    pending = False  # the message is needed (and made) once a task is found pending
+    for name, p, outcome in placed:
+        status = p.status
+        if status == _PENDING and name in evicted_pipelined:
+            # pipelined earlier in the cycle and evicted: Releasing on that node in KAI
+            # (framework/statement.go: Evict), holding nothing (no bind was made for it)
+            outcome.status, outcome.node, outcome.gpu_devices = _RELEASING, evicted_pipelined[name], ()
+            outcome.reason = task_reasons.get(name)
+            continue
+        if status == _PENDING:
+            counts[2] += 1
+            if not pending:
+                message = _job_message(session, job)
+                pending = True
+            outcome.node, outcome.gpu_devices = None, ()
+            outcome.reason = task_reasons.get(name) or message or reasons.DEFAULT_POD_REASON
+            events.append(Event(name, "Unschedulable", outcome.reason))
+            continue
+        if status == _ALLOCATED:
+            counts[0] += 1
+        elif status == _PIPELINED:
+            counts[1] += 1
+        if status == _ALLOCATED and p.node:
+            events.append(Event(name, "Scheduled", reasons.scheduled(Ref(name, job.namespace), p.node, pool)))
+        elif status == _PIPELINED and p.node:
+            events.append(Event(name, "Pipelined", reasons.pipelined(Ref(name, job.namespace), p.node)))
+        elif status == _RELEASING and name in task_reasons:
+            outcome.reason = task_reasons[name]
+    if not pending:
+        return
+    if message:
+        result.job_messages[job.key] = message
+        kind = (
+            "NotReady"
+            if any(r == "NotReady" for r, _ in session.job_errors.get(job.key, []))
+            else "Unschedulable"
+        )
+        events.append(Event(job.key, kind, message))
+    notes = _job_notes(session, job)
+    if notes:
+        result.job_notes[job.key] = notes
+    blocked = _job_blockers(session, job)
+    if blocked:
+        result.job_blockers[job.key] = blocked
 
 
 def _queue_outcomes(result: CycleResult, queue_pools: dict[str, str]) -> None:

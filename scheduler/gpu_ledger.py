@@ -57,6 +57,7 @@ Group = int | tuple[int, int]
 
 _RELEASING = TaskState.RELEASING
 _PIPELINED = TaskState.PIPELINED
+_PENDING = TaskState.PENDING
 
 
 @dataclass(slots=True)
@@ -246,33 +247,155 @@ def task_entry(session: Session, task: Task, status: TaskState, devices: tuple[i
     return Entry(status, (), float(task.whole_gpus), 0)
 
 
-def build(session: Session) -> dict[str, NodeGpus]:
-    """The counters as KAI's session builds them: every task on a node added in turn. A pod
-    loaded as running on its pinned whole GPUs may have no stored placement
-    (``state.Placements``); it is read off its task, not made."""
-    ledger = {
-        name: NodeGpus(ns.node.gpus, int(ns.node.gpu_memory_mib), float(ns.node.gpus))
-        for name, ns in session.nodes.items()
-    }
-    for name, ns in session.nodes.items():
-        held = ns.node.external.gpus if ns.node.external else 0
-        if held:  # pods of other schedulers: KAI's node holds them as running whole-GPU pods
-            ledger[name].idle -= held
-            ledger[name].used += held
-    placements = session.placements
-    for job in session.jobs.values():
-        for task in job.tasks:
-            p = placements.get(task.key)
-            if p is not None:
-                node, status, devices = p.node, p.status, p.devices
-            elif placements.deferring and task.node is not None:
-                node, status, devices = task.node, TaskState.RUNNING, task.gpu_devices
+def build(session: Session) -> Ledger:
+    """The counters as KAI's session builds them (every task on a node added in turn), each
+    node's made when first read (``Ledger``)."""
+    return Ledger(session)
+
+
+class Ledger:
+    """Every node's ``NodeGpus`` as KAI's session builds them, each made when first read.
+
+    KAI adds every task on a node in turn, in job order; but the running pods ``Session.
+    load_tasks`` loaded on their pinned whole GPUs with no stored placement (``state.
+    Placements``, the bulk of a large cluster) change the idle and used counters only, by the
+    same whole number each way, and every condition of the node's operations reads their sum
+    (``int(idle)`` plus ``_used_gpus``): such an add gives the same counters wherever it comes in
+    the order. So a node's counters start from those pods' GPUs (``NodeState.pinned_whole``, less
+    the ones whose placement has been made since, ``Placements.made``) and add the tasks with a
+    stored placement in job order; a node holding none of those is summed without an object
+    (``sums``), and the pods' own entries are added only once a statement touches the node
+    (``get``). At 5,000 nodes the whole build was 0.13 s of a 2 s cycle whose consolidation
+    simulates nothing."""
+
+    def __init__(self, session: Session) -> None:
+        self._session = session
+        placements = session.placements
+        nodes = session.nodes
+        self._built: dict[str, NodeGpus] = {}
+        self._complete: set[str] = set()  # nodes whose loaded pods have their entries
+        self._loaded: dict[str, list[Task]] | None = None  # those pods by node, once one is touched
+        self._made_before = len(placements.made)  # placements made on demand before the ledger
+        # per node, the whole GPUs of its loaded pods whose placement has been made on demand
+        self._made_gpus: dict[str, float] = {}
+        for t in placements.made:
+            if t.node is not None:
+                self._made_gpus[t.node] = self._made_gpus.get(t.node, 0.0) + float(int(t.gpu))
+        # tasks with a stored placement on a node, by node, in the job order KAI adds them in
+        pending = _PENDING
+        keys = {
+            k for k, p in placements.items() if p.node is not None and p.status != pending and p.node in nodes
+        }
+        self._stored: dict[str, list[Task]] = {}
+        if keys:
+            task_job = session.task_job
+            owners = {task_job[k].key for k in keys}
+            for job in session.jobs.values():
+                if job.key in owners:
+                    for t in job.tasks:
+                        if t.key in keys:
+                            self._stored.setdefault(placements[t.key].node or "", []).append(t)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._session.nodes
+
+    def __getitem__(self, name: str) -> NodeGpus:
+        ng = self.get(name)
+        if ng is None:
+            raise KeyError(name)
+        return ng
+
+    def get(self, name: str) -> NodeGpus | None:
+        """A node's counters with every task's entry, for a statement to change."""
+        ng = self._counters(name)
+        if ng is not None and name not in self._complete:
+            self._complete.add(name)
+            for t in self._loaded_pods().get(name, ()):
+                ng.entries.setdefault(t.key, Entry(TaskState.RUNNING, (), float(t.whole_gpus), 0))
+        return ng
+
+    def sums(self, name: str) -> tuple[float, float]:
+        """``NodeGpus.sums`` of a node; one holding only loaded pods is summed as its counters
+        would be (idle counts its free GPUs, nothing is releasing or shared)."""
+        ng = self._built.get(name)
+        if ng is None:
+            if name in self._stored:
+                return self._counters(name).sums()  # type: ignore[union-attr]
+            ns = self._session.nodes[name]
+            idle = self._idle(name)
+            return idle, float(int(idle) * int(ns.node.gpu_memory_mib))
+        return ng.sums()
+
+    def total(self) -> tuple[float, float]:
+        """``sums`` added over the schedulable nodes in order (``utils.getSumOfAvailableGPUs``),
+        a node holding only loaded pods summed inline (most of a large pool)."""
+        gpus = 0.0
+        memory = 0.0
+        built, stored, made = self._built, self._stored, self._made_gpus
+        for name, ns in self._session.nodes.items():
+            node = ns.node
+            if node.unschedulable:
+                continue
+            if name in built or name in stored:
+                g, m = self.sums(name)
             else:
-                continue
-            if node is None or status == TaskState.PENDING or node not in ledger:
-                continue
-            entry = task_entry(session, task, status, devices, node)
-            if task.is_fractional:  # a task on the node keeps the group it is in: its device's
-                entry.groups = tuple(devices)
-            ledger[node].add(task.key, entry)
-    return ledger
+                held = node.external.gpus if node.external else 0
+                g = float(node.gpus) - held - (ns.pinned_whole - made.get(name, 0.0))
+                m = float(int(g) * int(node.gpu_memory_mib))
+            gpus += g
+            memory += m
+        return gpus, memory
+
+    def _idle(self, name: str) -> float:
+        """The node's idle counter before the tasks with a stored placement are added."""
+        ns = self._session.nodes[name]
+        held = ns.node.external.gpus if ns.node.external else 0
+        return float(ns.node.gpus) - held - self._pinned(name)
+
+    def _pinned(self, name: str) -> float:
+        return self._session.nodes[name].pinned_whole - self._made_gpus.get(name, 0.0)
+
+    def _counters(self, name: str) -> NodeGpus | None:
+        ng = self._built.get(name)
+        if ng is not None:
+            return ng
+        session = self._session
+        ns = session.nodes.get(name)
+        if ns is None:
+            return None
+        held = ns.node.external.gpus if ns.node.external else 0
+        ng = NodeGpus(ns.node.gpus, int(ns.node.gpu_memory_mib), self._idle(name))
+        ng.used = held + self._pinned(name)
+        placements = session.placements
+        for task in self._stored.get(name, ()):
+            p = placements[task.key]
+            ng.add(task.key, _loaded_entry(session, task, p.status, p.devices, name))
+        self._built[name] = ng
+        return ng
+
+    def _loaded_pods(self) -> dict[str, list[Task]]:
+        """The pods loaded with no stored placement when the ledger was made, by node."""
+        if self._loaded is None:
+            placements = self._session.placements
+            loaded: dict[str, list[Task]] = {}
+            if placements.deferring:
+                for job in self._session.jobs.values():
+                    for t in job.tasks:
+                        if t.key not in placements and t.node is not None:
+                            loaded.setdefault(t.node, []).append(t)
+                for t in placements.made[self._made_before :]:
+                    if t.node is not None:
+                        loaded.setdefault(t.node, []).append(t)
+            self._loaded = loaded
+        return self._loaded
+
+
+def _loaded_entry(
+    session: Session, task: Task, status: TaskState, devices: tuple[int, ...], node: str
+) -> Entry:
+    """A task on its node when the ledger is made: a fraction keeps the group it is in, its
+    device's."""
+    if task.is_fractional:
+        memory = int(session.device_need(task, session.nodes[node].node.gpu_memory_mib))
+        return Entry(status, tuple(devices), 0.0, memory, devices=tuple(devices))
+    return Entry(status, (), float(task.whole_gpus), 0)

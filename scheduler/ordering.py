@@ -99,6 +99,9 @@ class QueueTree:
             for qs in session.queues.values()
             if not (qs.queue.parent is not None and qs.queue.parent in session.queues)
         ]
+        # The leaf queues (a session's tree does not change): the walk asks for every queue on
+        # its path and every sibling it keys.
+        self.leaves = {name for name, qs in session.queues.items() if qs.is_leaf}
 
     def _alive(self, queue: str) -> bool:
         """Whether the queue's subtree holds an entry (the queue is in the tree)."""
@@ -116,8 +119,9 @@ class QueueTree:
         if not self._alive(self.ROOT):
             return None
         self.started = True
-        queue = self.ROOT
-        while queue == self.ROOT or not self.session.queues[queue].is_leaf:
+        queue = self._next(self.ROOT)
+        leaves = self.leaves
+        while queue not in leaves:
             queue = self._next(queue)
         return queue
 
@@ -186,9 +190,11 @@ class QueueTree:
 
     def _key(self, queue: str) -> tuple[object, ...]:
         leaf = queue
-        while not self.session.queues[leaf].is_leaf:
+        leaves = self.leaves
+        while leaf not in leaves:
             leaf = self._top(leaf)
-        return self._queue_key(queue, *self._leaf_request(leaf))
+        req, shape = self._leaf_request(leaf)
+        return self._queue_key(queue, req, shape)
 
     def _before(self, a: str, b: str) -> bool:
         """KAI's QueueOrderFn on the representatives."""
@@ -260,14 +266,14 @@ class JobQueue(QueueTree):
         return self.live.get(queue, 0) > 0
 
     def _leaf_request(self, leaf: str) -> tuple[dict[str, float], tuple[float, ...]]:
-        job = self.session.jobs[self.heaps[leaf][0][1]]
+        name = self.heaps[leaf][0][1]  # the job's key
         stamp = self.session.queue_stamp.get(leaf, 0)
-        hit = self.requests.get(job.key)
+        hit = self.requests.get(name)
         if hit is not None and hit[0] == stamp:
             return hit[1], hit[2]
-        req = job_request(self.session, job)
+        req = job_request(self.session, self.session.jobs[name])
         shape = tuple(req.get(r, 0.0) for r in RESOURCES)
-        self.requests[job.key] = (stamp, req, shape)
+        self.requests[name] = (stamp, req, shape)
         return req, shape
 
     def _queue_key(self, queue: str, req: dict[str, float], shape: tuple[float, ...]) -> tuple[object, ...]:

@@ -14,7 +14,7 @@ import math
 from collections.abc import Callable, Iterable
 from typing import TypeVar, cast
 
-from scheduler.gpu_ledger import NodeGpus
+from scheduler.gpu_ledger import Ledger
 from scheduler.model import RESOURCES, Config, Job, Node, Queue, Task, TaskState, clean, round_gpu
 from scheduler.reasons import Reason
 from scheduler.result import Eviction
@@ -141,7 +141,7 @@ class Session:
         self.loaded_victims: dict[str, tuple[int, LoadedVictims]] = {}
         # KAI's per-node GPU counters, kept by the statements while consolidation runs
         # (``scheduler/gpu_ledger.py``); None otherwise
-        self.gpu_ledger: dict[str, NodeGpus] | None = None
+        self.gpu_ledger: Ledger | None = None
         self.job_positions: dict[str, int] | None = None
 
     def close(self) -> None:
@@ -380,6 +380,7 @@ class Session:
                     ns.mem_idle = v if v % 1.0 == 0.0 else round(v, 6)
                     ns.pods_idle -= 1
                     g = float(int(task.gpu))
+                    ns.pinned_whole += g
                     if last is None or g != last[0] or cpu != last[1] or memory != last[2]:
                         last = (g, cpu, memory)
                         seen.update(last)

@@ -67,6 +67,10 @@ class NodeState:
     # (Releasing) takes its GPUs off idle (``Statement.Evict``). Read only by the node score
     # (``fit.Fit.avail``: ``nodeavailability``); where tasks go is still the devices' business.
     piped_idle: int = 0
+    # Whole GPUs of the running pods ``Session.load_tasks`` loaded here with no stored placement
+    # (``Placements``), counted as they load: KAI's GPU counters (``gpu_ledger.Ledger``) start
+    # from them without reading each pod.
+    pinned_whole: float = 0.0
 
     @property
     def name(self) -> str:
@@ -188,12 +192,13 @@ class Placements(dict[str, Placement]):
     and a reader of many pods may read a missing one off its task instead (``deferring``).
     Holds no reference to its session, which reference counting alone then frees."""
 
-    __slots__ = ("_jobs", "_deferred")
+    __slots__ = ("_jobs", "_deferred", "made")
 
     def __init__(self) -> None:
         super().__init__()
         self._jobs: Iterable[Job] | None = None
         self._deferred: dict[str, Task] | None = None  # by key, once one is asked for
+        self.made: list[Task] = []  # the tasks whose placement ``on_demand`` made, in order
 
     def defer_running(self, jobs: Iterable[Job]) -> None:
         """From now on a task of ``jobs`` without a stored placement is one loaded as running
@@ -224,4 +229,5 @@ class Placements(dict[str, Placement]):
             return None
         charge = {"gpu": float(int(task.gpu)), "cpu": task.cpu_millis, "memory": task.memory_mib}
         p = self[key] = Placement(TaskState.RUNNING, task.node, task.gpu_devices, 0.0, charge)
+        self.made.append(task)
         return p

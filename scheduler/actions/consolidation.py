@@ -41,14 +41,7 @@ def allocatable_gpus_scan(session: Session) -> tuple[float, float]:
     hundredths, plus its releasing portion rounded up the same way."""
     ledger = session.gpu_ledger
     if ledger is not None:
-        gpus = 0.0
-        memory = 0.0
-        for name, ns in session.nodes.items():
-            if ns.schedulable and name in ledger:
-                g, m = ledger[name].sums()
-                gpus += g
-                memory += m
-        return gpus, memory
+        return ledger.total()
     gpus = 0.0
     memory = 0.0
     for ns in session.nodes.values():

@@ -11,7 +11,8 @@ import pytest
 from scheduler import Config, Job, Node, Queue, QueueResource, Snapshot, Task, TaskState
 from scheduler.actions.consolidation import allocatable_gpus_scan
 from scheduler.cycle import open_session
-from scheduler.gpu_ledger import build
+from scheduler.gpu_ledger import Entry, NodeGpus, build
+from scheduler.model import ExternalUsage
 from scheduler.scenario import load, run
 from scheduler.scenario.schema import ScenarioError
 from scheduler.session import Session
@@ -118,3 +119,67 @@ def test_counter_drift_setting_must_be_a_boolean(tmp_path: Path) -> None:
     bad.write_text(src.replace("config:\n", "config:\n  kai_gpu_counter_drift: 'no'\n", 1))
     with pytest.raises(ScenarioError, match="config.kai_gpu_counter_drift must be true"):
         load(bad)
+
+
+def _full_build(session: Session) -> dict[str, NodeGpus]:
+    """The reference: every task on a node added in job order, as KAI's session adds them."""
+    ledger = {}
+    for name, ns in session.nodes.items():
+        ng = ledger[name] = NodeGpus(ns.node.gpus, int(ns.node.gpu_memory_mib), float(ns.node.gpus))
+        ng.idle -= ns.node.external.gpus
+        ng.used += ns.node.external.gpus
+    for job in session.jobs.values():
+        for task in job.tasks:
+            p = session.placements.get(task.key) or session.placements.on_demand(task.key)
+            if p is None or p.node is None or p.status == TaskState.PENDING:
+                continue
+            devices = tuple(p.devices)
+            if task.is_fractional:
+                memory = int(session.device_need(task, session.nodes[p.node].node.gpu_memory_mib))
+                entry = Entry(p.status, devices, 0.0, memory, devices=devices)
+            else:
+                entry = Entry(p.status, (), float(task.whole_gpus), 0)
+            ledger[p.node].add(task.key, entry)
+    return ledger
+
+
+def test_ledger_made_per_node_matches_adding_every_task_in_job_order() -> None:
+    """``Ledger`` starts a node from the GPUs of the pods loaded with no stored placement and adds
+    the other tasks in job order (a loaded pod's add moves idle and used by the same whole number,
+    which every condition reads as a sum): the counters, sums and entries are those of adding
+    every task in turn, whether a pod's placement was made before the ledger, after it, or never."""
+    node = Node("n0", gpus=4, gpu_memory_mib=1000, external=ExternalUsage(gpus=1))
+    other = Node("n1", gpus=2, gpu_memory_mib=1000)
+    jobs = [
+        Job("w", "q", tasks=[Task("w-0", gpu=1, state=R, node="n0", gpu_devices=(0,))]),
+        Job("f", "q", tasks=[Task("f-0", gpu=0.5, state=R, node="n0", gpu_devices=(1,))]),
+        Job("r", "q", tasks=[Task("r-0", gpu=1, state=TaskState.RELEASING, node="n0", gpu_devices=(2,))]),
+        Job("x", "q", tasks=[Task("x-0", gpu=2, state=R, node="n1", gpu_devices=(0, 1))]),
+    ]
+    q = Queue("q", parent="root", resources={"gpu": QueueResource(6, -1, 1)})
+    session = open_session(Snapshot([node, other], [ROOT, q], jobs), Config(), "default")
+    session.placements.on_demand("x-0")  # made before the ledger
+    ledger = build(session)
+    assert ledger.total() == allocatable_gpus_scan_reference(_full_build(session), session)
+    st = Statement(session)
+    session.gpu_ledger = ledger
+    st.evict(_task(session, "w-0"))  # its placement made after the ledger; the node touched
+    reference = _full_build(session)
+    for name in session.nodes:
+        got, want = ledger[name], reference[name]
+        assert (got.idle, got.used, got.releasing) == (want.idle, want.used, want.releasing)
+        assert got.allocated_shared == want.allocated_shared and got.releasing_shared == want.releasing_shared
+        assert {k: (e.status, e.whole) for k, e in got.entries.items()} == {
+            k: (e.status, e.whole) for k, e in want.entries.items()
+        }
+        assert ledger.sums(name) == want.sums()
+
+
+def allocatable_gpus_scan_reference(ledger: dict[str, NodeGpus], session: Session) -> tuple[float, float]:
+    gpus = memory = 0.0
+    for name, ns in session.nodes.items():
+        if ns.schedulable:
+            g, m = ledger[name].sums()
+            gpus += g
+            memory += m
+    return gpus, memory

@@ -14,9 +14,11 @@ def free_gpus_scan(session: Session) -> float:
     """The same sum read afresh (the reference tests/engine/test_node_search.py holds the cache to)."""
     free = 0.0
     for ns in session.nodes.values():
-        if not ns.schedulable:
+        if ns.node.unschedulable:
             continue
         for d in ns.devices:
-            if d.memory > 0:
-                free += max(0.0, d.memory - d.active) / d.memory
+            m = d.memory
+            # a full device adds 0.0, which leaves the sum as it is: skipped (most of a busy pool)
+            if m > 0 and d.active < m:
+                free += (m - d.active) / m
     return free

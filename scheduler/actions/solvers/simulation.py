@@ -37,15 +37,30 @@ def _max_free(session: Session) -> tuple[int, float, float, float, float]:
     g = 0
     frac = 0.0
     cpu = mem = pods = 0.0
+    # ``max(a, x)`` written out as ``x > a`` (what max tests; a tie keeps ``a``): a pass over
+    # every device of the pool, taken again after each re-placement that finds no node.
     for ns in session.nodes.values():
-        if not ns.schedulable:
+        if ns.node.unschedulable:
             continue
-        g = max(g, ns.free_whole_gpus())
+        free = 0  # ``free_whole_gpus``
         for d in ns.devices:
-            frac = max(frac, d.memory - d.active)
-        cpu = max(cpu, ns.cpu_idle + ns.cpu_rel)
-        mem = max(mem, ns.mem_idle + ns.mem_rel)
-        pods = max(pods, ns.pods_idle + ns.pods_rel)
+            active = d.active
+            if active <= EPS:
+                free += 1
+            x = d.memory - active
+            if x > frac:
+                frac = x
+        if free > g:
+            g = free
+        x = ns.cpu_idle + ns.cpu_rel
+        if x > cpu:
+            cpu = x
+        x = ns.mem_idle + ns.mem_rel
+        if x > mem:
+            mem = x
+        x = ns.pods_idle + ns.pods_rel
+        if x > pods:
+            pods = x
     return g, frac, cpu, mem, pods
 
 

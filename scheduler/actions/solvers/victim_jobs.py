@@ -55,12 +55,33 @@ def victim_jobs(
     only priorities below ``below`` when given (checked first: they are the cheap filters)."""
     jobs = session.jobs.values() if queue is None else session.jobs_of_queue(queue)
     spend(session, len(jobs))  # the list is a scan of them: work for the action's budget
+    # The jobs with an active task, whoever asks, kept while no node changes: a task becomes
+    # active or stops being active only with a change of its node's resources (a placement, an
+    # eviction, their undo), which bumps ``node_version``; a status set on a placed task
+    # (``Statement.set_status``) moves between active statuses or follows a placement.
+    found = session.per_node_version(_ActiveJobs)
+    active = found.get((queue, below))
+    if active is None:
+        active = found[(queue, below)] = _active_jobs(session, queue, below)
+    return [v for v in active if v is not preemptor]
+
+
+class _ActiveJobs(dict[tuple[str | None, int | None], list[Job]]):
+    """``victim_jobs``' table for one node version (``Session.per_node_version``), by queue and
+    priority bound."""
+
+    def __init__(self, session: Session) -> None:
+        super().__init__()
+
+
+def _active_jobs(session: Session, queue: str | None, below: int | None) -> list[Job]:
+    """``victim_jobs`` for no preemptor."""
     placements = session.placements
     out = []
     # ``active_tasks(session, v)`` is non-empty, asked only as far as the first active task: the
-    # scan runs over every preemptible job once per job an action screens.
+    # scan runs over every preemptible job once per node version.
     for v in session.preemptible_leaf_jobs(queue):
-        if (below is not None and not v.priority < below) or v is preemptor:
+        if below is not None and not v.priority < below:
             continue
         for t in v.tasks:
             p = placements.get(t.key) or placements.on_demand(t.key)  # gang.status, inline

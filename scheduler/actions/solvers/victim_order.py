@@ -138,6 +138,11 @@ class _VictimStream(QueueTree):
         # changes within a cycle (fair shares: by identity), so ``memo`` may serve every stream of
         # an action.
         self.key_memo: KeyMemo = {} if memo is None else memo
+        # Each leaf's ``_leaf_request`` and each queue's key on it, kept until an entry leaves or
+        # enters that leaf (the stream changes nothing else: no placement or allocation moves
+        # while it is taken); a queue's key is kept with the request it was made on.
+        self.leaf_requests: dict[str, tuple[dict[str, float], tuple[float, ...]]] = {}
+        self.queue_keys: dict[str, tuple[dict[str, float], tuple[object, ...]]] = {}
         for job in candidates:
             tasks = list(reversed(active_tasks(session, job)))
             if not tasks:
@@ -152,6 +157,7 @@ class _VictimStream(QueueTree):
             return
         leaf = job.queue
         heapq.heappush(self.heaps.setdefault(leaf, []), (self.key(job), job.key))
+        self.leaf_requests.pop(leaf, None)
         path = [qs.name for qs in self.session.ancestors(leaf)]
         entered = [q for q in path if not self.live.get(q)]
         for q in [*path, self.ROOT]:
@@ -240,11 +246,19 @@ class _VictimStream(QueueTree):
         return self.live.get(queue, 0) > 0
 
     def _leaf_request(self, leaf: str) -> tuple[dict[str, float], tuple[float, ...]]:
-        charge = self.listed_charge(leaf, self.jobs[self.heaps[leaf][0][1]])
-        return charge, tuple(charge[r] for r in RESOURCES)
+        hit = self.leaf_requests.get(leaf)
+        if hit is None:
+            charge = self.listed_charge(leaf, self.jobs[self.heaps[leaf][0][1]])
+            hit = self.leaf_requests[leaf] = (charge, tuple(charge[r] for r in RESOURCES))
+        return hit
 
     def _queue_key(self, queue: str, req: dict[str, float], shape: tuple[float, ...]) -> tuple[object, ...]:
-        return self.order_key(queue, req)
+        hit = self.queue_keys.get(queue)
+        if hit is not None and hit[0] is req:
+            return hit[1]
+        key = self.order_key(queue, req)
+        self.queue_keys[queue] = (req, key)
+        return key
 
     def _first(self, ka: tuple[object, ...], kb: tuple[object, ...], a: str, b: str) -> bool:
         """The child that gives first: the larger allocation-order key (the key ends in the
@@ -269,6 +283,7 @@ class _VictimStream(QueueTree):
             for r in RESOURCES:
                 popped[r] += charge[r]
             heapq.heappop(self.heaps[leaf])
+            self.leaf_requests.pop(leaf, None)
             for qs in self.session.ancestors(leaf):
                 self.live[qs.name] -= 1
             self.live[self.ROOT] -= 1
