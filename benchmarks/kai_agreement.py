@@ -105,8 +105,10 @@ KNOWN: list[tuple[tuple[str, ...], str]] = [
     ),
     (
         ("[consol]", "KAI Pipelined / ours Running"),
-        "not traced (seeds 89161, 89300; the gang steps of job_solver.go are modelled, and the cases "
-        "once put here were GPU-group identity, gpupack's used memory and one-step victims: fixed)",
+        "a fraction KAI moves to another GPU group of its own node (statement.go Pipeline, 'moving "
+        "it to index') where the engine keeps it on its device: seed 108102, j16 (a CPU-only gang) "
+        "moves j03-0 from group 2 to 6 of node04; or follows an earlier node difference (108058); "
+        "not traced further (89161, 89300)",
     ),
     # Consolidation alone, seeds 86250-86369 (consol12b): fixed KAI's node vectors for pipelined
     # tasks (GPUs they took while idle still idle for nodeavailability), a moved
