@@ -66,10 +66,16 @@ KNOWN: list[tuple[tuple[str, ...], str]] = [
     #   Modelled (session 12): a job that check refuses becomes its signature's representative
     #   (consolidation.go: Execute, a nil SearchResult does not stop the action), so a later job
     #   not easier than it is skipped (seeds 86083, 86122; consolidation.py: refused_in_attempt).
-    # * The harness runs KAI's test session, whose SchedulerParams leave UseSchedulingSignatures
-    #   off and MaxNumberConsolidationPreemptees at -1; the engine keeps the binary's defaults
-    #   (on, 16): a job not easier than a failed one of the same signature is skipped (seed 50006:
-    #   j01 after j21).
+    # * Scheduling signatures: no longer a harness difference. The harness (since "wide-2") gives
+    #   KAI's session the scheduler binary's parameters (cmd/scheduler/app/options/options.go:
+    #   --use-scheduling-signatures true, --max-consolidation-preemptees 16; allow-consolidating-
+    #   reclaim true in both), as the engine's defaults are; the cases once put here (seed 50006)
+    #   were from the older build. Traced in session 14 (consol14s, seeds 108000-108399): the
+    #   class "KAI Pipelined / ours Pending" came from KAI's node counters read by the multi-node
+    #   generator (sub_scenario_emitter.go: nodeCapacities, baselineCapacity read
+    #   by_pod_solver.go: nodeIdleOrReleasingGpus), now read off the ledger (108156), or follows
+    #   an earlier node or search difference (108058, 108248: a job KAI refused by the
+    #   allocatable check, then a smaller one of another signature searched).
     # * Gang steps: KAI probes 1, 2, 4, ... tasks with recorded victims and the node-local, then
     #   the multi-node generator (job_solver.go); modelled since session 12 (job_solver.py:
     #   probe_search, the same probes, recorded victims and fingerprints). The cases once put
@@ -82,7 +88,8 @@ KNOWN: list[tuple[tuple[str, ...], str]] = [
         "KAI's allocatable-GPU sum after a discarded probe that moved a fraction to another GPU group "
         "of its node (ConsolidateSharedPodInfoToDifferentGPU leaves a phantom share; the shared-GPU "
         "counters drift, below zero: seeds 50056, 86109): KAI stops consolidating; modelled "
-        "(kai_gpu_counter_drift), left where the engine's probes are not KAI's operation for operation",
+        "(kai_gpu_counter_drift); left where KAI's placement reads those counters and the engine its "
+        "devices (a victim's GPU group fit after a phantom share: seed 108067; the idle-GPU filter)",
     ),
     (
         ("[consol]", "KAI Running / ours Pipelined"),
@@ -91,13 +98,17 @@ KNOWN: list[tuple[tuple[str, ...], str]] = [
     ),
     (
         ("[consol]", "KAI Pipelined / ours Pending"),
-        "the harness's KAI session runs without scheduling signatures; the engine keeps KAI's "
-        "default (on) and skips a job not easier than a failed one (seed 50006)",
+        "not the harness (its KAI session has the binary's scheduling signatures, as the engine): "
+        "KAI's node counters after discarded probes where the engine reads its devices (group fits, "
+        "node scores, the idle-GPU filter: seed 108152), or follows an earlier node difference "
+        "(108058); the multi-node generator's node capacities are read off the ledger (108156)",
     ),
     (
         ("[consol]", "KAI Pipelined / ours Running"),
-        "not traced (seeds 89161, 89300; the gang steps of job_solver.go are modelled, and the cases "
-        "once put here were GPU-group identity, gpupack's used memory and one-step victims: fixed)",
+        "a fraction KAI moves to another GPU group of its own node (statement.go Pipeline, 'moving "
+        "it to index') where the engine keeps it on its device: seed 108102, j16 (a CPU-only gang) "
+        "moves j03-0 from group 2 to 6 of node04; or follows an earlier node difference (108058); "
+        "not traced further (89161, 89300)",
     ),
     # Consolidation alone, seeds 86250-86369 (consol12b): fixed KAI's node vectors for pipelined
     # tasks (GPUs they took while idle still idle for nodeavailability), a moved

@@ -132,14 +132,14 @@ def sub_scenarios(
                 on.append(bi)
             cap[node] = cap.get(node, 0.0) + _accepted_gpus(session, t)
     for node in node_batches:
-        cap[node] += recorded_freed.get(node, 0.0) + _idle_or_releasing_gpus(session.nodes[node])
+        cap[node] += recorded_freed.get(node, 0.0) + _idle_or_releasing_gpus(session, session.nodes[node])
         cap[node] = round(cap[node], _DIGITS)
     candidates = sorted(
         (n for n in node_batches if not (min_task > 0 and cap[n] + EPS < min_task)),
         key=lambda n: (cap[n], first_seen[n]),
     )
     baseline = sum(
-        _idle_or_releasing_gpus(ns) + recorded_freed.get(ns.name, 0.0)
+        _idle_or_releasing_gpus(session, ns) + recorded_freed.get(ns.name, 0.0)
         for ns in feasible
         if ns.name not in node_batches
     )
@@ -188,7 +188,16 @@ def _accepted_gpus(session: Session, t: Task) -> float:
     return sum(p.gpu_memory / ns.devices[i].memory for i in p.devices if ns.devices[i].memory > 0)
 
 
-def _idle_or_releasing_gpus(ns: NodeState) -> float:
-    """KAI's ``nodeIdleOrReleasingGpus``: the node's idle and releasing whole devices and the free
-    share of its shared ones."""
+def _idle_or_releasing_gpus(session: Session, ns: NodeState) -> float:
+    """KAI's ``nodeIdleOrReleasingGpus`` (``by_pod_solver.go``): ``GetSumOfIdleGPUs`` plus
+    ``GetSumOfReleasingGPUs`` of the node, the idle and releasing whole devices and the free share
+    of its shared ones. KAI reads them off its node counters, which discarded probes can leave
+    changed (``scheduler/gpu_ledger.py``): while consolidation keeps the ledger, its sum of the
+    node is read (a node whose counters drifted below its free devices is a smaller candidate,
+    or none); else the free share of the engine's devices."""
+    ledger = session.gpu_ledger
+    if ledger is not None:
+        ng = ledger.get(ns.name)
+        if ng is not None:
+            return ng.sums()[0]
     return sum(max(0.0, d.memory - d.active) / d.memory for d in ns.devices if d.memory > 0)

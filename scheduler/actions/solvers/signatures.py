@@ -14,24 +14,29 @@ Footprint = list[tuple[float, ...]]
 
 
 def _signature(session: Session, job: Job) -> tuple[object, ...] | None:
-    """KAI's scheduling-constraints signature of a job's pending pods, without their resource
-    requests (those are compared by ``_easier``): node selector and how many pods. None for a job
-    whose own pods or rules enter the search (pods already active, placement rules, topology,
+    """KAI's scheduling-constraints signature of a job, without the pods' resource requests (those
+    are compared by ``_easier``): node selector and how many of its pods were not running when
+    the cycle began. None for a job whose rules enter the search (placement rules, topology,
     sub-groups): it is always searched for itself, as ``_alike`` does.
 
-    KAI hashes each pending pod's own spec (``api/pod_info/scheduling_constraints_signature.go``,
+    KAI hashes each pod's own spec (``api/pod_info/scheduling_constraints_signature.go``,
     ``schedulingConstraintsSignature``: node selector, affinity, tolerations, ``spec.priority`` and
-    ``spec.priorityClassName``, ...) and a pod set hashes its pending pods' signatures one after
-    another (``subgroup_info/podset.go``, ``generateSchedulingConstraintsSignature``): the number
-    of pods is part of it. Preemptibility (a pod group field or label) is not, and neither is the
-    priority when it is given by the ``priorityClassName`` label, as the portal gives it
+    ``spec.priorityClassName``, ...) and a pod set hashes the signatures of its pods that are not
+    active (``subgroup_info/podset.go``, ``generateSchedulingConstraintsSignature`` skips
+    ``IsActiveAllocatedStatus``: Allocated, Pipelined, Binding, Bound, Running) one after another:
+    the number of such pods is part of it, and an elastic job with running pods has the signature
+    of a job of its pending pods alone (kai_diff seed 108386: j03, 4 running and 2 pending 1-GPU
+    pods, is skipped after the failed j17, 2 pending 0.5-GPU pods). KAI's snapshot computes every
+    pod group's signature when the cycle begins (``cache/cluster_info/cluster_info.go``, the log
+    line's argument) and keeps it for the cycle, so the count is of the pods not running then.
+    Preemptibility (a pod group field or label) is not in it, and neither is the priority when it
+    is given by the ``priorityClassName`` label, as the portal gives it
     (``kai_portal/cluster/backends/kubernetes/portal_jobs.py``, ``pod_body``) and KAI's own
     examples do: the pod spec then has no priority to hash."""
     if job.has_rules or job.topology is not None or job.subgroups:
         return None
-    if any(gang.status(session, t) != TaskState.PENDING for t in job.tasks):
-        return None
-    return (len(job.tasks), tuple(sorted(job.node_selector.items())))
+    waiting = sum(1 for t in job.tasks if t.state != TaskState.RUNNING)
+    return (waiting, tuple(sorted(job.node_selector.items())))
 
 
 def _footprint(session: Session, job: Job) -> Footprint:
