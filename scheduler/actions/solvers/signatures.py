@@ -7,31 +7,35 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from scheduler import gang
-from scheduler.model import Job, TaskState
+from scheduler.model import Job
 from scheduler.session import Session
 
 Footprint = list[tuple[float, ...]]
 
 
 def _signature(session: Session, job: Job) -> tuple[object, ...] | None:
-    """KAI's scheduling-constraints signature of a job's pending pods, without their resource
-    requests (those are compared by ``_easier``): node selector and how many pods. None for a job
-    whose own pods or rules enter the search (pods already active, placement rules, topology,
-    sub-groups): it is always searched for itself, as ``_alike`` does.
+    """KAI's scheduling-constraints signature of a job's pods not yet active, without their
+    resource requests (those are compared by ``_easier``): node selector and how many pods. None
+    for a job whose rules enter the search (placement rules, topology, sub-groups), or with no pod
+    left to place: it is always searched for itself, as ``_alike`` does.
 
-    KAI hashes each pending pod's own spec (``api/pod_info/scheduling_constraints_signature.go``,
+    KAI hashes each pod's own spec (``api/pod_info/scheduling_constraints_signature.go``,
     ``schedulingConstraintsSignature``: node selector, affinity, tolerations, ``spec.priority`` and
-    ``spec.priorityClassName``, ...) and a pod set hashes its pending pods' signatures one after
-    another (``subgroup_info/podset.go``, ``generateSchedulingConstraintsSignature``): the number
-    of pods is part of it. Preemptibility (a pod group field or label) is not, and neither is the
-    priority when it is given by the ``priorityClassName`` label, as the portal gives it
+    ``spec.priorityClassName``, ...) and a pod set hashes the signatures of its pods one after
+    another, skipping those in an active allocated status (``subgroup_info/podset.go``,
+    ``generateSchedulingConstraintsSignature``: ``IsActiveAllocatedStatus``, Running, Allocated,
+    Pipelined, ...): the number of the others is part of it, and a job with a running pod and
+    one pending has the signature of a one-pod job (kai_diff seed 111286: j12 is not easier than
+    the failed j01, whose other pod runs). Preemptibility (a pod group field or label) is not,
+    and neither is the priority when it is given by the ``priorityClassName`` label, as the portal gives it
     (``kai_portal/cluster/backends/kubernetes/portal_jobs.py``, ``pod_body``) and KAI's own
     examples do: the pod spec then has no priority to hash."""
     if job.has_rules or job.topology is not None or job.subgroups:
         return None
-    if any(gang.status(session, t) != TaskState.PENDING for t in job.tasks):
+    pods = sum(1 for t in job.tasks if gang.status(session, t) not in gang.ACTIVE_ALLOCATED)
+    if pods == 0:
         return None
-    return (len(job.tasks), tuple(sorted(job.node_selector.items())))
+    return (pods, tuple(sorted(job.node_selector.items())))
 
 
 def _footprint(session: Session, job: Job) -> Footprint:
