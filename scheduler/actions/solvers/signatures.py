@@ -26,13 +26,20 @@ def _signature(session: Session, job: Job) -> tuple[object, ...] | None:
     ``generateSchedulingConstraintsSignature``: ``IsActiveAllocatedStatus``, Running, Allocated,
     Pipelined, ...): the number of the others is part of it, and a job with a running pod and
     one pending has the signature of a one-pod job (kai_diff seed 111286: j12 is not easier than
-    the failed j01, whose other pod runs). Preemptibility (a pod group field or label) is not,
+    the failed j01, whose other pod runs). KAI computes it once, when the snapshot is taken
+    (``cache/cluster_info/cluster_info.go: Snapshot`` logs every pod group's signature, its
+    arguments evaluated whatever the log level) and caches it (``PodGroupInfo``, ``PodSet``): the
+    pods counted are those not active in the snapshot (``Task.state``), not those placed since
+    (seed 110442: j03, five pods pending at the snapshot and two allocated since, keeps its
+    five-pod signature and is not compared with the failed two-pod j00). The kai_diff harness
+    builds no snapshot, so KAI computes it there at the job's first comparison: a job partly
+    placed before that differs. Preemptibility (a pod group field or label) is not,
     and neither is the priority when it is given by the ``priorityClassName`` label, as the portal gives it
     (``kai_portal/cluster/backends/kubernetes/portal_jobs.py``, ``pod_body``) and KAI's own
     examples do: the pod spec then has no priority to hash."""
     if job.has_rules or job.topology is not None or job.subgroups:
         return None
-    pods = sum(1 for t in job.tasks if gang.status(session, t) not in gang.ACTIVE_ALLOCATED)
+    pods = sum(1 for t in job.tasks if t.state not in gang.ACTIVE_ALLOCATED)
     if pods == 0:
         return None
     return (pods, tuple(sorted(job.node_selector.items())))
