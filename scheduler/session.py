@@ -303,12 +303,20 @@ class Session:
         """A pending task's request; GPU memory converted with the smallest device
         memory for fair share and the largest for the queue capacity check (§2.1, §3.5)."""
         gpu = task.gpu if task.gpu > 0 else 0.0
-        if task.gpu == 0 and task.gpu_memory_mib > 0:
+        by_memory = task.gpu == 0 and task.gpu_memory_mib > 0
+        if by_memory:
             mem = self.max_device_memory if for_limit else self.min_device_memory
             gpu = task.gpu_memory_mib / mem if mem > 0 else 0.0
         gpu *= task.fraction_device_count
+        if not for_limit:
+            # KAI counts a pending GPU-memory task as its memory over the smallest node's GPU
+            # memory, not rounded (``GpuMemoryAsGpuFraction``: the proportion plugin's requests,
+            # ``GetTasksToAllocateInitResourceVector`` for a reclaimer), while a placed one is
+            # charged its share rounded up to hundredths (``gpu_fraction_on``): 10240 MiB of
+            # 40000 asks 0.256 and holds 0.26 (kai_diff seed 111231).
+            gpu = clean(gpu) if by_memory else round_gpu(gpu)
         return {
-            "gpu": round_gpu(gpu) if not for_limit else gpu,
+            "gpu": gpu,
             "cpu": task.cpu_millis,
             "memory": task.memory_mib,
         }

@@ -7,36 +7,43 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from scheduler import gang
-from scheduler.model import Job, TaskState
+from scheduler.model import Job
 from scheduler.session import Session
 
 Footprint = list[tuple[float, ...]]
 
 
 def _signature(session: Session, job: Job) -> tuple[object, ...] | None:
-    """KAI's scheduling-constraints signature of a job, without the pods' resource requests (those
-    are compared by ``_easier``): node selector and how many of its pods were not running when
-    the cycle began. None for a job whose rules enter the search (placement rules, topology,
-    sub-groups): it is always searched for itself, as ``_alike`` does.
+    """KAI's scheduling-constraints signature of a job's pods not yet active, without their
+    resource requests (those are compared by ``_easier``): node selector and how many pods. None
+    for a job whose rules enter the search (placement rules, topology, sub-groups), or with no pod
+    left to place: it is always searched for itself, as ``_alike`` does.
 
     KAI hashes each pod's own spec (``api/pod_info/scheduling_constraints_signature.go``,
     ``schedulingConstraintsSignature``: node selector, affinity, tolerations, ``spec.priority`` and
-    ``spec.priorityClassName``, ...) and a pod set hashes the signatures of its pods that are not
-    active (``subgroup_info/podset.go``, ``generateSchedulingConstraintsSignature`` skips
-    ``IsActiveAllocatedStatus``: Allocated, Pipelined, Binding, Bound, Running) one after another:
-    the number of such pods is part of it, and an elastic job with running pods has the signature
-    of a job of its pending pods alone (kai_diff seed 108386: j03, 4 running and 2 pending 1-GPU
-    pods, is skipped after the failed j17, 2 pending 0.5-GPU pods). KAI's snapshot computes every
-    pod group's signature when the cycle begins (``cache/cluster_info/cluster_info.go``, the log
-    line's argument) and keeps it for the cycle, so the count is of the pods not running then.
-    Preemptibility (a pod group field or label) is not in it, and neither is the priority when it
-    is given by the ``priorityClassName`` label, as the portal gives it
+    ``spec.priorityClassName``, ...) and a pod set hashes the signatures of its pods one after
+    another, skipping those in an active allocated status (``subgroup_info/podset.go``,
+    ``generateSchedulingConstraintsSignature``: ``IsActiveAllocatedStatus``, Running, Allocated,
+    Pipelined, ...): the number of the others is part of it, and a job with a running pod and
+    one pending has the signature of a one-pod job (kai_diff seed 111286: j12 is not easier than
+    the failed j01, whose other pod runs; seed 108386: j03, 4 running and 2 pending 1-GPU pods, is
+    skipped after the failed j17, 2 pending 0.5-GPU pods). KAI computes it once, when the snapshot is taken
+    (``cache/cluster_info/cluster_info.go: Snapshot`` logs every pod group's signature, its
+    arguments evaluated whatever the log level) and caches it (``PodGroupInfo``, ``PodSet``): the
+    pods counted are those not active in the snapshot (``Task.state``), not those placed since
+    (seed 110442: j03, five pods pending at the snapshot and two allocated since, keeps its
+    five-pod signature and is not compared with the failed two-pod j00). The kai_diff harness
+    builds no snapshot, so KAI computes it there at the job's first comparison: a job partly
+    placed before that differs. Preemptibility (a pod group field or label) is not,
+    and neither is the priority when it is given by the ``priorityClassName`` label, as the portal gives it
     (``kai_portal/cluster/backends/kubernetes/portal_jobs.py``, ``pod_body``) and KAI's own
     examples do: the pod spec then has no priority to hash."""
     if job.has_rules or job.topology is not None or job.subgroups:
         return None
-    waiting = sum(1 for t in job.tasks if t.state != TaskState.RUNNING)
-    return (waiting, tuple(sorted(job.node_selector.items())))
+    pods = sum(1 for t in job.tasks if t.state not in gang.ACTIVE_ALLOCATED)
+    if pods == 0:
+        return None
+    return (pods, tuple(sorted(job.node_selector.items())))
 
 
 def _footprint(session: Session, job: Job) -> Footprint:
