@@ -105,10 +105,19 @@ KNOWN: list[tuple[tuple[str, ...], str]] = [
     # group's releasing memory, and the victim order's whole-job AllocatedVector charge
     # (docs/kai-agreement.md). Several of the cases left are KAI ties (its two runs differ on a
     # rerun: 86322, 86346, 86352, 86369).
+    # Consolidation alone, seeds 106000-106399 (consol14n), traced in KAI's -vv 7 logs: most of this
+    # class was KAI's node counters read by the simulated allocation's fit check and node scores
+    # (modelled: fit._ledger), a task moved twice un-evicted through a node holding its Releasing
+    # pod, and an evicted pipelined fraction's group (docs/kai-agreement.md). Left: KAI's unevict
+    # checks no room, so a task un-evicted through such a node goes back onto GPUs taken since and
+    # overbooks its node (KAI's idle counter below zero; the engine never double-books a device:
+    # seeds 106093, 106122); a fraction un-evicted the same way when its old GPU group is the one
+    # chosen (106287); KAI ties (106026, 106313: 2-3 results in 6-8 KAI runs).
     (
         ("[consol] node differs",),
-        "KAI ties (its two runs agree by chance), a fractional victim's GPU group after a discarded "
-        "probe (found/018), or follows the classes above; not traced further",
+        "KAI's un-eviction through a node holding the task's Releasing pod onto GPUs taken since "
+        "(no room check: the node is overbooked; seeds 106093, 106122), a fraction un-evicted that "
+        "way (106287), KAI ties (106313), or follows the classes above",
     ),
     # arp, traced in KAI's -vv 7 log on seeds 52376 and 52423 (round100): the tasks that differ were
     # placed by allocate (Allocated in both engines, on nodes of other scores), not by the eviction
