@@ -34,10 +34,8 @@ group holds a pipelined fraction beside an allocated one (equivalence seed 12). 
 operations themselves are replayed: the ledger is kept only while consolidation runs
 (``Session.gpu_ledger``), built from the placements when the action starts, and ``Statement``
 applies KAI's node operation for each of its own, undo included, so a discarded probe leaves what
-KAI's leaves. It is read by consolidation's allocatable-GPU check and, while consolidation runs,
-by the GPU part of every node fit and node score (``fit._ledger``: KAI's fit check,
-``nodeavailability`` and binpack read these counters; the devices still choose the GPUs and
-Allocated or Pipelined). A KAI quirk, on by default: ``Config.kai_gpu_counter_drift``
+KAI's leaves. It is read by consolidation's allocatable-GPU check alone (placement, scores and
+fits read the devices). A KAI quirk, on by default: ``Config.kai_gpu_counter_drift``
 (docs/kai-agreement.md, "KAI quirks").
 """
 

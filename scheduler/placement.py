@@ -17,13 +17,8 @@ from scheduler.session import Session
 from scheduler.state import NodeState
 
 
-def _free_and_total(session: Session, ns: NodeState, gpu: bool) -> tuple[float, float]:
+def _free_and_total(ns: NodeState, gpu: bool) -> tuple[float, float]:
     if gpu:
-        ledger = session.gpu_ledger
-        counted = ledger.get(ns.name) if ledger is not None else None
-        if counted is not None:
-            # binpack's NonAllocatedResource: KAI's idle + releasing counters (fit._ledger)
-            return counted.idle + counted.releasing, float(len(ns.devices))
         return float(ns.free_whole_gpus()), float(len(ns.devices))
     return ns.cpu_idle + ns.cpu_rel, float(ns.node.cpu_millis)
 
@@ -81,7 +76,7 @@ def score_nodes(
         return _score_fragmentation(session, task, fits, selector, extra)
     spread = session.config.strategy(gpu) == "spread"
     sharing = session.config.gpu_sharing_order
-    frees = {ns.name: _free_and_total(session, ns, gpu) for ns, _ in fits}
+    frees = {ns.name: _free_and_total(ns, gpu) for ns, _ in fits}
     having = [f for f, total in frees.values() if total > 0]
     mn, mx = (min(having), max(having)) if having else (0.0, 0.0)
     job = selector if isinstance(selector, Job) else None
@@ -167,9 +162,6 @@ def best_fit(
     cache); other cases (fractional, CPU-only, spread, a topology subset, a job whose node
     scores depend on preferences) scan every node. Required rules (taints, affinity,
     anti-affinity) are filters, which the index checks node by node like the reference."""
-    if session.gpu_ledger is not None:
-        # the fits and scores read KAI's counters (fit._ledger), which the node index does not keep
-        return best_fit_reference(session, task, selector, nodes, extra)
     scored = bool(extra) or (isinstance(selector, Job) and (selector.has_preferences or session.soft_taints))
     if not scored and len(nodes) == len(session.nodes):
         if fragmentation.applies(session, task):
