@@ -95,6 +95,11 @@ class Session:
         # to: KAI's Statement.Evict makes them Releasing there (statement.go: Evict); the engine
         # keeps them Pending and ``cycle._collect`` reports a still-pending one Releasing there.
         self.evicted_pipelined: dict[str, str] = {}
+        # Nodes each task was moved off by a committed scenario of this cycle: KAI's node keeps
+        # the Releasing pod of a task moved off it (statement.go: Evict updates it there,
+        # Pipeline adds the task to its new node only), so a later Pipeline onto such a node
+        # un-evicts the task instead (``simulation._back_to_its_move``).
+        self.moved_off: dict[str, set[str]] = {}
         # Monotonic deadline of the running eviction action, and its name (set by the action).
         self.deadline: float | None = None
         self.action = ""

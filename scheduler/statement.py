@@ -180,8 +180,11 @@ class Statement:
                 # KAI's Releasing pod takes its GPUs off the node's idle vector (node_info.go:
                 # removeTaskResources of the Pipelined task, addTaskResources of the Releasing one);
                 # the engine's devices give the room back as releasing (``_unplace``). A fraction's
-                # count in KAI depends on its group (gpu_sharing_node_info.go), not modelled.
+                # count in KAI depends on its group (gpu_sharing_node_info.go): one that opened its
+                # group on an idle GPU is ``_fraction_releasing_copy``; the others not modelled.
                 s.nodes[p.node].piped_idle -= task.whole_gpus
+            elif task.is_fractional:
+                self._fraction_releasing_copy(s.nodes[p.node], p.devices)
             # KAI's Statement.Evict sets any evicted task Releasing, a pipelined one too
             # (framework/statement.go: Evict -> job.UpdateTaskStatus(Releasing), node.UpdateTask):
             # it ends the cycle Releasing on that node unless placed again. The engine keeps it
@@ -229,6 +232,19 @@ class Statement:
             s.placements[task.key] = old
 
         self._undo.append(undo)
+
+    @staticmethod
+    def _fraction_releasing_copy(ns: NodeState, devices: tuple[int, ...]) -> None:
+        """KAI's idle GPU count after a pipelined fraction that opened its GPU group on an idle
+        GPU is evicted (kai_diff seed 106111). Its pipelining left KAI's idle vector as it was
+        (``NodeState.piped_idle`` + 1); the engine's ``_unplace`` frees the device, which counts
+        idle again, so that + 1 is taken back. KAI's node then holds the task's Releasing pod in
+        that group, whose every member now releases: ``gpu_sharing_node_info.go:
+        addSharedGPUTaskResourcesPerPodGroup`` (Releasing) takes one more GPU off the idle vector
+        while idle + used GPUs exceed the node's GPUs, which holds while that + 1 was left."""
+        for i in devices:
+            if ns.devices[i].is_idle:
+                ns.piped_idle -= 2 if ns.piped_idle >= 1 else 1
 
     def _unplace(self, task: Task) -> None:
         """Take back a placement made in this cycle: the task is Pending again."""

@@ -48,6 +48,8 @@ def record(
             pool=session.pool,
         )
         session.evictions.append(ev)
+        if moved and ev.node is not None:
+            session.moved_off.setdefault(t.key, set()).add(ev.node)
         if not moved:
             session.task_reasons[t.key] = message
         session.events.append((vjob.key, "Evict", message))

@@ -202,18 +202,22 @@ def _own_room_released(session: Session, t: Task, own: Placement) -> bool:
 
 
 def _back_to_its_move(session: Session, t: Task, own: Placement, best: str) -> bool:
-    """Whether a whole-GPU (or CPU-only) victim whose best node is the one it ran on at the
-    start of the cycle goes back to the node it was moved to earlier in this cycle instead.
+    """Whether a whole-GPU (or CPU-only) victim moved earlier in this cycle, whose best node is
+    one that still holds a Releasing pod of it, goes back to the node it was moved to instead.
 
     KAI's node keeps the Releasing pod of a task moved off it (``Statement.Evict`` updates it
-    there, ``Statement.Pipeline`` adds the task to its new node only), so ``Pipeline`` onto the
-    old node finds the task on it and un-evicts it (``framework/statement.go: Pipeline``), back
-    to its Pipelined placement. The engine re-places it there only while its own devices are
-    still free (KAI's ``unevict`` checks no room; the engine never double-books a device).
-    Fractional tasks are left out: their GPU group decides (``gpuPlacementChanged``)."""
-    if t.is_fractional or own.status != TaskState.PIPELINED or own.node is None:
+    there, ``Statement.Pipeline`` adds the task to its new node only): the node it ran on at the
+    start of the cycle, and every node a committed scenario moved it off since (a task moved
+    twice has two). ``Pipeline`` onto such a node finds the task on it and un-evicts it
+    (``framework/statement.go: Pipeline`` -> ``Unevict``, undoing this scenario's eviction),
+    back to its Pipelined placement (kai_diff seeds 86312, 106014). The engine re-places it
+    there only while its own devices are still free (KAI's ``unevict`` checks no room; the
+    engine never double-books a device). Fractional tasks are left out: their GPU group decides
+    (``gpuPlacementChanged``)."""
+    if t.is_fractional or own.status != TaskState.PIPELINED or own.node is None or own.node == best:
         return False
-    if t.node != best or own.node == best or t.state != TaskState.RUNNING:
+    started_there = t.node == best and t.state == TaskState.RUNNING
+    if not started_there and best not in session.moved_off.get(t.key, ()):
         return False
     if session.placements[t.key].status != TaskState.PENDING:
         return False
