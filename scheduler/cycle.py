@@ -310,8 +310,14 @@ def _job_outcomes(
         status = p.status
         if status == _PENDING and name in evicted_pipelined:
             # pipelined earlier in the cycle and evicted: Releasing on that node in KAI
-            # (framework/statement.go: Evict), holding nothing (no bind was made for it)
-            outcome.status, outcome.node, outcome.gpu_devices = _RELEASING, evicted_pipelined[name], ()
+            # (framework/statement.go: Evict). No bind was made for it there, so it holds nothing,
+            # unless that node is the one it runs on: moved to another GPU group of its own node,
+            # its pod still holds the GPUs it started on (hypothesis seed 103 of
+            # test_overcommit_cycles; test_evict.py)
+            node = evicted_pipelined[name]
+            task = next(t for t in job.tasks if t.key == name)
+            held = task.gpu_devices if task.node == node and task.state != _PENDING else ()
+            outcome.status, outcome.node, outcome.gpu_devices = _RELEASING, node, held
             outcome.reason = task_reasons.get(name)
             continue
         if status == _PENDING:

@@ -10,6 +10,7 @@ from scheduler.actions.common.queues import diverging
 from scheduler.actions.reclaim.rules import reclaim_min_runtime
 from scheduler.cycle import open_session
 from scheduler.ordering import allocatable_share
+from scheduler.overcommit import problems
 from scheduler.reasons import render
 from tests.engine.scale_cases import reclaim_big_gang
 
@@ -319,3 +320,46 @@ def test_eviction_properties(snap: Snapshot) -> None:
                 )
                 or any(e.job == ev.evictor_job for e in out.evictions)
             )
+
+
+def test_a_running_fraction_moved_on_its_node_then_evicted_holds_its_own_gpu() -> None:
+    """Reclaim moves j0-0 to another GPU group of its own node (n1), then preempt evicts it there
+    (found by ``test_overcommit_cycles`` with hypothesis seed 103). KAI reports it Releasing on
+    n1, where its own pod still runs on the GPU it started on: the outcome keeps that GPU, so
+    the cycle's picture of n1 holds every share it holds (``overcommit.problems``)."""
+    frac = [Task(f"j0-{i}", gpu=0.5, state=R, node="n1", gpu_devices=(0,)) for i in range(2)]
+    snap = Snapshot(
+        [
+            Node("n0", gpus=0, gpu_memory_mib=1000, cpu_millis=4000, max_pods=2),
+            Node("n1", gpus=2, gpu_memory_mib=1000, cpu_millis=4000, max_pods=4),
+            Node("n2", gpus=0, gpu_memory_mib=1000, cpu_millis=4000, max_pods=2, unschedulable=True),
+        ],
+        [ROOT, q("q0", created_index=1), q("q1", created_index=2)],
+        [
+            Job("j0", "q0", priority=40, created_s=10, min_available=1, tasks=frac),
+            Job(
+                "j1",
+                "q1",
+                priority=40,
+                created_s=10,
+                min_available=3,
+                tasks=[Task(f"j1-{i}", gpu=1) for i in range(3)],
+            ),
+            Job(
+                "j2",
+                "q0",
+                priority=40,
+                created_s=10,
+                min_available=1,
+                tasks=[Task("j2-0", gpu=1, state=R, node="n1", gpu_devices=(1,))],
+            ),
+            pending("j3", "q1", gpu=0.5, priority=40, min_available=1),
+            pending("j4", "q0", gpu=0.5, priority=50, min_available=1),
+        ],
+    )
+    result = run_cycle(snap, Config(staleness_grace_period_s=60.0))
+    moved = [e for e in result.evictions if e.task == "j0-0"]
+    assert [e.action for e in moved] == ["reclaim", "preempt"] and moved[0].moved_to == "n1"
+    outcome = result.tasks["j0-0"]
+    assert (outcome.status, outcome.node, outcome.gpu_devices) == (TaskState.RELEASING, "n1", (0,))
+    assert not problems(snap, result)
