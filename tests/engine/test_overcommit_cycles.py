@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -222,3 +223,47 @@ def test_whole_gpu_victim_unevicted_elsewhere_keeps_its_own_devices() -> None:
     assert out["j1-2"] == (TaskState.RELEASING, "n1", (2, 3))
     assert out["j1-0"] == (TaskState.PIPELINED, "n1", (2, 3))
     assert out["j0-0"][:2] == (TaskState.PIPELINED, "n0")
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="known: consolidation pipelines three pods onto n1 (max 2 pods) whose two slots are "
+    "releasing (a moved fraction and its GPU's reservation pod); a pipelined task evicted and put "
+    "back on n1 seems to give its slot twice. Not traced (session 14); the random draw that found "
+    "it is hypothesis seed 12 of test_full_cycles_never_over_commit.",
+)
+def test_consolidation_never_plans_more_pods_than_a_node_takes() -> None:
+    def running(name: str, node: str, devices: tuple[int, ...], gpu: float = 1) -> Task:
+        return Task(name, gpu=gpu, state=TaskState.RUNNING, node=node, gpu_devices=devices)
+
+    def job(name: str, tasks: list[Task], created_s: float) -> Job:
+        return Job(name, "q0", priority=40, min_available=1, created_s=created_s, tasks=tasks)
+
+    lead = dataclasses.replace(running("j0-0", "n2", (1,)), subgroup="lead")
+    rest = [dataclasses.replace(running(f"j0-{i}", "n2", (i + 1,)), subgroup="rest") for i in (1, 2)]
+    snap = Snapshot(
+        [
+            Node("n0", gpus=2, gpu_memory_mib=1000, cpu_millis=4000, max_pods=2),
+            Node("n1", gpus=4, gpu_memory_mib=1000, cpu_millis=4000, max_pods=2),
+            Node("n2", gpus=4, gpu_memory_mib=1000, cpu_millis=4000, max_pods=6),
+        ],
+        [
+            Queue("root", resources={"gpu": QueueResource(-1, -1, 1)}),
+            Queue("q0", parent="root", resources={"gpu": QueueResource(0, -1, 0)}, created_index=1),
+        ],
+        [
+            job("j2", [running("j2-0", "n0", (0,))], 20),
+            job("j6", [running("j6-0", "n1", (0,), gpu=0.5)], 20),
+            job("j7", [running("j7-0", "n0", (1,))], 20),
+            job("j8", [running("j8-0", "n2", (0,), gpu=0.5)], 20),
+            dataclasses.replace(
+                job("j0", [lead, *rest], 10),
+                subgroups=[SubGroup("lead", min_available=1), SubGroup("rest", min_available=0)],
+            ),
+            job("j1", [Task(f"j1-{i}", gpu=1) for i in range(2)], 0),
+            job("j4", [Task("j4-0", gpu=1)], 0),
+            job("j5", [Task(f"j5-{i}", gpu=1) for i in range(3)], 0),
+        ],
+    )
+    result = run_cycle(snap, Config(staleness_grace_period_s=60.0))
+    assert not problems(snap, result)
