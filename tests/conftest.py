@@ -14,8 +14,8 @@ import pytest
 from hypothesis import settings
 
 # The property tests draw the same examples on every run (``derandomize``), so a CI answer can be
-# reproduced and never depends on luck: a random draw once found a known over-commit on about one
-# run in twenty (tests/engine/test_overcommit_cycles.py, the strict xfail). Hunting for new
+# reproduced and never depends on luck (random draws found two over-commits on about one run in
+# twenty, each now a test of its own in tests/engine/). Hunting for new
 # counterexamples is a developer's run: ``HYPOTHESIS_PROFILE=explore`` draws fresh ones (with
 # ``--hypothesis-seed=N`` to repeat one), and prints the blob that reproduces a failure.
 settings.register_profile("ci", derandomize=True, print_blob=True)

@@ -211,9 +211,11 @@ def _back_to_its_move(session: Session, t: Task, own: Placement, best: str) -> b
     twice has two). ``Pipeline`` onto such a node finds the task on it and un-evicts it
     (``framework/statement.go: Pipeline`` -> ``Unevict``, undoing this scenario's eviction),
     back to its Pipelined placement (kai_diff seeds 86312, 106014). The engine re-places it
-    there only while its own devices are still free (KAI's ``unevict`` checks no room; the
-    engine never double-books a device). Fractional tasks are left out: their GPU group decides
-    (``gpuPlacementChanged``)."""
+    there only while its own devices are still free and the node still has a pod slot, CPU and
+    memory for it (KAI's ``unevict`` checks no room; the engine never over-commits a node: a
+    task put back after another took the node's last releasing slot planned three pods on a
+    two-pod node, test_overcommit_cycles). Fractional tasks are left out: their GPU group
+    decides (``gpuPlacementChanged``)."""
     if t.is_fractional or own.status != TaskState.PIPELINED or own.node is None or own.node == best:
         return False
     started_there = t.node == best and t.state == TaskState.RUNNING
@@ -222,6 +224,12 @@ def _back_to_its_move(session: Session, t: Task, own: Placement, best: str) -> b
     if session.placements[t.key].status != TaskState.PENDING:
         return False
     ns = session.nodes[own.node]
+    if (
+        ns.pods_idle + ns.pods_rel < 1
+        or ns.cpu_idle + ns.cpu_rel + EPS < t.cpu_millis
+        or ns.mem_idle + ns.mem_rel + EPS < t.memory_mib
+    ):
+        return False
     return all(ns.devices[i].active <= EPS for i in own.devices)
 
 
