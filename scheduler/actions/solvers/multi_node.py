@@ -7,6 +7,7 @@ with a task on the first k of them, k growing from the smallest that covers the 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterator
 
 from scheduler.actions.solvers.allocate_order import PendingHeads
@@ -176,7 +177,10 @@ def _requested_gpus(t: Task) -> float:
 
 def _accepted_gpus(session: Session, t: Task) -> float:
     """A placed task's GPUs as KAI's ``AcceptedGpuRequirement.GetGpusQuota`` counts them: its
-    whole devices, or the share of each device it holds."""
+    whole devices, or its share of each device it holds. KAI's node sets a GPU-memory task's
+    accepted share when the task is added (``node_info.go: setAcceptedResources`` ->
+    ``getResourceGpuPortion``), rounded up to hundredths as every GPU-memory portion on a node
+    is (``getGpuMemoryFractionalOnNode``), so 10,240 of 40,000 MiB counts 0.26, not 0.256."""
     if t.whole_gpus:
         return float(t.whole_gpus)
     if 0 < t.gpu < 1:
@@ -185,7 +189,14 @@ def _accepted_gpus(session: Session, t: Task) -> float:
     if p.node is None or not p.devices:
         return 0.0
     ns = session.nodes[p.node]
-    return sum(p.gpu_memory / ns.devices[i].memory for i in p.devices if ns.devices[i].memory > 0)
+    return sum(
+        _memory_portion(p.gpu_memory, ns.devices[i].memory) for i in p.devices if ns.devices[i].memory > 0
+    )
+
+
+def _memory_portion(memory: float, device_memory: float) -> float:
+    """KAI's ``getGpuMemoryFractionalOnNode``: a device share rounded up to hundredths."""
+    return math.ceil(memory / device_memory * 100) / 100
 
 
 def _idle_or_releasing_gpus(session: Session, ns: NodeState) -> float:
