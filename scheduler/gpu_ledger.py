@@ -42,6 +42,8 @@ fits read the devices). A KAI quirk, on by default: ``Config.kai_gpu_counter_dri
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -253,6 +255,22 @@ def build(session: Session) -> Ledger:
     return Ledger(session)
 
 
+@contextmanager
+def kept(session: Session) -> Iterator[None]:
+    """Keep the ledger while an action runs (reclaim, preempt): its statements replay KAI's node
+    operations and a whole-GPU fit reads the node's idle and releasing counters
+    (``Ledger.whole_room``). Off with ``Config.kai_gpu_counter_drift``; a ledger already kept
+    is left as it is."""
+    if not session.config.kai_gpu_counter_drift or session.gpu_ledger is not None:
+        yield
+        return
+    session.gpu_ledger = build(session)
+    try:
+        yield
+    finally:
+        session.gpu_ledger = None
+
+
 class Ledger:
     """Every node's ``NodeGpus`` as KAI's session builds them, each made when first read.
 
@@ -313,6 +331,19 @@ class Ledger:
             for t in self._loaded_pods().get(name, ()):
                 ng.entries.setdefault(t.key, Entry(TaskState.RUNNING, (), float(t.whole_gpus), 0))
         return ng
+
+    def whole_room(self, name: str) -> float | None:
+        """KAI's idle plus releasing GPU counters of a node (``NodeInfo.nonAllocatedVector``),
+        which ``IsTaskAllocatableOnReleasingOrIdle`` compares a whole-GPU task with; None for a
+        node holding only loaded pods (its counters are its free devices)."""
+        ng = self._built.get(name)
+        if ng is None:
+            if name not in self._stored:
+                return None
+            ng = self._counters(name)
+            if ng is None:
+                return None
+        return ng.idle + ng.releasing
 
     def sums(self, name: str) -> tuple[float, float]:
         """``NodeGpus.sums`` of a node; one holding only loaded pods is summed as its counters
