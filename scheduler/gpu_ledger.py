@@ -151,6 +151,28 @@ class NodeGpus:
 
     def update(self, key: str, status: TaskState, before: TaskState | None = None) -> None:
         """``UpdateTask``: remove the node's copy, add the task with its new status."""
+        old = self.entries.get(key)
+        if old is not None and not old.groups:
+            # a whole-GPU or CPU-only task: only its two statuses move the counters (the same
+            # arithmetic as ``remove`` then ``add``, without the shared-GPU steps)
+            w = old.whole
+            if w:
+                if old.status == _RELEASING:
+                    self.releasing -= w
+                    self.idle += w
+                elif old.status == _PIPELINED:
+                    self.releasing += w
+                else:
+                    self.idle += w
+                if status == _RELEASING:
+                    self.releasing += w
+                    self.idle -= w
+                elif status == _PIPELINED:
+                    self.releasing -= w
+                else:
+                    self.idle -= w
+            self.entries[key] = Entry(status, (), w, old.memory, before, old.devices)
+            return
         old = self.remove(key)
         if old is not None:
             self.add(key, Entry(status, old.groups, old.whole, old.memory, before, old.devices))
@@ -325,8 +347,10 @@ class Ledger:
 
     def get(self, name: str) -> NodeGpus | None:
         """A node's counters with every task's entry, for a statement to change."""
+        if name in self._complete:
+            return self._built[name]
         ng = self._counters(name)
-        if ng is not None and name not in self._complete:
+        if ng is not None:
             self._complete.add(name)
             for t in self._loaded_pods().get(name, ()):
                 ng.entries.setdefault(t.key, Entry(TaskState.RUNNING, (), float(t.whole_gpus), 0))
