@@ -167,17 +167,21 @@ KNOWN: list[tuple[tuple[str, ...], str]] = [
     # * 111243 (arp round100, minimised): j02 (2 x 0.5) pipelined by reclaim for j09 into a new group
     #   on node02 (its own node for j02-1) and evicted by j08's scenario: node02 reads -1 idle / 1
     #   releasing, j08 fits nowhere and j02 stays Pipelined; the engine evicts it and places j08.
-    # scheduler/gpu_ledger.py keeps these counters only while consolidation runs, read by its
-    # allocatable-GPU sum alone; fits and scores read the devices.
+    # Modelled in session 15 (arp15): reclaim and preempt keep the ledger too (gpu_ledger.kept) and
+    # a whole-GPU fit reads its idle + releasing GPUs (fit.node_fit, Ledger.whole_room); both seeds
+    # are kai-diff cases, and on seeds 131000-131399 arp + full went 384 -> 387 of 400. Left in these
+    # classes: where the ledger is not KAI's counters (seed 131094 arp raw: the ledger gives node04
+    # 4 GPUs for j10-2 where KAI's scenario fails; 131051 arp raw: a fraction gang stays Pipelined in
+    # KAI), and fraction fits, which still read the devices (fractionTaskGpusAllocatableDeviceCount).
     (
         ("[full] Pending whole: KAI Pending / ours Pipelined",),
-        "KAI's node counters after a fraction's eviction (-1 idle / +1 releasing: seed 111377); "
-        "gpu_ledger.py is kept in consolidation only and fits read the devices",
+        "KAI's node counters after a fraction's eviction (seed 111377), read by whole-GPU fits since "
+        "arp15; left where the ledger is not KAI's counters (not traced)",
     ),
     (
         ("fraction-gang: KAI Pipelined / ours Releasing",),
         "a fraction pipelined this cycle and evicted: KAI's node counters (-1 idle, seed 111243) "
-        "leave the preemptor no room; gpu_ledger.py is not read by fits",
+        "leave the preemptor no room (modelled for whole-GPU steps; left: seed 131051, not traced)",
     ),
     # arp13 (seeds 89800-90599): a task pipelined (or moved) earlier in the cycle and evicted is now
     # reported Releasing on that node as KAI's Statement.Evict leaves it (Session.evicted_pipelined;

@@ -138,6 +138,14 @@ def node_fit(session: Session, ns: NodeState, task: Task, selector: Rules) -> Fi
                 (idle if d.releasing <= EPS else rel).append(d.index)
         if len(idle) + len(rel) < whole:
             return Fit(False, reason=reasons.not_enough("GPUs"))
+        ledger = session.gpu_ledger
+        if ledger is not None:
+            # KAI's node counters, where reclaim or preempt keeps them (gpu_ledger.py): a
+            # fraction's eviction moves them conditionally (gpu_sharing_node_info.go), so a node
+            # can hold fewer idle plus releasing GPUs than free devices (kai_diff seed 111377)
+            room = ledger.whole_room(ns.name)
+            if room is not None and room < whole:
+                return Fit(False, reason=reasons.not_enough("GPUs"))
         devices = tuple((idle + rel)[:whole])
         # KAI's nodeavailability reads its idle vector, which keeps GPUs pipelined tasks took
         # (NodeState.piped_idle); Allocated or Pipelined is the devices' answer (``now``).

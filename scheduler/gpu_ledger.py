@@ -42,6 +42,8 @@ fits read the devices). A KAI quirk, on by default: ``Config.kai_gpu_counter_dri
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -149,6 +151,28 @@ class NodeGpus:
 
     def update(self, key: str, status: TaskState, before: TaskState | None = None) -> None:
         """``UpdateTask``: remove the node's copy, add the task with its new status."""
+        old = self.entries.get(key)
+        if old is not None and not old.groups:
+            # a whole-GPU or CPU-only task: only its two statuses move the counters (the same
+            # arithmetic as ``remove`` then ``add``, without the shared-GPU steps)
+            w = old.whole
+            if w:
+                if old.status == _RELEASING:
+                    self.releasing -= w
+                    self.idle += w
+                elif old.status == _PIPELINED:
+                    self.releasing += w
+                else:
+                    self.idle += w
+                if status == _RELEASING:
+                    self.releasing += w
+                    self.idle -= w
+                elif status == _PIPELINED:
+                    self.releasing -= w
+                else:
+                    self.idle -= w
+            self.entries[key] = Entry(status, (), w, old.memory, before, old.devices)
+            return
         old = self.remove(key)
         if old is not None:
             self.add(key, Entry(status, old.groups, old.whole, old.memory, before, old.devices))
@@ -253,6 +277,22 @@ def build(session: Session) -> Ledger:
     return Ledger(session)
 
 
+@contextmanager
+def kept(session: Session) -> Iterator[None]:
+    """Keep the ledger while an action runs (reclaim, preempt): its statements replay KAI's node
+    operations and a whole-GPU fit reads the node's idle and releasing counters
+    (``Ledger.whole_room``). Off with ``Config.kai_gpu_counter_drift``; a ledger already kept
+    is left as it is."""
+    if not session.config.kai_gpu_counter_drift or session.gpu_ledger is not None:
+        yield
+        return
+    session.gpu_ledger = build(session)
+    try:
+        yield
+    finally:
+        session.gpu_ledger = None
+
+
 class Ledger:
     """Every node's ``NodeGpus`` as KAI's session builds them, each made when first read.
 
@@ -307,12 +347,27 @@ class Ledger:
 
     def get(self, name: str) -> NodeGpus | None:
         """A node's counters with every task's entry, for a statement to change."""
+        if name in self._complete:
+            return self._built[name]
         ng = self._counters(name)
-        if ng is not None and name not in self._complete:
+        if ng is not None:
             self._complete.add(name)
             for t in self._loaded_pods().get(name, ()):
                 ng.entries.setdefault(t.key, Entry(TaskState.RUNNING, (), float(t.whole_gpus), 0))
         return ng
+
+    def whole_room(self, name: str) -> float | None:
+        """KAI's idle plus releasing GPU counters of a node (``NodeInfo.nonAllocatedVector``),
+        which ``IsTaskAllocatableOnReleasingOrIdle`` compares a whole-GPU task with; None for a
+        node holding only loaded pods (its counters are its free devices)."""
+        ng = self._built.get(name)
+        if ng is None:
+            if name not in self._stored:
+                return None
+            ng = self._counters(name)
+            if ng is None:
+                return None
+        return ng.idle + ng.releasing
 
     def sums(self, name: str) -> tuple[float, float]:
         """``NodeGpus.sums`` of a node; one holding only loaded pods is summed as its counters

@@ -146,11 +146,16 @@ class Statement:
         p = s.placements[task.key]
         old = p.status
         p.status = status
-        if s.gpu_ledger is not None and p.node is not None:
-            self._ledger_status(s.gpu_ledger.get(p.node), task.key, status)
+        node = p.node
+        if s.gpu_ledger is not None and node is not None:
+            # the counters a whole-GPU fit reads may move (a fraction's): drop the node's cached fits
+            s.touch_node(node)
+            self._ledger_status(s.gpu_ledger.get(node), task.key, status)
 
         def undo() -> None:
             p.status = old
+            if node is not None and s.gpu_ledger is not None:
+                s.touch_node(node)
 
         self._undo.append(undo)
 

@@ -3,7 +3,7 @@ lower priority in its own leaf queue."""
 
 from __future__ import annotations
 
-from scheduler import reasons
+from scheduler import gpu_ledger, reasons
 from scheduler.actions.common.notes import Note
 from scheduler.actions.common.queues import request_of
 from scheduler.actions.solvers import blockers
@@ -98,4 +98,7 @@ def preempt(session: Session) -> None:
         # attempt and makes the job its signature's representative.
         objection_in_attempt=True,
     )
-    run_action(session, policy)
+    # KAI's node GPU counters, kept by the action's statements and read by whole-GPU fits
+    # (gpu_ledger.py; a KAI quirk, on by default: Config.kai_gpu_counter_drift)
+    with gpu_ledger.kept(session):
+        run_action(session, policy)

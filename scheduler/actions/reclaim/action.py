@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from scheduler import gang, reasons
+from scheduler import gang, gpu_ledger, reasons
 from scheduler.actions.common.notes import Note
 from scheduler.actions.common.queues import diverging, request_of
 from scheduler.actions.reclaim import gain
@@ -176,4 +176,7 @@ def reclaim(session: Session) -> None:
         explain=rules.explain,
         quick_screen=rules.quick_screen if QUICK_SCREEN else None,
     )
-    run_action(session, policy)
+    # KAI's node GPU counters, kept by the action's statements and read by whole-GPU fits
+    # (gpu_ledger.py; a KAI quirk, on by default: Config.kai_gpu_counter_drift)
+    with gpu_ledger.kept(session):
+        run_action(session, policy)
