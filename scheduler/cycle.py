@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Sequence
+from typing import cast
 
 from scheduler import pools, reasons
 from scheduler.actions import get_action
@@ -11,9 +13,9 @@ from scheduler.fairshare import compute_fair_shares
 from scheduler.gc_pause import gc_paused
 from scheduler.model import RESOURCES, Config, Job, Snapshot, Task, TaskState, clean
 from scheduler.reasons import Reason, Ref
-from scheduler.result import CycleResult, Event, NodeRoom, QueueOutcome, TaskOutcome
+from scheduler.result import CycleResult, Deferred, Event, NodeRoom, QueueOutcome, TaskOutcome
 from scheduler.session import Session, exact_sums
-from scheduler.state import Placement
+from scheduler.state import NodeState, Placement
 
 # Task states as module constants: reading a member through the enum class costs ~15x a global.
 _PENDING = TaskState.PENDING
@@ -241,12 +243,15 @@ def _collect(session: Session, result: CycleResult) -> tuple[int, int, int] | No
     pool = session.pool
     get = session.placements.get
     outcomes = result.tasks
-    before = len(outcomes)
+    # Only the jobs with a stored placement when no other was made since the load: the other
+    # jobs' pods all run as loaded, and their outcomes are made when the result is read.
+    deferred = _only_stored(session) if isinstance(outcomes, Deferred) else None
+    made: dict[str, TaskOutcome] = {}
     seen = 0
     counts = [0, 0, 0]
     outcome_of = TaskOutcome
     running = _RUNNING
-    for job in session.jobs.values():
+    for job in session.jobs.values() if deferred is None else deferred:
         jk = job.key
         tasks = job.tasks
         seen += len(tasks)
@@ -257,10 +262,11 @@ def _collect(session: Session, result: CycleResult) -> tuple[int, int, int] | No
             if p is None:
                 # Running as loaded, on its pinned GPUs: its placement was never made (most pods
                 # of a large cluster; ``state.Placements``).
-                outcomes[name] = outcome_of(name, jk, running, task.node, task.gpu_devices, None, pool)
+                if deferred is None:
+                    made[name] = outcome_of(name, jk, running, task.node, task.gpu_devices, None, pool)
                 continue
             status = p.status
-            outcome = outcomes[name] = outcome_of(name, jk, status, p.node, p.devices, None, pool)
+            outcome = made[name] = outcome_of(name, jk, status, p.node, p.devices, None, pool)
             if status is running:  # most pods of a large cluster: ``is`` before anything slower
                 continue
             if placed is None:
@@ -269,6 +275,16 @@ def _collect(session: Session, result: CycleResult) -> tuple[int, int, int] | No
         if placed is not None:
             # after the job's tasks: a running task has no event, so the events stay in order
             _job_outcomes(session, result, job, placed, counts)
+    if deferred is None:
+        before = len(outcomes)
+        outcomes.update(made)  # as many assignments in this order (an earlier key keeps its place)
+        unique = len(outcomes) - before == seen
+    else:
+        # Task keys are unique in a snapshot (``Task.key``), so the counts add up.
+        cast(Deferred[TaskOutcome], outcomes).defer(
+            functools.partial(_fill_outcomes, session.jobs, made, pool)
+        )
+        unique = True
     result.events.extend(Event(o, k, m) for o, k, m in session.events)
     result.evictions.extend(session.evictions)
     pool_out: dict[str, QueueOutcome] = {}
@@ -282,12 +298,57 @@ def _collect(session: Session, result: CycleResult) -> tuple[int, int, int] | No
             limit={r: qs.limit(r) for r in RESOURCES},
         )
     result.pool_queues[session.pool] = pool_out
-    result.node_room[session.pool] = [
-        NodeRoom(ns.node, ns.idle_whole_gpus(), ns.cpu_idle, ns.mem_idle, ns.pods_idle)
-        for ns in session.nodes.values()
-        if ns.schedulable
-    ]
-    return (counts[0], counts[1], counts[2]) if len(outcomes) - before == seen else None
+    rooms = result.node_room
+    if isinstance(rooms, Deferred):
+        # made when read (most cycles' results are not): the nodes' state is final now
+        rooms.defer(functools.partial(_fill_room, session.pool, session.nodes))
+    else:
+        _fill_room(session.pool, session.nodes, rooms)
+    return (counts[0], counts[1], counts[2]) if unique else None
+
+
+def _fill_room(pool: str, nodes: dict[str, NodeState], out: dict[str, list[NodeRoom]]) -> None:
+    """The pool's ``CycleResult.node_room``: what each schedulable node has idle after the cycle."""
+    dict.__setitem__(
+        out,
+        pool,
+        [
+            NodeRoom(ns.node, ns.idle_whole_gpus(), ns.cpu_idle, ns.mem_idle, ns.pods_idle)
+            for ns in nodes.values()
+            if ns.schedulable
+        ],
+    )
+
+
+def _only_stored(session: Session) -> list[Job] | None:
+    """The jobs, in order, that hold every stored placement, when those stored by the load are
+    all there is (no placement made since for a pod it deferred, none for another key); else
+    None (read every job)."""
+    placements = session.placements
+    jobs = session.stored_jobs
+    if jobs is None or placements.made or len(placements) != session.stored_count:
+        return None
+    return jobs
+
+
+def _fill_outcomes(
+    jobs: dict[str, Job], made: dict[str, TaskOutcome], pool: str, out: dict[str, TaskOutcome]
+) -> None:
+    """Every task's outcome in job order: ``made``'s, else running as loaded (``_collect``)."""
+    put = dict.__setitem__
+    get = made.get
+    outcome_of = TaskOutcome
+    running = _RUNNING
+    for job in jobs.values():
+        jk = job.key
+        for task in job.tasks:
+            name = task.key
+            o = get(name)
+            put(
+                out,
+                name,
+                outcome_of(name, jk, running, task.node, task.gpu_devices, None, pool) if o is None else o,
+            )
 
 
 def _job_outcomes(

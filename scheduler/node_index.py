@@ -122,15 +122,25 @@ class NodeIndex:
         self.any_taints = any(ns.node.taints for ns in indexed)
         for ns in indexed:
             r = len(self.names)
-            self.names.append(ns.name)
-            self.rank[ns.name] = r
+            name = ns.name
+            self.names.append(name)
+            self.rank[name] = r
             k, idle, room, group = _free_idle_room(ns)
             self.idle.append(idle)
-            self.shared[r] = group
-            self.where[ns.name] = k
-            self.buckets.setdefault(k, []).append(r)
-            self._set_now(ns, r, k)
-            self._set_group(ns, r, room)
+            if group:
+                self.shared[r] = group
+            self.where[name] = k
+            bucket = self.buckets.get(k)
+            if bucket is None:
+                self.buckets[k] = [r]
+            else:
+                bucket.append(r)
+            # ``_set_now`` and ``_set_group`` on a node filed nowhere yet: each files it only when
+            # it is a candidate (most nodes of a full cluster are neither)
+            if ns.pods_idle >= 1 and idle + ns.piped_idle >= 1:
+                self._set_now(ns, r, k)
+            if room > 0:
+                self._set_group(ns, r, room)
         session.dirty_nodes.clear()
 
     def _set_now(self, ns: NodeState, r: int, k: int) -> None:

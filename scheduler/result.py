@@ -6,9 +6,9 @@ with tasks and jobs named as keyed; the portal words them with the cluster's own
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from scheduler.model import Node, TaskState
 from scheduler.reasons import Names, Reason, as_keyed, render
@@ -36,6 +36,133 @@ class TaskOutcome:
             "gpu_devices": list(self.gpu_devices),
             "reason": self.text(names),
         }
+
+
+V = TypeVar("V")
+
+
+class Deferred(dict[str, V]):
+    """A dict some of whose entries are written when it is first read: ``CycleResult.tasks``
+    (the outcome of every pod of a large cluster that runs as loaded, on its pinned GPUs, is made
+    only then) and ``CycleResult.node_room`` (``cycle._collect``). A cycle that changes nothing,
+    like a gang that cannot be placed, leaves them to whoever reads the result.
+
+    ``defer(fill)`` queues a writer; the first read of any kind runs the queued writers in order
+    (each writes with ``dict.__setitem__``), so keys, order and values are those of writing them
+    all at once. Every dict method that reads or writes goes through ``_ready`` first."""
+
+    __slots__ = ("_fills",)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._fills: list[Callable[[dict[str, V]], None]] = []
+
+    def defer(self, fill: Callable[[dict[str, V]], None]) -> None:
+        """Queue ``fill`` (it writes its entries into the dict it is given) after those queued."""
+        self._fills.append(fill)
+
+    def _ready(self) -> None:
+        fills = self._fills
+        if fills:
+            self._fills = []
+            for fill in fills:
+                fill(self)
+
+    def __getitem__(self, key: str) -> V:
+        self._ready()
+        return dict.__getitem__(self, key)
+
+    def __setitem__(self, key: str, value: V) -> None:
+        self._ready()
+        dict.__setitem__(self, key, value)
+
+    def __delitem__(self, key: str) -> None:
+        self._ready()
+        dict.__delitem__(self, key)
+
+    def __contains__(self, key: object) -> bool:
+        self._ready()
+        return dict.__contains__(self, key)
+
+    def __iter__(self) -> Iterator[str]:
+        self._ready()
+        return dict.__iter__(self)
+
+    def __reversed__(self) -> Iterator[str]:
+        self._ready()
+        return dict.__reversed__(self)
+
+    def __len__(self) -> int:
+        self._ready()
+        return dict.__len__(self)
+
+    def __eq__(self, other: object) -> bool:
+        self._ready()
+        if isinstance(other, Deferred):
+            other._ready()
+        return dict.__eq__(self, other)
+
+    def __ne__(self, other: object) -> bool:
+        return not self == other
+
+    def __repr__(self) -> str:
+        self._ready()
+        return dict.__repr__(self)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (self.__class__, (dict(self.items()),))
+
+    def __or__(self, other: Any) -> Any:
+        self._ready()
+        return dict(self.items()) | other
+
+    def __ror__(self, other: Any) -> Any:
+        self._ready()
+        return other | dict(self.items())
+
+    def __ior__(self, other: Any) -> Deferred[V]:  # type: ignore[override]
+        self.update(other)
+        return self
+
+    def get(self, key: str, default: Any = None) -> Any:
+        self._ready()
+        return dict.get(self, key, default)
+
+    def keys(self) -> Any:
+        self._ready()
+        return dict.keys(self)
+
+    def values(self) -> Any:
+        self._ready()
+        return dict.values(self)
+
+    def items(self) -> Any:
+        self._ready()
+        return dict.items(self)
+
+    def copy(self) -> Deferred[V]:
+        self._ready()
+        return Deferred(dict.items(self))
+
+    def pop(self, *args: Any) -> Any:
+        self._ready()
+        return dict.pop(self, *args)
+
+    def popitem(self) -> tuple[str, V]:
+        self._ready()
+        return dict.popitem(self)
+
+    def setdefault(self, key: str, default: Any = None) -> Any:
+        self._ready()
+        return dict.setdefault(self, key, default)
+
+    def update(self, *args: Any, **kwargs: Any) -> None:
+        self._ready()
+        dict.update(self, *args, **kwargs)
+
+    def clear(self) -> None:
+        self._fills = []
+        dict.clear(self)
 
 
 @dataclass
@@ -115,7 +242,9 @@ class NodeRoom:
 
 @dataclass
 class CycleResult:
-    tasks: dict[str, TaskOutcome] = field(default_factory=dict)  # by task key
+    # By task key. A ``Deferred`` dict: the outcomes of pods that ran as loaded are made from the
+    # snapshot's tasks when it is first read, so do not change those tasks in place before then.
+    tasks: dict[str, TaskOutcome] = field(default_factory=Deferred)
     # Each queue's outcome in its own node pool (a queue lives in one shard); by pool in pool_queues.
     queues: dict[str, QueueOutcome] = field(default_factory=dict)
     pool_queues: dict[str, dict[str, QueueOutcome]] = field(default_factory=dict)
@@ -132,7 +261,7 @@ class CycleResult:
     job_blockers: dict[str, list[Reason]] = field(default_factory=dict)
     # Each pool's schedulable nodes and what they have idle after the cycle (by pool, then node
     # name): what "a smaller request" or "another pool" could use now. Not in ``to_json``.
-    node_room: dict[str, list[NodeRoom]] = field(default_factory=dict)
+    node_room: dict[str, list[NodeRoom]] = field(default_factory=Deferred)
     events: list[Event] = field(default_factory=list)
     counters: dict[str, int] = field(default_factory=dict)
     # Every task evicted this cycle (those re-placed elsewhere carry ``moved_to``).

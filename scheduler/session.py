@@ -11,6 +11,7 @@ to a checkpoint, so actions try placements and victim evictions virtually.
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Callable, Iterable
 from typing import TypeVar, cast
 
@@ -50,16 +51,7 @@ class Session:
     ) -> None:
         self.pool = pool
         self.config = config
-        self.nodes: dict[str, NodeState] = {
-            n.name: NodeState(
-                node=n,
-                devices=[Device(i, float(n.gpu_memory_mib)) for i in range(n.gpus)],
-                cpu_idle=float(n.cpu_millis),
-                mem_idle=float(n.memory_mib),
-                pods_idle=float(n.max_pods),
-            )
-            for n in sorted(nodes, key=lambda n: n.name)
-        }
+        self.nodes: dict[str, NodeState] = {n.name: _node_state(n) for n in sorted(nodes, key=_name)}
         self.queues: dict[str, QueueState] = {q.name: QueueState(q) for q in queues}
         self._ancestors: dict[str, list[QueueState]] = {}
         for q in queues:
@@ -148,6 +140,15 @@ class Session:
         # (``scheduler/gpu_ledger.py``); None otherwise
         self.gpu_ledger: Ledger | None = None
         self.job_positions: dict[str, int] | None = None
+        # Set by ``load_tasks``: the jobs, in order, with every placement it stored (all but
+        # those of the running pods it defers, ``Placements``) and how many it stored; while no
+        # other placement is made, the others' jobs all run as loaded (``cycle._collect``).
+        self.stored_jobs: list[Job] | None = None
+        self.stored_count = 0
+        # Set by ``load_tasks``: the jobs, in order, that may be a gang below its minimum (more
+        # than one pod, sub-groups, a minimum over one, or a pod not loaded running on pinned
+        # GPUs); no other job is read by the stale-gang pass.
+        self.stale_candidates: list[Job] | None = None
 
     def close(self) -> None:
         """Drop what refers back to the session (its node index), once the cycle has read it.
@@ -194,9 +195,14 @@ class Session:
     def jobs_of_queue(self, queue: str) -> list[Job]:
         """The jobs of one queue, in ``self.jobs`` order."""
         if self._jobs_by_queue is None:
-            self._jobs_by_queue = {}
+            by_queue: dict[str, list[Job]] = {}
             for job in self.jobs.values():
-                self._jobs_by_queue.setdefault(job.queue, []).append(job)
+                jobs = by_queue.get(job.queue)
+                if jobs is None:
+                    by_queue[job.queue] = [job]
+                else:
+                    jobs.append(job)
+            self._jobs_by_queue = by_queue
         return self._jobs_by_queue.get(queue, [])
 
     def preemptible_leaf_jobs(self, queue: str | None = None) -> list[Job]:
@@ -361,22 +367,39 @@ class Session:
         # some job is not such a pod (sums left to ``victim_sums``, which walks the jobs).
         victims: dict[str, LoadedVictims] = {}
         mixed: set[str] = set()
+        # The jobs, in order, with a task given a stored placement here (every task off the fast
+        # path below), and those that the stale-gang pass must read: these and the fast path's
+        # gangs (``stored_jobs``, ``stale_candidates``).
+        stored: list[Job] = []
+        gangs: list[Job] = []
+        # The last pod's node and the last job's leaf with their state: a run of pods on one
+        # node, or of jobs of one leaf, looks them up once.
+        last_node: str | None = None
+        last_ns: NodeState | None = None
+        last_leaf: str | None = None
+        leaf_acc: list[float] = []
+        leaf_vs: LoadedVictims | None = None
         for job in jobs:
             acc: list[float] | None = None  # the job's leaf sums, fetched at its first charge
             for task in job.tasks:
                 gd = task.gpu_devices
                 if not gd:
                     unpinned.append((task, job))
+                    if not stored or stored[-1] is not job:
+                        stored.append(job)
                     continue
                 node = task.node
-                ns = nodes.get(node) if node is not None else None
+                if node is not last_node:
+                    last_ns = nodes.get(node) if node is not None else None
+                    last_node = node
+                ns = last_ns
                 state = task.state
                 # ``is`` first: the snapshot's states are the enum's members (a str compares slower).
                 if (
                     ns is not None
                     and (state is running or state == running)
                     and task.gpu >= 1.0
-                    and max(gd) < len(ns.devices)
+                    and (gd[0] if len(gd) == 1 else max(gd)) < len(ns.devices)
                 ):
                     # The common case, inline (``_load_on_node`` does the same): a running
                     # whole-GPU task on its pinned devices; ``clean`` written out.
@@ -401,12 +424,33 @@ class Session:
                     # (``Placements.on_demand``), from the task and this same charge.
                     # ``_add_charge`` written out (a call per running pod is a tenth of this loop).
                     if acc is None:
-                        acc = per_leaf.get(job.queue) or _leaf_sums(per_leaf, job.queue)
-                        np_job = not job.is_preemptible
+                        leaf = job.queue
+                        if leaf is not last_leaf:
+                            leaf_acc = _leaf_sums(per_leaf, leaf)
+                            leaf_vs = victims.get(leaf)
+                            last_leaf = leaf
+                        acc = leaf_acc
+                        # ``Job.is_preemptible`` written out; the leaf's victim sums (``LoadedVictims``)
+                        explicit = job.preemptible
+                        np_job = not explicit if explicit is not None else job.priority >= 100
                         if len(job.tasks) > 1 or job.subgroups:
-                            mixed.add(job.queue)  # its chunks depend on its gang
-                        elif not np_job:
-                            _add_victim(victims, job, g)
+                            mixed.add(leaf)  # its chunks depend on its gang
+                            if not gangs or gangs[-1] is not job:
+                                gangs.append(job)
+                        else:
+                            least = job.min_available
+                            if least is not None and least > 1:
+                                gangs.append(job)  # one pod short of its own minimum
+                            if not np_job:
+                                vs = leaf_vs
+                                if vs is None:
+                                    vs = leaf_vs = victims[leaf] = LoadedVictims(first=job.key)
+                                vs.jobs += 1
+                                vs.gpu += g
+                                if g > vs.biggest:
+                                    vs.biggest = g
+                                if job.last_start_s is not None:
+                                    vs.started = True
                     acc[0] += 1
                     acc[1] += g
                     acc[2] += cpu
@@ -416,6 +460,8 @@ class Session:
                         acc[5] += cpu
                         acc[6] += memory
                     continue
+                if not stored or stored[-1] is not job:
+                    stored.append(job)
                 charge = load(task)
                 if charge is not None:
                     _add_charge(_leaf_sums(per_leaf, job.queue), charge, not job.is_preemptible, seen)
@@ -424,6 +470,8 @@ class Session:
                     pending.add(job.key)
                 else:
                     mixed.add(job.queue)
+            if stored and stored[-1] is job and (not gangs or gangs[-1] is not job):
+                gangs.append(job)  # a task off the fast path: unknown to the pass's screen
         for task, job in unpinned:
             charge = load(task)
             if charge is not None:
@@ -434,7 +482,15 @@ class Session:
             else:
                 mixed.add(job.queue)
         placements.defer_running(jobs)  # the tasks of the fast path above have none stored
-        self._pending_candidates = [j for j in self.jobs.values() if j.key in pending] if pending else []
+        if len(self.jobs) == len(jobs):  # (no two jobs of one key: ``self.jobs`` holds each)
+            self.stored_jobs, self.stored_count = stored, len(placements)
+            self.stale_candidates = gangs
+        if not pending:
+            self._pending_candidates = []
+        else:
+            # A pending task is off the fast path: its job is among ``stored`` (in job order).
+            scan = stored if self.stored_jobs is stored else self.jobs.values()
+            self._pending_candidates = [j for j in scan if j.key in pending]
         charges = sum(int(acc[0]) for acc in per_leaf.values())
         if charges < 2**20 and exact_amounts(seen):
             self._charge_in_bulk(per_leaf)
@@ -556,25 +612,28 @@ class Session:
         return Statement(self)
 
 
+_name = operator.attrgetter("name")
+
+
+def _node_state(n: Node) -> NodeState:
+    """A node of the snapshot with nothing on it: one idle device per GPU."""
+    memory = float(n.gpu_memory_mib)
+    device = Device
+    return NodeState(
+        n,
+        [device(i, memory) for i in range(n.gpus)],
+        float(n.cpu_millis),
+        float(n.memory_mib),
+        float(n.max_pods),
+    )
+
+
 def _leaf_sums(per_leaf: dict[str, list[float]], leaf: str) -> list[float]:
     """A leaf's sums in ``Session.running_sums``'s shape, made at its first charge."""
     acc = per_leaf.get(leaf)
     if acc is None:
         acc = per_leaf[leaf] = [0.0] * 7
     return acc
-
-
-def _add_victim(victims: dict[str, LoadedVictims], job: Job, gpu: float) -> None:
-    """Count a preemptible one-pod job loaded running with ``gpu`` GPUs in its leaf's sums."""
-    sums = victims.get(job.queue)
-    if sums is None:
-        sums = victims[job.queue] = LoadedVictims(first=job.key)
-    sums.jobs += 1
-    sums.gpu += gpu
-    if gpu > sums.biggest:
-        sums.biggest = gpu
-    if job.last_start_s is not None:
-        sums.started = True
 
 
 def _add_charge(acc: list[float], charge: dict[str, float], non_preemptible: bool, seen: set[float]) -> None:

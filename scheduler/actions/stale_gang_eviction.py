@@ -16,7 +16,9 @@ def stale_gang_eviction(session: Session) -> None:
     """Evict, whole, every running gang that has been below its minimum past its grace period."""
     placements = session.placements
     active_used = ACTIVE_USED
-    for job in session.jobs.values():
+    # Only these can be stale: every other job is one pod loaded running (``load_tasks``).
+    candidates = session.stale_candidates
+    for job in session.jobs.values() if candidates is None else candidates:
         if not job.subgroups:
             # ``gang_min`` without sub-groups, inline (a job per pod in a large cluster): one
             # active pod meets a minimum of one, and a job with none is not stale.
