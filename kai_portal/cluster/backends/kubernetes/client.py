@@ -184,8 +184,9 @@ class HotWrites:
     Those methods validate every argument with pydantic (``validate_call``), build and re-serialise
     model objects (``sanitize_for_serialization``) and assemble the request in generic code; on a
     cycle of thousands of binds that was about half of the portal's CPU per bound pod
-    (benchmarks/kwok-throughput.md). The request on the wire is the same: the method, path,
-    query, Accept and Content-Type headers the generated method sends, and the same JSON body.
+    (benchmarks/kwok-throughput.md). The request on the wire is the one the generated method
+    sends (method, path, query, Accept, the same JSON), but for a Content-Type stated on every
+    write: the generated create methods leave it out and the API server assumes JSON.
     A refusal raises the ``ApiException`` (its subclass by status) the generated method raises.
     Answers come back unread, as with ``_preload_content=False``: give them to ``release``."""
 
