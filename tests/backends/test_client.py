@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from kai_portal.cluster.backends.kubernetes import KubernetesBackend
-from kai_portal.cluster.backends.kubernetes.client import Caller, error_text
+from kai_portal.cluster.backends.kubernetes.client import FIELD_MANAGER, Caller, error_text, release
 
 from .conftest import make_pod
 from .emulator import KubeApiEmulator
@@ -56,3 +57,51 @@ def test_an_expired_resource_version_falls_back_to_a_fresh_list(
     log = emulator.request_log
     pod_gets = [dict(r.params) for r in log if r.method == "GET" and r.url.path == "/api/v1/pods"]
     assert [p.get("watch") for p in pod_gets] == [None, "true", None]  # list, watch (410), list
+
+
+def test_a_hot_write_is_the_request_the_generated_method_makes(
+    emulator: KubeApiEmulator, core: client.CoreV1Api, backend: KubernetesBackend
+) -> None:
+    """``HotWrites`` (the per-pod writes without the generated client's per-call layer) sends what
+    ``create_namespaced_pod_binding`` sends: method, path, fieldManager, Accept and the same JSON;
+    a refusal raises the generated method's exception, the API's own words in its body."""
+    make_pod(core, "by-hand")
+    make_pod(core, "hot")
+    binding = {
+        "apiVersion": "v1",
+        "kind": "Binding",
+        "metadata": {
+            "name": "by-hand",
+            "namespace": "team-a",
+            "annotations": {"received-resource-type": "Regular"},
+        },
+        "target": {"apiVersion": "v1", "kind": "Node", "name": "gpu-1"},
+    }
+    generated = client.V1Binding.from_dict(binding)
+    core.create_namespaced_pod_binding(
+        "by-hand", "team-a", generated, field_manager=FIELD_MANAGER, _preload_content=False
+    ).read()
+    hot = {**binding, "metadata": {**binding["metadata"], "name": "hot"}}
+    release(backend.writes.bind("team-a", "hot", hot))
+
+    binds = [r for r in emulator.request_log if r.method == "POST" and r.url.path.endswith("/binding")]
+    assert [r.url.path for r in binds] == [
+        "/api/v1/namespaces/team-a/pods/by-hand/binding",
+        "/api/v1/namespaces/team-a/pods/hot/binding",
+    ]
+    assert [dict(r.params) for r in binds] == [{"fieldManager": FIELD_MANAGER}] * 2
+    assert [r.headers.get("Accept") for r in binds] == ["application/json"] * 2
+    sent = [json.loads(r.body) for r in binds]
+    assert sent[1] == {**sent[0], "metadata": {**sent[0]["metadata"], "name": "hot"}}
+    assert core.read_namespaced_pod("hot", "team-a").spec.node_name == "gpu-1"
+    with pytest.raises(ApiException) as refused:
+        backend.writes.bind(
+            "team-a", "gone", {**binding, "metadata": {"name": "gone", "namespace": "team-a"}}
+        )
+    assert refused.value.status == 404
+    assert (
+        Caller()
+        .call("bind", "team-a", "gone", lambda: backend.writes.bind("team-a", "gone", hot))
+        .status_code
+        == 404
+    )

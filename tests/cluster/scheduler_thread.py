@@ -31,13 +31,13 @@ class SchedulerThread(threading.Thread):
         self.cycles: list[tuple[str, str]] = []
         self.stopped = threading.Event()
         self.failure: BaseException | None = None
-        bind = self.backend.core.create_namespaced_pod_binding
+        bind = self.backend.writes.bind
 
-        def recording_bind(name: str, namespace: str, body: Any, **kwargs: Any) -> Any:
-            self.note_bind(name, body.target.name)
-            return bind(name, namespace, body, **kwargs)
+        def recording_bind(namespace: str, name: str, body: Any) -> Any:
+            self.note_bind(name, body["target"]["name"])
+            return bind(namespace, name, body)
 
-        self.backend.core.create_namespaced_pod_binding = recording_bind  # type: ignore[method-assign]
+        self.backend.writes.bind = recording_bind  # type: ignore[method-assign]
 
     def note_bind(self, pod: str, node: str) -> None:
         raise NotImplementedError

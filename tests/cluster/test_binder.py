@@ -97,7 +97,7 @@ def test_binds_go_out_concurrently_each_with_its_own_result_and_event(
     cluster.core.create_namespaced_pod(namespace, pod_body("p17", scheduler_name, gpus=1))
     in_flight, most = 0, 0
     lock = threading.Lock()
-    real = backend.core.create_namespaced_pod_binding
+    real = backend.writes.bind
 
     def counting(*args: Any, **kwargs: Any) -> Any:
         nonlocal in_flight, most
@@ -110,7 +110,7 @@ def test_binds_go_out_concurrently_each_with_its_own_result_and_event(
             with lock:
                 in_flight -= 1
 
-    backend.core.create_namespaced_pod_binding = counting  # type: ignore[method-assign]
+    backend.writes.bind = counting  # type: ignore[method-assign]
     binds = [Bind(namespace, pod, node_names[i % 4], gpu_devices=[i % 8]) for i, pod in enumerate(pods)]
 
     report = backend.apply(binds, [], [])
@@ -204,23 +204,23 @@ def test_every_bind_goes_out_before_any_event_and_a_failed_event_never_fails_a_b
     backend.observe()
     calls: list[tuple[str, str]] = []
     lock = threading.Lock()
-    real_bind, real_event = backend.core.create_namespaced_pod_binding, backend.core.create_namespaced_event
+    real_bind, real_event = backend.writes.bind, backend.writes.create_event
 
-    def bind(name: str, *args: Any, **kwargs: Any) -> Any:
+    def bind(namespace: str, name: str, *args: Any, **kwargs: Any) -> Any:
         with lock:
             calls.append(("bind", name))
-        return real_bind(name, *args, **kwargs)
+        return real_bind(namespace, name, *args, **kwargs)
 
     def event(namespace: str, body: Any, *args: Any, **kwargs: Any) -> Any:
-        about = body.involved_object.name
+        about = body["involvedObject"]["name"]
         with lock:
             calls.append(("event", about))
         if about in ("p03", "p07"):
             raise client.ApiException(status=500, reason="Internal Server Error")
         return real_event(namespace, body, *args, **kwargs)
 
-    backend.core.create_namespaced_pod_binding = bind  # type: ignore[method-assign]
-    backend.core.create_namespaced_event = event  # type: ignore[method-assign]
+    backend.writes.bind = bind  # type: ignore[method-assign]
+    backend.writes.create_event = event  # type: ignore[method-assign]
     binds = [Bind(namespace, pod, node_names[i % 2], gpu_devices=[i // 2]) for i, pod in enumerate(pods)]
     waiting = PodEvent(namespace, "waiting", EventType.WARNING, "Unschedulable", "no room for it")
 

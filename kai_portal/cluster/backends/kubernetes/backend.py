@@ -42,7 +42,7 @@ from ..base import (
 )
 from .binder import BIND_CONCURRENCY, Binder
 from .cache import ClusterCache
-from .client import Caller, Lister, load_api_client
+from .client import Caller, HotWrites, Lister, load_api_client
 from .evictor import Evictor, evict_event, evictor_annotations
 from .gpu_sharing import GpuSharing
 from .lease import LeaderElector
@@ -93,9 +93,13 @@ class KubernetesBackend:
         )
         # Shared GPUs: reservation pods and the pods' ConfigMaps (gpu_sharing.py).
         sharing = gpu_sharing or GpuSharing(self.core, scheduler_name=scheduler_name)
-        self.binder = Binder(self.core, self.caller, self.cache, sharing, self.bind_concurrency)
+        # The writes made per pod of a cycle (bind, Events, pod conditions): client.HotWrites.
+        self.writes = HotWrites(self.api_client)
+        self.binder = Binder(self.core, self.caller, self.cache, sharing, self.bind_concurrency, self.writes)
         self.evictor = Evictor(self.core, self.caller, self.cache)
-        self.status = StatusUpdater(self.core, self.caller, self.cache, scheduler_name, self.bind_concurrency)
+        self.status = StatusUpdater(
+            self.core, self.caller, self.cache, scheduler_name, self.bind_concurrency, self.writes
+        )
         self.jobs = PortalJobs(self.core, self.caller, self.lister, scheduler_name, self.queue_label_keys)
         self._queue_objects = QueueObjects(self.api_client, self.lister)
         # The objects KAI's tooling reads: PodGroups (podgrouper, podgroup controller) and Queue.status.

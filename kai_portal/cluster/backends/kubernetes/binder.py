@@ -16,12 +16,13 @@ alone. A pod this process bound is shown bound until the watch does (``with_own_
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 from kubernetes import client
 
 from ..base import Bind, EventType, ObservedPod, OperationResult, PodEvent, TaskStatus
 from .cache import ClusterCache
-from .client import CALL_ERRORS, FIELD_MANAGER, Caller, concurrently, failure
+from .client import CALL_ERRORS, Caller, HotWrites, concurrently, failure
 from .gpu_sharing import GpuSharing, GpuSharingUnavailable
 from .objects import GPU_DEVICES_ANNOTATION, POD_GROUP_ANNOTATION, parse_devices
 
@@ -44,8 +45,10 @@ class Binder:
         cache: ClusterCache,
         gpu_sharing: GpuSharing,
         concurrency: int = BIND_CONCURRENCY,
+        writes: HotWrites | None = None,
     ) -> None:
         self.core = core
+        self.writes = writes or HotWrites(core.api_client)  # the bind itself (client.HotWrites)
         self.caller = caller
         self.cache = cache
         self.gpu_sharing = gpu_sharing
@@ -90,27 +93,9 @@ class Binder:
                 return OperationResult("bind", bind.namespace, bind.pod, ok=False, error=str(error))
             except CALL_ERRORS as error:
                 return failure("bind", bind.namespace, bind.pod, error)
-        body = client.V1Binding(
-            api_version="v1",
-            kind="Binding",
-            # The uid makes the server refuse to bind a re-created pod of the same name.
-            metadata=client.V1ObjectMeta(
-                name=bind.pod,
-                namespace=bind.namespace,
-                uid=cached.uid if cached and cached.uid else None,
-                annotations=annotations or None,
-            ),
-            target=client.V1ObjectReference(api_version="v1", kind="Node", name=bind.node),
-        )
-        # _preload_content=False: the server answers with a Status, which the
-        # client would fail to deserialize as a V1Binding (a known client quirk).
+        body = binding_body(bind, cached.uid if cached else None, annotations)
         result = self.caller.call(
-            "bind",
-            bind.namespace,
-            bind.pod,
-            lambda: self.core.create_namespaced_pod_binding(
-                bind.pod, bind.namespace, body, field_manager=FIELD_MANAGER, _preload_content=False
-            ),
+            "bind", bind.namespace, bind.pod, lambda: self.writes.bind(bind.namespace, bind.pod, body)
         )
         if result.ok and cached is not None and cached.uid:
             # The devices the pod will show once watched: a shared GPU's, none for whole GPUs.
@@ -170,3 +155,19 @@ class Binder:
                 del self.bound_here[key]
             else:
                 pods[key] = replace(pod, node=node, status=TaskStatus.BOUND, gpu_devices=devices)
+
+
+def binding_body(bind: Bind, uid: str | None, annotations: dict[str, str]) -> dict[str, Any]:
+    """The Binding: the pod (its uid, so the server refuses to bind a re-created pod of the same
+    name; the annotations it carries onto the pod) and the node."""
+    metadata: dict[str, Any] = {"name": bind.pod, "namespace": bind.namespace}
+    if uid:
+        metadata["uid"] = uid
+    if annotations:
+        metadata["annotations"] = annotations
+    return {
+        "apiVersion": "v1",
+        "kind": "Binding",
+        "metadata": metadata,
+        "target": {"apiVersion": "v1", "kind": "Node", "name": bind.node},
+    }

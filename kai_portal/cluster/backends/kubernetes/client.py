@@ -12,6 +12,9 @@ such a response unread leaves the connection to the garbage collector, and the n
 new one: a TCP and TLS handshake per call, on both sides (benchmarks/kwok-throughput.md: before
 this, half of each bind's and each event's client time was handshakes, and the API server paid its
 own share). Every write whose answer we do not need goes through ``release``.
+
+The hot writes (``HotWrites``: a bind, an Event, a pod's status condition, several per bound pod)
+skip the generated methods around the client's ApiClient: see there.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from typing import Any
+from urllib.parse import quote, urlencode
 
 import urllib3
 from kubernetes import client, config, watch
@@ -162,6 +166,82 @@ class Caller:
         except CALL_ERRORS as error:
             return failure(operation, namespace, name, error)
         return OperationResult(operation, namespace, name, ok=True)
+
+
+JSON = "application/json"
+# What the generated patch methods send for an object body (the REST client turns their
+# json-patch default into this for anything but a list of operations).
+STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
+AUTH_SETTINGS = ["BearerToken"]  # every generated core/v1 method's
+
+
+class HotWrites:
+    """The writes a cycle makes per bound pod (the bind, its Scheduled and Bound Events, its
+    PodBound condition) and per pending pod, sent through the client's own ``ApiClient`` (its
+    configuration, default headers, authentication with token refresh) and REST client (its
+    urllib3 pool, TLS, timeouts), with plain dict bodies, without the generated methods around them.
+
+    Those methods validate every argument with pydantic (``validate_call``), build and re-serialise
+    model objects (``sanitize_for_serialization``) and assemble the request in generic code; on a
+    cycle of thousands of binds that was about half of the portal's CPU per bound pod
+    (benchmarks/kwok-throughput.md). The request on the wire is the one the generated method
+    sends (method, path, query, Accept, the same JSON), but for a Content-Type stated on every
+    write: the generated create methods leave it out and the API server assumes JSON.
+    A refusal raises the ``ApiException`` (its subclass by status) the generated method raises.
+    Answers come back unread, as with ``_preload_content=False``: give them to ``release``."""
+
+    def __init__(self, api_client: client.ApiClient) -> None:
+        self.api_client = api_client
+
+    def bind(self, namespace: str, pod: str, body: dict[str, Any]) -> Any:
+        """POST pods/<pod>/binding (``create_namespaced_pod_binding``)."""
+        path = f"/api/v1/namespaces/{self._segment(namespace)}/pods/{self._segment(pod)}/binding"
+        return self.request("POST", path, body, [("fieldManager", FIELD_MANAGER)])
+
+    def create_event(self, namespace: str, body: dict[str, Any]) -> Any:
+        """POST a core/v1 Event (``create_namespaced_event``)."""
+        return self.request("POST", f"/api/v1/namespaces/{self._segment(namespace)}/events", body)
+
+    def patch_event(self, namespace: str, name: str, body: dict[str, Any]) -> Any:
+        """A strategic merge patch of an Event (``patch_namespaced_event``)."""
+        path = f"/api/v1/namespaces/{self._segment(namespace)}/events/{self._segment(name)}"
+        return self.request("PATCH", path, body, content_type=STRATEGIC_MERGE_PATCH)
+
+    def patch_pod_status(self, namespace: str, pod: str, body: dict[str, Any]) -> Any:
+        """A strategic merge patch of pods/<pod>/status (``patch_namespaced_pod_status``)."""
+        path = f"/api/v1/namespaces/{self._segment(namespace)}/pods/{self._segment(pod)}/status"
+        query = [("fieldManager", FIELD_MANAGER)]
+        return self.request("PATCH", path, body, query, content_type=STRATEGIC_MERGE_PATCH)
+
+    def _segment(self, value: str) -> str:
+        """A path parameter, quoted as the generated methods quote it."""
+        return quote(value, safe=self.api_client.configuration.safe_chars_for_path_param)
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        body: dict[str, Any],
+        query: list[tuple[str, str]] | None = None,
+        content_type: str = JSON,
+    ) -> Any:
+        """One request as ``ApiClient.param_serialize`` and ``call_api`` make it; the urllib3
+        response, unread; ``ApiException`` for an answer outside 2xx (its body read)."""
+        api = self.api_client
+        headers = {"Accept": JSON, "Content-Type": content_type}
+        headers.update(api.default_headers)  # the User-Agent, and any the caller configured
+        if api.cookie:
+            headers["Cookie"] = api.cookie
+        queries = list(query or ())
+        api.update_params_for_auth(headers, queries, AUTH_SETTINGS, path, method, body)
+        url = api.configuration.host + path
+        if queries:
+            url += "?" + urlencode(queries)
+        response = api.rest_client.request(method, url, headers=headers, body=body)
+        if not 200 <= response.status <= 299:
+            response.read()
+            raise ApiException.from_response(http_resp=response, body=None, data=None)
+        return response.response
 
 
 def failure(operation: str, namespace: str, name: str, error: Exception) -> OperationResult:

@@ -48,7 +48,7 @@ from kubernetes import client
 
 from ..base import OperationResult, PodEvent
 from .cache import ClusterCache
-from .client import CALL_ERRORS, FIELD_MANAGER, Caller, concurrently, failure, rfc3339
+from .client import CALL_ERRORS, Caller, HotWrites, concurrently, failure, rfc3339
 
 BURST = 25  # client-go: defaultSpamBurst
 REFILL_SECONDS = 300.0  # client-go: defaultSpamQPS = 1/300
@@ -99,9 +99,16 @@ class StatusUpdater:
     """Writes pods' PodScheduled conditions and the Events of a cycle (KAI's status updater)."""
 
     def __init__(
-        self, core: client.CoreV1Api, caller: Caller, cache: ClusterCache, component: str, concurrency: int
+        self,
+        core: client.CoreV1Api,
+        caller: Caller,
+        cache: ClusterCache,
+        component: str,
+        concurrency: int,
+        writes: HotWrites | None = None,
     ) -> None:
         self.core = core
+        self.writes = writes or HotWrites(core.api_client)  # events and conditions (client.HotWrites)
         self.caller = caller
         self.cache = cache
         self.component = component  # source.component of every Event: the scheduler's name
@@ -197,9 +204,7 @@ class StatusUpdater:
             "condition",
             namespace,
             name,
-            lambda: self.core.patch_namespaced_pod_status(
-                name, namespace, body, field_manager=FIELD_MANAGER, _preload_content=False
-            ),
+            lambda: self.writes.patch_pod_status(namespace, name, body),
         )
 
     def events_to_post(
@@ -244,9 +249,7 @@ class StatusUpdater:
             "event",
             event.namespace,
             name,
-            lambda: self.core.create_namespaced_event(
-                event.namespace, _event_model(body), _preload_content=False
-            ),
+            lambda: self.writes.create_event(event.namespace, body),
         )
         if result.ok:
             self._remember_event(event.namespace, name, 1)
@@ -267,8 +270,8 @@ class StatusUpdater:
             "event",
             namespace,
             name,
-            lambda: self.core.patch_namespaced_event(
-                name, namespace, {"count": count + 1, "lastTimestamp": rfc3339(now)}, _preload_content=False
+            lambda: self.writes.patch_event(
+                namespace, name, {"count": count + 1, "lastTimestamp": rfc3339(now)}
             ),
         )
         if result.ok:
@@ -319,10 +322,3 @@ def event_body(
         "lastTimestamp": rfc3339(now),
         "count": 1,
     }
-
-
-def _event_model(body: dict[str, Any]) -> client.CoreV1Event:
-    model = client.CoreV1Event.from_dict(body)
-    if model is None:  # from_dict returns None only for a None body
-        raise ValueError("empty event body")
-    return model
