@@ -34,8 +34,10 @@ group holds a pipelined fraction beside an allocated one (equivalence seed 12). 
 operations themselves are replayed: the ledger is kept only while consolidation runs
 (``Session.gpu_ledger``), built from the placements when the action starts, and ``Statement``
 applies KAI's node operation for each of its own, undo included, so a discarded probe leaves what
-KAI's leaves. It is read by consolidation's allocatable-GPU check alone (placement, scores and
-fits read the devices). A KAI quirk, on by default: ``Config.kai_gpu_counter_drift``
+KAI's leaves. It is read by consolidation's allocatable-GPU check and, while consolidation runs,
+by the GPU part of every node fit and node score (``fit.counters_of``: KAI's fit check,
+``nodeavailability`` and binpack read these counters; the devices still choose the GPUs and
+Allocated or Pipelined). A KAI quirk, on by default: ``Config.kai_gpu_counter_drift``
 (docs/kai-agreement.md, "KAI quirks").
 """
 
@@ -46,6 +48,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from scheduler.model import TaskState
+from scheduler.state import EPS
 
 if TYPE_CHECKING:
     from scheduler.model import Task
@@ -273,6 +276,8 @@ class Ledger:
         placements = session.placements
         nodes = session.nodes
         self._built: dict[str, NodeGpus] = {}
+        self._drift: set[str] = set()  # nodes whose counters may answer otherwise (``drifted``)
+        self._unchecked: set[str] = set()  # nodes to check again (``get``)
         self._complete: set[str] = set()  # nodes whose loaded pods have their entries
         self._loaded: dict[str, list[Task]] | None = None  # those pods by node, once one is touched
         self._made_before = len(placements.made)  # placements made on demand before the ledger
@@ -295,6 +300,7 @@ class Ledger:
                     for t in job.tasks:
                         if t.key in keys:
                             self._stored.setdefault(placements[t.key].node or "", []).append(t)
+        self._unchecked.update(self._stored)
 
     def __contains__(self, name: object) -> bool:
         return name in self._session.nodes
@@ -305,8 +311,50 @@ class Ledger:
             raise KeyError(name)
         return ng
 
-    def get(self, name: str) -> NodeGpus | None:
-        """A node's counters with every task's entry, for a statement to change."""
+    def drifted(self, name: str) -> bool:
+        """Whether the node's counters may give another answer than its devices (``_agrees``,
+        checked again after each statement operation on the node)."""
+        if name in self._unchecked:
+            self._check(name)
+        return name in self._drift
+
+    def drifted_nodes(self) -> set[str]:
+        """The nodes ``drifted`` names."""
+        for name in list(self._unchecked):
+            self._check(name)
+        return self._drift
+
+    def _check(self, name: str) -> None:
+        self._unchecked.discard(name)
+        if self._agrees(name):
+            self._drift.discard(name)
+        else:
+            self._drift.add(name)
+
+    def _agrees(self, name: str) -> bool:
+        """A node without GPU-sharing state on either side whose idle counter is its idle
+        devices plus ``piped_idle`` and whose idle + releasing is its free whole GPUs: every read
+        of ``fit.counters_of`` (fit check, ``nodeavailability``, binpack) then gives the devices'
+        answer. A node never made holds only loaded whole-GPU pods: it agrees."""
+        ng = self._built.get(name)
+        if ng is None and name not in self._stored:
+            return True
+        ng = self._counters(name)
+        if ng is None:
+            return True
+        if ng.marked or any(ng.used_shared.values()) or any(ng.releasing_shared.values()):
+            return False
+        ns = self._session.nodes[name]
+        if any(not d.whole and d.active > EPS for d in ns.devices):
+            return False
+        idle = ng.idle == ns.idle_whole_gpus() + ns.piped_idle
+        return idle and ng.idle + ng.releasing == ns.free_whole_gpus()
+
+    def get(self, name: str, touch: bool = True) -> NodeGpus | None:
+        """A node's counters with every task's entry, for a statement to change (``touch``: its
+        agreement with the devices is checked again at the next read)."""
+        if touch:
+            self._unchecked.add(name)
         ng = self._counters(name)
         if ng is not None and name not in self._complete:
             self._complete.add(name)
