@@ -112,7 +112,7 @@ def _fraction_avail(session: Session, ns: NodeState, task: Task) -> bool:
     return count >= task.fraction_device_count
 
 
-def counters_of(session: Session, ns: NodeState) -> NodeGpus | None:
+def counters_of(session: Session, ns: NodeState, task: Task | None = None) -> NodeGpus | None:
     """KAI's GPU counters of the node while consolidation keeps them (``Session.gpu_ledger``,
     ``scheduler/gpu_ledger.py``), else None.
 
@@ -125,7 +125,7 @@ def counters_of(session: Session, ns: NodeState) -> NodeGpus | None:
     ``gpu_ledger.py``), so where the ledger replays them the fit check and the scores read it;
     devices still decide which GPUs a task takes and whether it is Allocated or Pipelined."""
     ledger = session.gpu_ledger
-    if ledger is None or not ledger.drifted(ns.name):
+    if ledger is None or not ledger.drifted(ns.name, task):
         return None  # an untouched node's counters are what its devices give (Ledger.drifted)
     return ledger.get(ns.name, touch=False)
 
@@ -178,7 +178,7 @@ def node_fit(session: Session, ns: NodeState, task: Task, selector: Rules) -> Fi
         # KAI's nodeavailability reads its idle vector, which keeps GPUs pipelined tasks took
         # (NodeState.piped_idle); Allocated or Pipelined is the devices' answer (``now``).
         avail_gpus = len(idle) + ns.piped_idle >= whole
-        counted = counters_of(session, ns)
+        counted = counters_of(session, ns, task)
         if counted is not None:
             # KAI's counters while consolidation runs: its fit check and nodeavailability
             if counted.idle + counted.releasing < whole - EPS:
@@ -194,7 +194,7 @@ def node_fit(session: Session, ns: NodeState, task: Task, selector: Rules) -> Fi
             return Fit(False, reason=reasons.not_enough(what))
         if opened and ns.pods_idle + ns.pods_rel < 1 + opened:
             return Fit(False, reason=reasons.PODS_EXCEEDED)
-        counted = counters_of(session, ns)
+        counted = counters_of(session, ns, task)
         if counted is not None:
             # KAI's counters while consolidation runs: its fit check (nodeavailability below)
             groups = _ledger_groups(session, ns, counted, task)
@@ -213,7 +213,7 @@ def node_fit(session: Session, ns: NodeState, task: Task, selector: Rules) -> Fi
         return Fit(False, reason=reasons.not_enough("memory"))
     now = now and ns.cpu_idle >= task.cpu_millis - AMOUNT_EPS and ns.mem_idle >= task.memory_mib - AMOUNT_EPS
     if task.is_fractional:
-        counted = counters_of(session, ns)
+        counted = counters_of(session, ns, task)
         if counted is None:
             avail = _fraction_avail(session, ns, task)
         else:

@@ -58,6 +58,9 @@ if TYPE_CHECKING:
 # n) for each group KAI opens anew on it (``findGpuForSharingOnNode`` gives a new group id).
 Group = int | tuple[int, int]
 
+# How far a node's counters agree with its devices (``Ledger._agrees``)
+_AGREES, _AGREES_WHOLE_MIB, _DRIFTED = 0, 1, 2
+
 _RELEASING = TaskState.RELEASING
 _PIPELINED = TaskState.PIPELINED
 _PENDING = TaskState.PENDING
@@ -277,6 +280,8 @@ class Ledger:
         nodes = session.nodes
         self._built: dict[str, NodeGpus] = {}
         self._drift: set[str] = set()  # nodes whose counters may answer otherwise (``drifted``)
+        self._shared: set[str] = set()  # nodes holding fractions that agree for whole-MiB shares
+        self._whole_needs: dict[tuple[float, float, float], bool] = {}  # ``_whole_need`` by shape
         self._unchecked: set[str] = set()  # nodes to check again (``get``)
         self._complete: set[str] = set()  # nodes whose loaded pods have their entries
         self._loaded: dict[str, list[Task]] | None = None  # those pods by node, once one is touched
@@ -311,44 +316,88 @@ class Ledger:
             raise KeyError(name)
         return ng
 
-    def drifted(self, name: str) -> bool:
+    def drifted(self, name: str, task: Task | None = None) -> bool:
         """Whether the node's counters may give another answer than its devices (``_agrees``,
-        checked again after each statement operation on the node)."""
+        checked again after each statement operation on the node); with ``task``, for that
+        task's fit (a node with fractions agrees only for a task whose share is whole MiB)."""
         if name in self._unchecked:
             self._check(name)
-        return name in self._drift
+        if name in self._drift:
+            return True
+        return task is not None and name in self._shared and not self._whole_need(task, name)
 
-    def drifted_nodes(self) -> set[str]:
-        """The nodes ``drifted`` names."""
+    def drifted_nodes(self, task: Task | None = None) -> set[str]:
+        """The nodes ``drifted`` names (for ``task``)."""
         for name in list(self._unchecked):
             self._check(name)
-        return self._drift
+        if task is None or not task.is_fractional or not self._shared:
+            return self._drift
+        odd = [name for name in self._shared if not self._whole_need(task, name)]
+        return self._drift.union(odd) if odd else self._drift
+
+    def _whole_need(self, task: Task, name: str) -> bool:
+        """Whether the fraction's share of the node's device is whole MiB: the counters keep it
+        truncated (``task_entry``, as KAI's ``GetResourceGpuMemory``), the devices unrounded."""
+        if not task.is_fractional:
+            return True
+        label = self._session.nodes[name].node.gpu_memory_mib
+        key = (task.gpu, task.gpu_memory_mib, label)
+        whole = self._whole_needs.get(key)
+        if whole is None:
+            need = self._session.device_need(task, label)
+            whole = self._whole_needs[key] = need == int(need)
+        return whole
 
     def _check(self, name: str) -> None:
         self._unchecked.discard(name)
-        if self._agrees(name):
-            self._drift.discard(name)
-        else:
+        self._drift.discard(name)
+        self._shared.discard(name)
+        agrees = self._agrees(name)
+        if agrees == _DRIFTED:
             self._drift.add(name)
+        elif agrees == _AGREES_WHOLE_MIB:
+            self._shared.add(name)
 
-    def _agrees(self, name: str) -> bool:
-        """A node without GPU-sharing state on either side whose idle counter is its idle
-        devices plus ``piped_idle`` and whose idle + releasing is its free whole GPUs: every read
-        of ``fit.counters_of`` (fit check, ``nodeavailability``, binpack) then gives the devices'
-        answer. A node never made holds only loaded whole-GPU pods: it agrees."""
+    def _agrees(self, name: str) -> int:
+        """Whether every read of ``fit.counters_of`` (fit check, ``nodeavailability``, binpack)
+        gives the devices' answer on the node: ``_AGREES``, ``_AGREES_WHOLE_MIB`` (for a task
+        whose share is whole MiB: the node holds fractions) or ``_DRIFTED``.
+
+        Those reads are the idle and releasing counters, which must be the idle devices plus
+        ``piped_idle`` and the free whole GPUs (the whole-GPU fit and scores, and the free GPUs a
+        fraction may open), and the GPU groups a fraction fits on (``_ledger_groups``): a used
+        group not all releasing, whose memory less allocated plus releasing covers the task.
+        That is the devices' count (``_fraction_devices``, ``_fraction_avail``: a shared device
+        whose memory less its active memory covers it) whenever the groups' allocated less
+        releasing memory are the shared devices' active memory, one for one, and the counters'
+        device memory the devices': allocated less releasing is what the group's staying and
+        pipelined members hold (a Releasing member counts in both, a pipelined one is off
+        releasing), whatever releases or was pipelined there. The counters keep each share
+        truncated to whole MiB (``task_entry``), so a task with a share of a fraction of a MiB may
+        still compare otherwise. A node never made holds only loaded whole-GPU pods: it agrees."""
         ng = self._built.get(name)
         if ng is None and name not in self._stored:
-            return True
+            return _AGREES
         ng = self._counters(name)
         if ng is None:
-            return True
-        if ng.marked or any(ng.used_shared.values()) or any(ng.releasing_shared.values()):
-            return False
+            return _AGREES
         ns = self._session.nodes[name]
-        if any(not d.whole and d.active > EPS for d in ns.devices):
-            return False
-        idle = ng.idle == ns.idle_whole_gpus() + ns.piped_idle
-        return idle and ng.idle + ng.releasing == ns.free_whole_gpus()
+        if ng.idle != ns.idle_whole_gpus() + ns.piped_idle or ng.idle + ng.releasing != ns.free_whole_gpus():
+            return _DRIFTED
+        allocated, releasing = ng.allocated_shared, ng.releasing_shared
+        rooms = sorted(
+            allocated.get(g, 0) - releasing.get(g, 0)
+            for g, used in ng.used_shared.items()
+            if used != 0 and allocated.get(g, 0) != releasing.get(g, 0)
+        )
+        shared = sorted(d.active for d in ns.devices if not d.whole and d.active > EPS)
+        if rooms != shared:
+            return _DRIFTED
+        if not rooms:
+            return _AGREES
+        if any(d.memory != ng.device_memory for d in ns.devices):
+            return _DRIFTED
+        return _AGREES_WHOLE_MIB
 
     def get(self, name: str, touch: bool = True) -> NodeGpus | None:
         """A node's counters with every task's entry, for a statement to change (``touch``: its

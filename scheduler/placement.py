@@ -173,7 +173,7 @@ def best_fit(
         # the nodes where they may differ from the devices (fit.counters_of), which the node
         # index does not keep: it answers for the other nodes, merged below (_merge_drifted).
         index = index_of(session)
-        drifted = frozenset(index.rank[n] for n in ledger.drifted_nodes() if n in index.rank)
+        drifted = frozenset(index.rank[n] for n in ledger.drifted_nodes(task) if n in index.rank)
     scored = bool(extra) or (isinstance(selector, Job) and (selector.has_preferences or session.soft_taints))
     if not scored and len(nodes) == len(session.nodes):
         if drifted:

@@ -187,10 +187,11 @@ def allocatable_gpus_scan_reference(ledger: dict[str, NodeGpus], session: Sessio
 
 
 def test_counters_read_only_where_they_differ_from_the_devices() -> None:
-    """``Ledger.drifted``: a node without GPU-sharing state whose idle and idle + releasing
-    counters are its devices' idle and free whole GPUs gives every fit and score the devices'
-    answer, so ``node_fit`` reads the devices there (``fit.counters_of``); the fast ``best_fit``
-    answers as the scan of every node; an untouched node's counters are its devices' view."""
+    """``Ledger.drifted``: a node whose idle and idle + releasing counters are its devices' idle
+    and free whole GPUs, and whose GPU groups are exactly its shared devices (for a fraction of
+    whole MiB), gives every fit and score the devices' answer, so ``node_fit`` reads the devices
+    there (``fit.counters_of``); the fast ``best_fit`` answers as the scan of every node; an
+    untouched node's counters are its devices' view."""
     nodes = [Node(f"n{i}", gpus=4, gpu_memory_mib=1000) for i in range(4)]
     jobs = [
         Job("w", "q", tasks=[Task("w-0", gpu=1, state=R, node="n0", gpu_devices=(0,))]),
@@ -206,7 +207,11 @@ def test_counters_read_only_where_they_differ_from_the_devices() -> None:
     st = Statement(session)
     st.evict(_task(session, "w-0"))  # n0 touched: releasing, as its devices say
     clean = [n for n in session.nodes if not ledger.drifted(n)]
-    assert clean == ["n0", "n1", "n3"]  # n2 holds a fraction: read from the counters
+    # n2 holds a fraction whose group is exactly its device's: it agrees too
+    assert clean == ["n0", "n1", "n2", "n3"]
+    odd = Task("o-0", gpu=0.3333)  # 333.3 MiB of n2's device: the counters keep it truncated
+    assert [n for n in session.nodes if ledger.drifted(n, odd)] == ["n2"]
+    assert ledger.drifted_nodes(odd) == {"n2"} and ledger.drifted_nodes(_task(session, "h-0")) == set()
     for name in ("p-0", "h-0"):
         task = _task(session, name)
         job = session.task_job[task.key]
@@ -217,4 +222,4 @@ def test_counters_read_only_where_they_differ_from_the_devices() -> None:
         ns = session.nodes[name]
         ng = ledger[name]  # made here: drifted from now on, and its counters must still agree
         assert ng.idle + ng.releasing == float(ns.free_whole_gpus())
-        assert not ng.used_shared and float(ns.idle_whole_gpus() + ns.piped_idle) == ng.idle
+        assert float(ns.idle_whole_gpus() + ns.piped_idle) == ng.idle
