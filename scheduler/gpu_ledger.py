@@ -281,6 +281,7 @@ class Ledger:
         self._built: dict[str, NodeGpus] = {}
         self._drift: set[str] = set()  # nodes whose counters may answer otherwise (``drifted``)
         self._shared: set[str] = set()  # nodes holding fractions that agree for whole-MiB shares
+        self._shared_labels: dict[float, int] = {}  # how many of those per device memory label
         self._whole_needs: dict[tuple[float, float, float], bool] = {}  # ``_whole_need`` by shape
         self._unchecked: set[str] = set()  # nodes to check again (``get``)
         self._complete: set[str] = set()  # nodes whose loaded pods have their entries
@@ -324,23 +325,29 @@ class Ledger:
             self._check(name)
         if name in self._drift:
             return True
-        return task is not None and name in self._shared and not self._whole_need(task, name)
+        if task is None or name not in self._shared:
+            return False
+        return not self._whole_need(task, self._session.nodes[name].node.gpu_memory_mib)
 
     def drifted_nodes(self, task: Task | None = None) -> set[str]:
         """The nodes ``drifted`` names (for ``task``)."""
-        for name in list(self._unchecked):
-            self._check(name)
-        if task is None or not task.is_fractional or not self._shared:
+        if self._unchecked:
+            for name in list(self._unchecked):
+                self._check(name)
+        if task is None or not task.is_fractional:
             return self._drift
-        odd = [name for name in self._shared if not self._whole_need(task, name)]
-        return self._drift.union(odd) if odd else self._drift
+        odd = {label for label, n in self._shared_labels.items() if n and not self._whole_need(task, label)}
+        if not odd:
+            return self._drift
+        nodes = self._session.nodes
+        return self._drift.union(name for name in self._shared if nodes[name].node.gpu_memory_mib in odd)
 
-    def _whole_need(self, task: Task, name: str) -> bool:
-        """Whether the fraction's share of the node's device is whole MiB: the counters keep it
-        truncated (``task_entry``, as KAI's ``GetResourceGpuMemory``), the devices unrounded."""
+    def _whole_need(self, task: Task, label: float) -> bool:
+        """Whether the task's share of a device of this memory label is whole MiB: the counters
+        keep it truncated (``task_entry``, as KAI's ``GetResourceGpuMemory``), the devices
+        unrounded."""
         if not task.is_fractional:
             return True
-        label = self._session.nodes[name].node.gpu_memory_mib
         key = (task.gpu, task.gpu_memory_mib, label)
         whole = self._whole_needs.get(key)
         if whole is None:
@@ -351,12 +358,16 @@ class Ledger:
     def _check(self, name: str) -> None:
         self._unchecked.discard(name)
         self._drift.discard(name)
-        self._shared.discard(name)
+        label = self._session.nodes[name].node.gpu_memory_mib
+        if name in self._shared:
+            self._shared.discard(name)
+            self._shared_labels[label] -= 1
         agrees = self._agrees(name)
         if agrees == _DRIFTED:
             self._drift.add(name)
         elif agrees == _AGREES_WHOLE_MIB:
             self._shared.add(name)
+            self._shared_labels[label] = self._shared_labels.get(label, 0) + 1
 
     def _agrees(self, name: str) -> int:
         """Whether every read of ``fit.counters_of`` (fit check, ``nodeavailability``, binpack)
@@ -382,16 +393,25 @@ class Ledger:
         if ng is None:
             return _AGREES
         ns = self._session.nodes[name]
-        if ng.idle != ns.idle_whole_gpus() + ns.piped_idle or ng.idle + ng.releasing != ns.free_whole_gpus():
+        idle = free = 0
+        shared: list[float] = []
+        for d in ns.devices:  # one pass: NodeState.idle_whole_gpus, free_whole_gpus, shared devices
+            if d.active <= EPS:
+                free += 1
+                idle += d.releasing <= EPS
+            elif not d.whole:
+                shared.append(d.active)
+        if ng.idle != idle + ns.piped_idle or ng.idle + ng.releasing != free:
             return _DRIFTED
+        if not ng.used_shared:
+            return _DRIFTED if shared else _AGREES
         allocated, releasing = ng.allocated_shared, ng.releasing_shared
-        rooms = sorted(
+        rooms = [
             allocated.get(g, 0) - releasing.get(g, 0)
             for g, used in ng.used_shared.items()
             if used != 0 and allocated.get(g, 0) != releasing.get(g, 0)
-        )
-        shared = sorted(d.active for d in ns.devices if not d.whole and d.active > EPS)
-        if rooms != shared:
+        ]
+        if len(rooms) != len(shared) or sorted(rooms) != sorted(shared):
             return _DRIFTED
         if not rooms:
             return _AGREES

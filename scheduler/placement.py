@@ -171,9 +171,11 @@ def best_fit(
     if ledger is not None and task.needs_gpu:
         # While consolidation keeps KAI's counters, a GPU task's fits and scores read them on
         # the nodes where they may differ from the devices (fit.counters_of), which the node
-        # index does not keep: it answers for the other nodes, merged below (_merge_drifted).
-        index = index_of(session)
-        drifted = frozenset(index.rank[n] for n in ledger.drifted_nodes(task) if n in index.rank)
+        # index does not keep: it answers for the other nodes, merged there (_best_fit_drifted).
+        names = ledger.drifted_nodes(task)
+        if names:
+            rank = index_of(session).rank
+            drifted = frozenset(rank[n] for n in names if n in rank)
     scored = bool(extra) or (isinstance(selector, Job) and (selector.has_preferences or session.soft_taints))
     if not scored and len(nodes) == len(session.nodes):
         if drifted:
