@@ -118,19 +118,20 @@ KNOWN: list[tuple[tuple[str, ...], str]] = [
     # rerun: 86322, 86346, 86352, 86369).
     # Consolidation alone, seeds 106000-106399 (consol14n), traced in KAI's -vv 7 logs. Fixed: a task
     # moved twice un-evicted through a node holding its Releasing pod, an evicted pipelined
-    # fraction's group (docs/kai-agreement.md). Most of what is left: KAI's simulated allocation
+    # fraction's group (docs/kai-agreement.md). Most of what was left: KAI's simulated allocation
     # reads its node GPU counters (fit check IsTaskAllocatableOnReleasingOrIdle, nodeavailability,
-    # binpack), which drift from the devices while consolidation runs; modelled in
-    # tools/kai_diff/found/021-*.patch (342 -> 375 of 400) but not landed (a node scan per GPU task:
-    # the 5,000-node mixed stress cycle 412 s CPU). Also: KAI's unevict checks no room, so a task
-    # un-evicted through such a node goes back onto GPUs taken since and overbooks its node (the
-    # engine never double-books a device: seeds 106093, 106122); a fraction un-evicted the same way
-    # (106287); KAI ties (106026, 106313: 2-3 results in 6-8 KAI runs).
+    # binpack), which drift from the devices while consolidation runs; modelled since session 15
+    # (consol15: fit.counters_of on the nodes gpu_ledger.Ledger.drifted names; seeds 130000-130399
+    # 341 -> 374 of 400; 130013, 130197, 130264, 130298 changed the other way, not traced). Also:
+    # KAI's unevict checks no room, so a task un-evicted through such a node goes back onto GPUs
+    # taken since and overbooks its node (the engine never double-books a device: seeds 106093,
+    # 106122); a fraction un-evicted the same way (106287); KAI ties (106026, 106313: 2-3 results
+    # in 6-8 KAI runs).
     (
         ("[consol] node differs",),
-        "KAI's node GPU counters read by the simulated allocation's fit check and scores (drift from "
-        "the devices; found/021 patch, not landed: too slow), un-evictions through a node holding "
-        "the task's Releasing pod onto GPUs taken since (seeds 106093, 106122), KAI ties (106313)",
+        "un-evictions through a node holding the task's Releasing pod onto GPUs taken since (seeds "
+        "106093, 106122), KAI ties (106313); not traced since KAI's node counters are read by the "
+        "fit check and scores (session 15: 130013, 130197, 130264, 130298)",
     ),
     # arp, traced in KAI's -vv 7 log on seeds 52376 and 52423 (round100): the tasks that differ were
     # placed by allocate (Allocated in both engines, on nodes of other scores), not by the eviction

@@ -4,10 +4,12 @@ or once releasing tasks leave."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from scheduler import reasons, rules
+from scheduler.gpu_ledger import NodeGpus
 from scheduler.model import Job, Task
 from scheduler.session import Session
 from scheduler.state import EPS, NodeState, opens_group
@@ -110,6 +112,40 @@ def _fraction_avail(session: Session, ns: NodeState, task: Task) -> bool:
     return count >= task.fraction_device_count
 
 
+def counters_of(session: Session, ns: NodeState, task: Task | None = None) -> NodeGpus | None:
+    """KAI's GPU counters of the node while consolidation keeps them (``Session.gpu_ledger``,
+    ``scheduler/gpu_ledger.py``), else None.
+
+    KAI's node order and fit check read the node's counters, not devices: ``nodeavailability``
+    (``IsTaskAllocatable``: the idle vector), ``nodeplacement``'s binpack (``NonAllocatedResource``:
+    idle + releasing) and the check before each node is tried (``session.go`` ->
+    ``IsTaskAllocatableOnReleasingOrIdle``: idle + releasing). Those counters drift from the
+    devices during consolidation (pipelined tasks that take GPUs off releasing only, the Releasing
+    pods a move leaves, phantom shares of discarded probes, un-evictions without a room check:
+    ``gpu_ledger.py``), so where the ledger replays them the fit check and the scores read it;
+    devices still decide which GPUs a task takes and whether it is Allocated or Pipelined."""
+    ledger = session.gpu_ledger
+    if ledger is None or not ledger.drifted(ns.name, task):
+        return None  # an untouched node's counters are what its devices give (Ledger.drifted)
+    return ledger.get(ns.name, touch=False)
+
+
+def _ledger_groups(session: Session, ns: NodeState, counted: NodeGpus, task: Task) -> int:
+    """KAI's used GPU groups a fraction fits on (``fractionTaskGpusAllocatableDeviceCount`` ->
+    ``IsTaskFitOnGpuGroup``: some memory used, memory less allocated plus releasing covers the
+    task, not every member releasing), from the ledger's per-group memory."""
+    need = int(session.device_need(task, ns.node.gpu_memory_mib))
+    allocated = counted.allocated_shared
+    releasing = counted.releasing_shared
+    return sum(
+        1
+        for g, used in counted.used_shared.items()
+        if used != 0
+        and counted.device_memory - allocated.get(g, 0) + releasing.get(g, 0) - need >= 0
+        and allocated.get(g, 0) != releasing.get(g, 0)
+    )
+
+
 def node_fit(session: Session, ns: NodeState, task: Task, selector: Rules) -> Fit:
     """Whether the task fits the node (into idle + releasing), and how."""
     if ns.node.unschedulable:
@@ -150,6 +186,12 @@ def node_fit(session: Session, ns: NodeState, task: Task, selector: Rules) -> Fi
         # KAI's nodeavailability reads its idle vector, which keeps GPUs pipelined tasks took
         # (NodeState.piped_idle); Allocated or Pipelined is the devices' answer (``now``).
         avail_gpus = len(idle) + ns.piped_idle >= whole
+        counted = counters_of(session, ns, task)
+        if counted is not None:
+            # KAI's counters while consolidation runs: its fit check and nodeavailability
+            if counted.idle + counted.releasing < whole - EPS:
+                return Fit(False, reason=reasons.not_enough("GPUs"))
+            avail_gpus = counted.idle >= whole - EPS
         now = now and len(idle) >= whole
     elif task.is_fractional:
         if not ns.devices:
@@ -160,6 +202,12 @@ def node_fit(session: Session, ns: NodeState, task: Task, selector: Rules) -> Fi
             return Fit(False, reason=reasons.not_enough(what))
         if opened and ns.pods_idle + ns.pods_rel < 1 + opened:
             return Fit(False, reason=reasons.PODS_EXCEEDED)
+        counted = counters_of(session, ns, task)
+        if counted is not None:
+            # KAI's counters while consolidation runs: its fit check (nodeavailability below)
+            groups = _ledger_groups(session, ns, counted, task)
+            if math.floor(counted.idle + counted.releasing + EPS) + groups < task.fraction_device_count:
+                return Fit(False, reason=reasons.not_enough("GPUs"))
         devices = chosen
         now = now and dev_now
     else:
@@ -173,7 +221,17 @@ def node_fit(session: Session, ns: NodeState, task: Task, selector: Rules) -> Fi
         return Fit(False, reason=reasons.not_enough("memory"))
     now = now and ns.cpu_idle >= task.cpu_millis - AMOUNT_EPS and ns.mem_idle >= task.memory_mib - AMOUNT_EPS
     if task.is_fractional:
-        avail = _fraction_avail(session, ns, task)
+        counted = counters_of(session, ns, task)
+        if counted is None:
+            avail = _fraction_avail(session, ns, task)
+        else:
+            groups = _ledger_groups(session, ns, counted, task)
+            avail = (
+                math.floor(counted.idle + EPS) + groups >= task.fraction_device_count
+                and ns.pods_idle >= 1
+                and ns.cpu_idle >= task.cpu_millis - AMOUNT_EPS
+                and ns.mem_idle >= task.memory_mib - AMOUNT_EPS
+            )
     elif whole:
         avail = (
             avail_gpus

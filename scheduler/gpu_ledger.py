@@ -34,8 +34,10 @@ group holds a pipelined fraction beside an allocated one (equivalence seed 12). 
 operations themselves are replayed: the ledger is kept only while consolidation runs
 (``Session.gpu_ledger``), built from the placements when the action starts, and ``Statement``
 applies KAI's node operation for each of its own, undo included, so a discarded probe leaves what
-KAI's leaves. It is read by consolidation's allocatable-GPU check alone (placement, scores and
-fits read the devices). A KAI quirk, on by default: ``Config.kai_gpu_counter_drift``
+KAI's leaves. It is read by consolidation's allocatable-GPU check and, while consolidation runs,
+by the GPU part of every node fit and node score (``fit.counters_of``: KAI's fit check,
+``nodeavailability`` and binpack read these counters; the devices still choose the GPUs and
+Allocated or Pipelined). A KAI quirk, on by default: ``Config.kai_gpu_counter_drift``
 (docs/kai-agreement.md, "KAI quirks").
 """
 
@@ -48,6 +50,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from scheduler.model import TaskState
+from scheduler.state import EPS
 
 if TYPE_CHECKING:
     from scheduler.model import Task
@@ -56,6 +59,9 @@ if TYPE_CHECKING:
 # A GPU group: a device's index while the group it holds is the first one there, then (device,
 # n) for each group KAI opens anew on it (``findGpuForSharingOnNode`` gives a new group id).
 Group = int | tuple[int, int]
+
+# How far a node's counters agree with its devices (``Ledger._agrees``)
+_AGREES, _AGREES_WHOLE_MIB, _DRIFTED = 0, 1, 2
 
 _RELEASING = TaskState.RELEASING
 _PIPELINED = TaskState.PIPELINED
@@ -313,6 +319,11 @@ class Ledger:
         placements = session.placements
         nodes = session.nodes
         self._built: dict[str, NodeGpus] = {}
+        self._drift: set[str] = set()  # nodes whose counters may answer otherwise (``drifted``)
+        self._shared: set[str] = set()  # nodes holding fractions that agree for whole-MiB shares
+        self._shared_labels: dict[float, int] = {}  # how many of those per device memory label
+        self._whole_needs: dict[tuple[float, float, float], bool] = {}  # ``_whole_need`` by shape
+        self._unchecked: set[str] = set()  # nodes to check again (``get``)
         self._complete: set[str] = set()  # nodes whose loaded pods have their entries
         self._loaded: dict[str, list[Task]] | None = None  # those pods by node, once one is touched
         self._made_before = len(placements.made)  # placements made on demand before the ledger
@@ -335,6 +346,7 @@ class Ledger:
                     for t in job.tasks:
                         if t.key in keys:
                             self._stored.setdefault(placements[t.key].node or "", []).append(t)
+        self._unchecked.update(self._stored)
 
     def __contains__(self, name: object) -> bool:
         return name in self._session.nodes
@@ -345,8 +357,113 @@ class Ledger:
             raise KeyError(name)
         return ng
 
-    def get(self, name: str) -> NodeGpus | None:
-        """A node's counters with every task's entry, for a statement to change."""
+    def drifted(self, name: str, task: Task | None = None) -> bool:
+        """Whether the node's counters may give another answer than its devices (``_agrees``,
+        checked again after each statement operation on the node); with ``task``, for that
+        task's fit (a node with fractions agrees only for a task whose share is whole MiB)."""
+        if name in self._unchecked:
+            self._check(name)
+        if name in self._drift:
+            return True
+        if task is None or name not in self._shared:
+            return False
+        return not self._whole_need(task, self._session.nodes[name].node.gpu_memory_mib)
+
+    def drifted_nodes(self, task: Task | None = None) -> set[str]:
+        """The nodes ``drifted`` names (for ``task``)."""
+        if self._unchecked:
+            for name in list(self._unchecked):
+                self._check(name)
+        if task is None or not task.is_fractional:
+            return self._drift
+        odd = {label for label, n in self._shared_labels.items() if n and not self._whole_need(task, label)}
+        if not odd:
+            return self._drift
+        nodes = self._session.nodes
+        return self._drift.union(name for name in self._shared if nodes[name].node.gpu_memory_mib in odd)
+
+    def _whole_need(self, task: Task, label: float) -> bool:
+        """Whether the task's share of a device of this memory label is whole MiB: the counters
+        keep it truncated (``task_entry``, as KAI's ``GetResourceGpuMemory``), the devices
+        unrounded."""
+        if not task.is_fractional:
+            return True
+        key = (task.gpu, task.gpu_memory_mib, label)
+        whole = self._whole_needs.get(key)
+        if whole is None:
+            need = self._session.device_need(task, label)
+            whole = self._whole_needs[key] = need == int(need)
+        return whole
+
+    def _check(self, name: str) -> None:
+        self._unchecked.discard(name)
+        self._drift.discard(name)
+        label = self._session.nodes[name].node.gpu_memory_mib
+        if name in self._shared:
+            self._shared.discard(name)
+            self._shared_labels[label] -= 1
+        agrees = self._agrees(name)
+        if agrees == _DRIFTED:
+            self._drift.add(name)
+        elif agrees == _AGREES_WHOLE_MIB:
+            self._shared.add(name)
+            self._shared_labels[label] = self._shared_labels.get(label, 0) + 1
+
+    def _agrees(self, name: str) -> int:
+        """Whether every read of ``fit.counters_of`` (fit check, ``nodeavailability``, binpack)
+        gives the devices' answer on the node: ``_AGREES``, ``_AGREES_WHOLE_MIB`` (for a task
+        whose share is whole MiB: the node holds fractions) or ``_DRIFTED``.
+
+        Those reads are the idle and releasing counters, which must be the idle devices plus
+        ``piped_idle`` and the free whole GPUs (the whole-GPU fit and scores, and the free GPUs a
+        fraction may open), and the GPU groups a fraction fits on (``_ledger_groups``): a used
+        group not all releasing, whose memory less allocated plus releasing covers the task.
+        That is the devices' count (``_fraction_devices``, ``_fraction_avail``: a shared device
+        whose memory less its active memory covers it) whenever the groups' allocated less
+        releasing memory are the shared devices' active memory, one for one, and the counters'
+        device memory the devices': allocated less releasing is what the group's staying and
+        pipelined members hold (a Releasing member counts in both, a pipelined one is off
+        releasing), whatever releases or was pipelined there. The counters keep each share
+        truncated to whole MiB (``task_entry``), so a task with a share of a fraction of a MiB may
+        still compare otherwise. A node never made holds only loaded whole-GPU pods: it agrees."""
+        ng = self._built.get(name)
+        if ng is None and name not in self._stored:
+            return _AGREES
+        ng = self._counters(name)
+        if ng is None:
+            return _AGREES
+        ns = self._session.nodes[name]
+        idle = free = 0
+        shared: list[float] = []
+        for d in ns.devices:  # one pass: NodeState.idle_whole_gpus, free_whole_gpus, shared devices
+            if d.active <= EPS:
+                free += 1
+                idle += d.releasing <= EPS
+            elif not d.whole:
+                shared.append(d.active)
+        if ng.idle != idle + ns.piped_idle or ng.idle + ng.releasing != free:
+            return _DRIFTED
+        if not ng.used_shared:
+            return _DRIFTED if shared else _AGREES
+        allocated, releasing = ng.allocated_shared, ng.releasing_shared
+        rooms = [
+            allocated.get(g, 0) - releasing.get(g, 0)
+            for g, used in ng.used_shared.items()
+            if used != 0 and allocated.get(g, 0) != releasing.get(g, 0)
+        ]
+        if len(rooms) != len(shared) or sorted(rooms) != sorted(shared):
+            return _DRIFTED
+        if not rooms:
+            return _AGREES
+        if any(d.memory != ng.device_memory for d in ns.devices):
+            return _DRIFTED
+        return _AGREES_WHOLE_MIB
+
+    def get(self, name: str, touch: bool = True) -> NodeGpus | None:
+        """A node's counters with every task's entry, for a statement to change (``touch``: its
+        agreement with the devices is checked again at the next read)."""
+        if touch:
+            self._unchecked.add(name)
         if name in self._complete:
             return self._built[name]
         ng = self._counters(name)

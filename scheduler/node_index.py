@@ -6,6 +6,7 @@ tests/engine/test_node_search.py holds it to the reference scan."""
 from __future__ import annotations
 
 import bisect
+from collections.abc import Callable
 
 import numpy as np
 
@@ -210,54 +211,8 @@ class NodeIndex:
 
     def best_whole(self, task: Task, selector: Rules) -> tuple[NodeState, Fit] | None:
         """First node in (score desc, name asc) order for a whole-GPU task under binpack."""
-        self.refresh()
-        session = self.session
-        nodes = session.nodes
-        names = self.names
-        need = task.whole_gpus
-        ks = sorted(k for k, lst in self.buckets.items() if k >= need and lst)
+        ks, first = self._whole_search(task, selector, frozenset())
         if not ks:
-            return None
-
-        fits: dict[int, tuple[NodeState, Fit]] = {}  # nothing changes during the search
-        idle = self.idle
-        # node_fit skips the rule calls in exactly this case (no taints, no selector, affinity
-        # or anti-affinity): the fit is then a function of the node's state and the shape.
-        memo = (
-            self.fit_memo
-            if isinstance(selector, Job)
-            and not self.any_taints
-            and not (selector.node_selector or selector.node_affinity or selector.anti_affinity_key)
-            else None
-        )
-        shape = (need, task.cpu_millis, task.memory_mib)
-
-        def first(k: int, now: bool | None) -> tuple[NodeState, Fit] | None:
-            """First node of bucket k, in name order, that fits (and fits now / later). The
-            fits-now pass reads only the bucket's candidates (``now_buckets``): a node outside
-            them has no ``Fit.avail``, cached or not."""
-            for r in self.now_buckets.get(k, ()) if now else self.buckets[k]:
-                hit = fits.get(r)
-                if hit is None:
-                    ns = nodes[names[r]]
-                    # Fitting now needs a free pod slot and enough idle devices: skip the full
-                    # check where either is missing (after virtual evictions, as in the victim
-                    # search's simulations, many nodes have only releasing room). Not cached:
-                    # the node may still fit later.
-                    if now and (ns.pods_idle < 1 or idle[r] + ns.piped_idle < need):
-                        continue
-                    fit = None
-                    if memo is not None:
-                        per = memo.get(r)
-                        fit = per.get(shape) if per is not None else None
-                    if fit is None:
-                        fit = node_fit(session, ns, task, selector)
-                        if memo is not None:
-                            memo.setdefault(r, {})[shape] = fit
-                    hit = fits[r] = (ns, fit)
-                fit = hit[1]
-                if fit.ok and (now is None or fit.avail == now):
-                    return hit
             return None
 
         # Minimum and maximum free count over all fitting nodes (the binpack range).
@@ -285,6 +240,82 @@ class NodeIndex:
                 return best
         return None
 
+    def _whole_search(
+        self, task: Task, selector: Rules, skip: frozenset[int]
+    ) -> tuple[list[int], Callable[[int, bool | None], tuple[NodeState, Fit] | None]]:
+        """The free-GPU buckets a whole-GPU task may fit, ascending, and ``first(k, now)``: the
+        first node of bucket k, in name order, not in ``skip``, that fits (and fits now / later
+        when ``now`` is not None)."""
+        self.refresh()
+        session = self.session
+        nodes = session.nodes
+        names = self.names
+        need = task.whole_gpus
+        ks = sorted(k for k, lst in self.buckets.items() if k >= need and lst)
+        fits: dict[int, tuple[NodeState, Fit]] = {}  # nothing changes during the search
+        idle = self.idle
+        # node_fit skips the rule calls in exactly this case (no taints, no selector, affinity
+        # or anti-affinity): the fit is then a function of the node's state and the shape.
+        memo = (
+            self.fit_memo
+            if isinstance(selector, Job)
+            and not self.any_taints
+            and not (selector.node_selector or selector.node_affinity or selector.anti_affinity_key)
+            else None
+        )
+        shape = (need, task.cpu_millis, task.memory_mib)
+
+        def first(k: int, now: bool | None) -> tuple[NodeState, Fit] | None:
+            """First node of bucket k, in name order, that fits (and fits now / later). The
+            fits-now pass reads only the bucket's candidates (``now_buckets``): a node outside
+            them has no ``Fit.avail``, cached or not."""
+            for r in self.now_buckets.get(k, ()) if now else self.buckets[k]:
+                if r in skip:
+                    continue
+                hit = fits.get(r)
+                if hit is None:
+                    ns = nodes[names[r]]
+                    # Fitting now needs a free pod slot and enough idle devices: skip the full
+                    # check where either is missing (after virtual evictions, as in the victim
+                    # search's simulations, many nodes have only releasing room). Not cached:
+                    # the node may still fit later.
+                    if now and (ns.pods_idle < 1 or idle[r] + ns.piped_idle < need):
+                        continue
+                    fit = None
+                    if memo is not None:
+                        per = memo.get(r)
+                        fit = per.get(shape) if per is not None else None
+                    if fit is None:
+                        fit = node_fit(session, ns, task, selector)
+                        if memo is not None:
+                            memo.setdefault(r, {})[shape] = fit
+                    hit = fits[r] = (ns, fit)
+                fit = hit[1]
+                if fit.ok and (now is None or fit.avail == now):
+                    return hit
+            return None
+
+        return ks, first
+
+    def whole_tiers(
+        self, task: Task, selector: Rules, skip: frozenset[int]
+    ) -> tuple[list[tuple[NodeState, Fit]], int | None, int | None]:
+        """For a whole-GPU task under binpack, over the indexed nodes not in ``skip``: the best
+        node that fits now and the best that fits later (each the first, in name order, of the
+        lowest bucket holding one), and the least and most free GPUs of a fitting node (the
+        binpack range); ``placement.best_fit`` merges them with the nodes it skipped."""
+        ks, first = self._whole_search(task, selector, skip)
+        mn = next((k for k in ks if first(k, None) is not None), None)
+        if mn is None:
+            return [], None, None
+        mx = next(k for k in reversed(ks) if first(k, None) is not None)
+        hits = []
+        for now in (True, False):
+            found = next((f for k in ks if k >= mn and (f := first(k, now)) is not None), None)
+            if found is not None:
+                hits.append(found)
+        return hits, mn, mx
+
     @staticmethod
     def _score(now: bool, k: int, mn: int, mx: int) -> float:
         """``node_score(Fit(True, now=now), True, False, True, False, k, 1.0, mn, mx, 0.0)``, the same
@@ -303,6 +334,16 @@ class NodeIndex:
         """First node in (score desc, name asc) order for a fractional or GPU-memory task under
         binpack: tiers joins a group now, joins a group later, a free device now, later; in a
         tier the fewest free whole GPUs (the binpack part), then the name."""
+        hits = self._fraction_hits(task, selector, frozenset(), every=False)
+        if isinstance(hits, bool):
+            return hits
+        return hits[0] if hits else None
+
+    def _fraction_hits(
+        self, task: Task, selector: Rules, skip: frozenset[int], every: bool
+    ) -> list[tuple[NodeState, Fit]] | bool:
+        """``best_fraction``'s tiers in order, each tier's best node not in ``skip`` (the first
+        one found unless ``every``); False where the group buckets cannot answer."""
         session = self.session
         if session.device_need(task, session.min_device_memory) <= EPS:
             return False  # would fit a full shared device: not served by the group buckets
@@ -314,6 +355,8 @@ class NodeIndex:
         def scan(buckets: dict[int, list[int]], group: bool, now: bool) -> tuple[NodeState, Fit] | None:
             for k in sorted(k for k, lst in buckets.items() if lst and (group or k >= 1)):
                 for r in buckets[k]:
+                    if r in skip:
+                        continue
                     ns = nodes[names[r]]
                     if group and rooms[ns.name] < session.device_need(task, ns.node.gpu_memory_mib) - EPS:
                         continue  # no shared device of this node has room for it
@@ -322,11 +365,39 @@ class NodeIndex:
                         return ns, fit
             return None
 
+        hits = []
         for group, now in ((True, True), (True, False), (False, True), (False, False)):
             found = scan(self.group_buckets if group else self.buckets, group, now)
             if found is not None:
-                return found
-        return None
+                hits.append(found)
+                if not every:
+                    break
+        return hits
+
+    def fraction_tiers(
+        self, task: Task, selector: Rules, skip: frozenset[int]
+    ) -> tuple[list[tuple[NodeState, Fit]], int | None, int | None] | bool:
+        """``whole_tiers`` for a fractional or GPU-memory task: the best node of each of
+        ``best_fraction``'s tiers, then the binpack range (the least free is a tier's best; the
+        most free, the first fitting node down from the top bucket); False where
+        ``best_fraction`` cannot answer."""
+        hits = self._fraction_hits(task, selector, skip, every=True)
+        if isinstance(hits, bool):
+            return False
+        if not hits:
+            return [], None, None
+        where = self.where
+        mn = min(where[ns.name] for ns, _ in hits)
+        mx = mn
+        nodes, names = self.session.nodes, self.names
+        for k in sorted((k for k, lst in self.buckets.items() if lst and k > mn), reverse=True):
+            if any(
+                r not in skip and node_fit(self.session, nodes[names[r]], task, selector).ok
+                for r in self.buckets[k]
+            ):
+                mx = k
+                break
+        return hits, mn, mx
 
     def _mask(self, selector: Rules) -> np.ndarray | None:
         """Indexed nodes the selector's static rules allow (cached); None when a rule depends

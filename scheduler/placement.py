@@ -10,15 +10,19 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from scheduler import fragmentation, rules
-from scheduler.fit import Fit, Rules, node_fit
+from scheduler.fit import Fit, Rules, counters_of, node_fit
 from scheduler.model import Job, Task
 from scheduler.node_index import index_of
 from scheduler.session import Session
 from scheduler.state import NodeState
 
 
-def _free_and_total(ns: NodeState, gpu: bool) -> tuple[float, float]:
+def _free_and_total(session: Session, ns: NodeState, gpu: bool) -> tuple[float, float]:
     if gpu:
+        counted = counters_of(session, ns)
+        if counted is not None:
+            # binpack's NonAllocatedResource: KAI's idle + releasing counters (fit.counters_of)
+            return counted.idle + counted.releasing, float(len(ns.devices))
         return float(ns.free_whole_gpus()), float(len(ns.devices))
     return ns.cpu_idle + ns.cpu_rel, float(ns.node.cpu_millis)
 
@@ -76,7 +80,7 @@ def score_nodes(
         return _score_fragmentation(session, task, fits, selector, extra)
     spread = session.config.strategy(gpu) == "spread"
     sharing = session.config.gpu_sharing_order
-    frees = {ns.name: _free_and_total(ns, gpu) for ns, _ in fits}
+    frees = {ns.name: _free_and_total(session, ns, gpu) for ns, _ in fits}
     having = [f for f, total in frees.values() if total > 0]
     mn, mx = (min(having), max(having)) if having else (0.0, 0.0)
     job = selector if isinstance(selector, Job) else None
@@ -162,8 +166,22 @@ def best_fit(
     cache); other cases (fractional, CPU-only, spread, a topology subset, a job whose node
     scores depend on preferences) scan every node. Required rules (taints, affinity,
     anti-affinity) are filters, which the index checks node by node like the reference."""
+    ledger = session.gpu_ledger
+    drifted = frozenset[int]()
+    if ledger is not None and task.needs_gpu:
+        # While consolidation keeps KAI's counters, a GPU task's fits and scores read them on
+        # the nodes where they may differ from the devices (fit.counters_of), which the node
+        # index does not keep: it answers for the other nodes, merged there (_best_fit_drifted).
+        names = ledger.drifted_nodes(task)
+        if names:
+            rank = index_of(session).rank
+            drifted = frozenset(rank[n] for n in names if n in rank)
     scored = bool(extra) or (isinstance(selector, Job) and (selector.has_preferences or session.soft_taints))
     if not scored and len(nodes) == len(session.nodes):
+        if drifted:
+            if fragmentation.applies(session, task):
+                return best_fit_reference(session, task, selector, nodes, extra)
+            return _best_fit_drifted(session, task, selector, nodes, drifted)
         if fragmentation.applies(session, task):
             # Its cache is per task shape and node selector: a job with other rules scans.
             if not (isinstance(selector, Job) and selector.has_rules):
@@ -180,3 +198,46 @@ def best_fit(
         if found is not False:
             return found  # type: ignore[return-value]
     return best_fit_reference(session, task, selector, nodes, extra)
+
+
+def _best_fit_drifted(
+    session: Session, task: Task, selector: Rules, nodes: Sequence[NodeState], drifted: frozenset[int]
+) -> tuple[NodeState, Fit] | None:
+    """``best_fit_reference`` of a GPU task while KAI's counters have drifted on some nodes
+    (``drifted``: their index ranks): the node index gives each score tier's best node among
+    the others and their binpack range, the drifted nodes are fitted and scored from the
+    counters, and the candidates are scored together over the joint binpack range. Within a
+    tier the binpack part only falls as free GPUs grow, so no other undrifted node can win."""
+    index = index_of(session)
+    binpack_gpu = session.config.strategy(True) != "spread"
+    found: tuple[list[tuple[NodeState, Fit]], int | None, int | None] | bool = False
+    if task.whole_gpus and binpack_gpu:
+        found = index.whole_tiers(task, selector, drifted)
+    elif task.is_fractional and binpack_gpu:
+        found = index.fraction_tiers(task, selector, drifted)
+    if found is False:
+        return best_fit_reference(session, task, selector, nodes)
+    assert not isinstance(found, bool)
+    hits, mn, mx = found
+    names = index.names
+    fits = [(session.nodes[names[r]], None) for r in sorted(drifted)]
+    candidates = list(hits)
+    frees: list[float] = [float(k) for k in (mn, mx) if k is not None]
+    for ns, _ in fits:
+        fit = node_fit(session, ns, task, selector)
+        if fit.ok:
+            candidates.append((ns, fit))
+            free, total = _free_and_total(session, ns, True)
+            if total > 0:
+                frees.append(free)
+    if not candidates:
+        return None
+    low, high = (min(frees), max(frees)) if frees else (0.0, 0.0)
+    sharing = session.config.gpu_sharing_order
+
+    def key(item: tuple[NodeState, Fit]) -> tuple[float, str]:
+        ns, fit = item
+        free, total = _free_and_total(session, ns, True)
+        return -node_score(fit, True, False, sharing, not ns.devices, free, total, low, high, 0.0), ns.name
+
+    return min(candidates, key=key)

@@ -13,6 +13,7 @@ from scheduler.actions.consolidation import allocatable_gpus_scan
 from scheduler.cycle import open_session
 from scheduler.gpu_ledger import Entry, NodeGpus, build
 from scheduler.model import ExternalUsage
+from scheduler.placement import best_fit, best_fit_reference
 from scheduler.scenario import load, run
 from scheduler.scenario.schema import ScenarioError
 from scheduler.session import Session
@@ -183,3 +184,42 @@ def allocatable_gpus_scan_reference(ledger: dict[str, NodeGpus], session: Sessio
             gpus += g
             memory += m
     return gpus, memory
+
+
+def test_counters_read_only_where_they_differ_from_the_devices() -> None:
+    """``Ledger.drifted``: a node whose idle and idle + releasing counters are its devices' idle
+    and free whole GPUs, and whose GPU groups are exactly its shared devices (for a fraction of
+    whole MiB), gives every fit and score the devices' answer, so ``node_fit`` reads the devices
+    there (``fit.counters_of``); the fast ``best_fit`` answers as the scan of every node; an
+    untouched node's counters are its devices' view."""
+    nodes = [Node(f"n{i}", gpus=4, gpu_memory_mib=1000) for i in range(4)]
+    jobs = [
+        Job("w", "q", tasks=[Task("w-0", gpu=1, state=R, node="n0", gpu_devices=(0,))]),
+        Job("v", "q", tasks=[Task("v-0", gpu=2, state=R, node="n1", gpu_devices=(0, 1))]),
+        Job("f", "q", tasks=[Task("f-0", gpu=0.5, state=R, node="n2", gpu_devices=(1,))]),
+        Job("p", "q", tasks=[Task("p-0", gpu=1), Task("p-1", gpu=1)]),
+        Job("h", "q", tasks=[Task("h-0", gpu=0.25)]),
+    ]
+    q = Queue("q", parent="root", resources={"gpu": QueueResource(16, -1, 1)})
+    session = open_session(Snapshot(nodes, [ROOT, q], jobs), Config(), "default")
+    ledger = build(session)
+    session.gpu_ledger = ledger
+    st = Statement(session)
+    st.evict(_task(session, "w-0"))  # n0 touched: releasing, as its devices say
+    clean = [n for n in session.nodes if not ledger.drifted(n)]
+    # n2 holds a fraction whose group is exactly its device's: it agrees too
+    assert clean == ["n0", "n1", "n2", "n3"]
+    odd = Task("o-0", gpu=0.3333)  # 333.3 MiB of n2's device: the counters keep it truncated
+    assert [n for n in session.nodes if ledger.drifted(n, odd)] == ["n2"]
+    assert ledger.drifted_nodes(odd) == {"n2"} and ledger.drifted_nodes(_task(session, "h-0")) == set()
+    for name in ("p-0", "h-0"):
+        task = _task(session, name)
+        job = session.task_job[task.key]
+        got = best_fit(session, task, job, list(session.nodes.values()))
+        want = best_fit_reference(session, task, job, list(session.nodes.values()))
+        assert got is not None and want is not None and got[0].name == want[0].name
+    for name in clean:
+        ns = session.nodes[name]
+        ng = ledger[name]  # made here: drifted from now on, and its counters must still agree
+        assert ng.idle + ng.releasing == float(ns.free_whole_gpus())
+        assert float(ns.idle_whole_gpus() + ns.piped_idle) == ng.idle
