@@ -21,6 +21,7 @@ import yaml
 from django.core.management import get_commands
 
 from kai_portal.cluster.backends.kubernetes.cache import POD_GROUP_API
+from kai_portal.cluster.backends.kubernetes.client import HotWrites
 from kai_portal.cluster.backends.kubernetes.gpu_sharing import RESERVATION_NAMESPACE
 from kai_portal.cluster.backends.kubernetes.owners import CUSTOM_OWNERS
 from kai_portal.cluster.backends.kubernetes.pod_grouping import BUILTIN_PRIORITIES
@@ -120,6 +121,11 @@ def backend_calls(paths: list[Path] = BACKENDS) -> set[tuple[str, str, str]]:
         for source in sources
         for m in re.findall(r"self\.(core|batch|apps|scheduling|coordination)\.(\w+)", source)
     }
+    # client.HotWrites sends the requests of CoreV1Api methods without calling them
+    for source in sources:
+        for write in re.findall(r"self\.writes\.(\w+)\(", source):
+            assert write in HotWrites.GENERATED, f"HotWrites.{write} names no CoreV1Api method"
+            methods.add(("core", HotWrites.GENERATED[write]))
     watched = {
         arg.attr
         for source in sources

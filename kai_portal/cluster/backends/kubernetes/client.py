@@ -190,6 +190,15 @@ class HotWrites:
     A refusal raises the ``ApiException`` (its subclass by status) the generated method raises.
     Answers come back unread, as with ``_preload_content=False``: give them to ``release``."""
 
+    # Each write and the CoreV1Api method whose request it sends: the RBAC rules are derived
+    # from the client calls in the code (tests/deploy/test_helm_chart.py), and read these too.
+    GENERATED = {
+        "bind": "create_namespaced_pod_binding",
+        "create_event": "create_namespaced_event",
+        "patch_event": "patch_namespaced_event",
+        "patch_pod_status": "patch_namespaced_pod_status",
+    }
+
     def __init__(self, api_client: client.ApiClient) -> None:
         self.api_client = api_client
 
