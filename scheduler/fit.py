@@ -113,8 +113,8 @@ def _fraction_avail(session: Session, ns: NodeState, task: Task) -> bool:
 
 
 def counters_of(session: Session, ns: NodeState, task: Task | None = None) -> NodeGpus | None:
-    """KAI's GPU counters of the node while consolidation keeps them (``Session.gpu_ledger``,
-    ``scheduler/gpu_ledger.py``), else None.
+    """KAI's GPU counters of the node where they may differ from its devices, while an action
+    keeps them (``Session.gpu_ledger``, ``scheduler/gpu_ledger.py``), else None.
 
     KAI's node order and fit check read the node's counters, not devices: ``nodeavailability``
     (``IsTaskAllocatable``: the idle vector), ``nodeplacement``'s binpack (``NonAllocatedResource``:
@@ -188,9 +188,8 @@ def node_fit(session: Session, ns: NodeState, task: Task, selector: Rules) -> Fi
         avail_gpus = len(idle) + ns.piped_idle >= whole
         counted = counters_of(session, ns, task)
         if counted is not None:
-            # KAI's counters while consolidation runs: its fit check and nodeavailability
-            if counted.idle + counted.releasing < whole - EPS:
-                return Fit(False, reason=reasons.not_enough("GPUs"))
+            # KAI's nodeavailability reads the idle counter (the fit check on idle + releasing
+            # is whole_room's, above)
             avail_gpus = counted.idle >= whole - EPS
         now = now and len(idle) >= whole
     elif task.is_fractional:
