@@ -132,7 +132,9 @@ def place_task(
         # A task shape that fitted no node still fits none while no node has changed (not kept
         # for jobs with their own rules: tolerations, affinities, anti-affinity to own pods).
         whole_pool = len(nodes) == len(session.nodes) and not job.has_rules
-        key: tuple[object, ...] = (task.gpu, task.gpu_memory_mib, task.cpu_millis, task.memory_mib)
+        # The device count is part of the shape: 2 x 0.5 GPU failing says nothing of 1 x 0.5.
+        shape = (task.gpu, task.gpu_memory_mib, task.fraction_device_count, task.cpu_millis, task.memory_mib)
+        key: tuple[object, ...] = shape
         if job.node_selector:
             key = (*key, *sorted(job.node_selector.items()))
         cached = session.fit_error_cache.get(key) if whole_pool else None
