@@ -184,14 +184,18 @@ def node_fit(session: Session, ns: NodeState, task: Task, selector: Rules) -> Fi
                 return Fit(False, reason=reasons.not_enough("GPUs"))
         devices = tuple((idle + rel)[:whole])
         # KAI's nodeavailability reads its idle vector, which keeps GPUs pipelined tasks took
-        # (NodeState.piped_idle); Allocated or Pipelined is the devices' answer (``now``).
+        # (NodeState.piped_idle).
         avail_gpus = len(idle) + ns.piped_idle >= whole
         counted = counters_of(session, ns, task)
         if counted is not None:
             # KAI's nodeavailability reads the idle counter (the fit check on idle + releasing
             # is whole_room's, above)
             avail_gpus = counted.idle >= whole - EPS
-        now = now and len(idle) >= whole
+        # Allocated or Pipelined reads the same idle vector (allocate.go: allocateTaskToNode ->
+        # IsTaskAllocatable), so a task is Allocated where pipelined tasks took the idle GPUs;
+        # it then takes idle devices they hold, which move to releasing ones
+        # (Statement.idle_from_pipelined; allocate.place_task pipelines it where they cannot).
+        now = now and avail_gpus
     elif task.is_fractional:
         if not ns.devices:
             return Fit(False, reason=reasons.not_enough("GPUs"))

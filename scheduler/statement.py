@@ -140,6 +140,55 @@ class Statement:
 
         self._undo.append(undo)
 
+    def idle_from_pipelined(self, ns: NodeState, devices: tuple[int, ...]) -> tuple[int, ...] | None:
+        """The devices a whole-GPU task that KAI allocates (its idle GPU count covers it) takes:
+        ``devices`` with each releasing one traded for an idle device that a task pipelined this
+        cycle holds, which moves onto the releasing one; None when too few such devices exist.
+
+        KAI counts whole GPUs per node and a pipelined task takes none off the idle count
+        (``node_info.go: addTaskResources`` charges it to releasing), so ``IsTaskAllocatable``
+        allocates a later task there (kai_diff seed 152102). The engine names devices: the
+        allocated task must sit on idle ones, and a pipelined task waits for releasing ones all the
+        same. A device is idle-held when no Releasing placement on the node lists it."""
+        rel = [i for i in devices if ns.devices[i].releasing > EPS]
+        if not rel:
+            return devices
+        s = self.session
+        releasing: set[int] = set()
+        piped: list[tuple[str, Placement]] = []
+        for key, q in s.placements.items():
+            if q.node != ns.name:
+                continue
+            if q.status == _RELEASING:
+                releasing.update(q.devices)
+            elif q.status == _PIPELINED and q.gpu_memory == 0 and q.devices:
+                piped.append((key, q))
+        for key, off in s.moved_off.items():
+            # a task moved off the node this cycle still holds its devices there (Releasing)
+            if ns.name in off:
+                for t in s.task_job[key].tasks:
+                    if t.key == key and t.node == ns.name:
+                        releasing.update(t.gpu_devices)
+        held = [(key, i) for key, q in piped for i in q.devices if i not in releasing and i not in devices]
+        if len(held) < len(rel):
+            return None
+        trades = dict(zip(rel, held[: len(rel)], strict=True))
+        restore_node = self._snapshot_node(ns, tuple(rel))
+        before = {key: s.placements[key] for key, _ in trades.values()}
+        for r, (key, i) in trades.items():
+            q = s.placements[key]
+            s.placements[key] = dataclasses.replace(q, devices=tuple(r if j == i else j for j in q.devices))
+            d = ns.devices[r]
+            d.active, d.releasing, d.whole, d.group_rel = d.memory, 0.0, True, 0.0
+            ns.piped_idle -= 1  # the pipelined task now holds a releasing GPU, as KAI counts it
+
+        def undo() -> None:
+            restore_node()
+            s.placements.update(before)
+
+        self._undo.append(undo)
+        return tuple(trades[i][1] if i in trades else i for i in devices)
+
     def set_status(self, task: Task, status: TaskState) -> None:
         """Change only the status label (e.g. a gang's allocations become pipelined)."""
         s = self.session

@@ -147,7 +147,14 @@ def place_task(
             _, counts = scan_fits(session, task, job, nodes)
             return reasons.fit_error(counts)
         ns, fit = found
-    stmt.place(task, ns.name, fit.devices, pipelined=pipeline_only or not fit.now)
+    pipelined = pipeline_only or not fit.now
+    devices: tuple[int, ...] | None = fit.devices
+    if not pipelined and task.whole_gpus:
+        # KAI's idle count may cover GPUs that tasks pipelined this cycle hold (fit.node_fit)
+        devices = stmt.idle_from_pipelined(ns, fit.devices)
+    if devices is None:
+        devices, pipelined = fit.devices, True
+    stmt.place(task, ns.name, devices, pipelined=pipelined)
     return None
 
 
