@@ -257,6 +257,10 @@ def node_fit(session: Session, ns: NodeState, task: Task, selector: Rules) -> Fi
             and ns.cpu_idle >= task.cpu_millis - AMOUNT_EPS
             and ns.mem_idle >= task.memory_mib - AMOUNT_EPS
         )
+    elif below is not None:
+        avail = now and not below[1]
     else:
-        avail = now and not (below is not None and below[1])
+        # KAI's idle GPU counter is the idle devices plus piped_idle, which an evicted pipelined
+        # task can take below zero: no nodeavailability +1000 then (gpu_counters_below_zero)
+        avail = now and (ns.piped_idle >= 0 or ns.idle_whole_gpus() + ns.piped_idle >= 0)
     return Fit(True, now=now, devices=devices, shares_group=group, avail=avail)
