@@ -127,7 +127,7 @@ KNOWN: list[tuple[tuple[str, ...], str]] = [
     # taken since and overbooks its node (the engine never double-books a device: seeds 106093,
     # 106122); a fraction un-evicted the same way (106287); KAI ties (106026, 106313: 2-3 results
     # in 6-8 KAI runs). Session 16 (consol16, seeds 151000-151199): fixed a task without GPUs on a
-    # node whose GPU counters went below zero (fit.gpu_counters_below_zero: 151026, 151172); of
+    # node whose GPU counters went below zero (fit.gpu_counters_below_zero: 151026; 151172 a tie); of
     # what is left, 151016, 151017 (minimised: two 4-GPU tasks un-evicted onto a 5-GPU node),
     # 151119 and 151121 are un-evictions that overbook (statement.go: Pipeline -> Unevict).
     (
