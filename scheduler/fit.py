@@ -130,6 +130,21 @@ def counters_of(session: Session, ns: NodeState, task: Task | None = None) -> No
     return ledger.get(ns.name, touch=False)
 
 
+def gpu_counters_below_zero(session: Session, ns: NodeState) -> tuple[bool, bool] | None:
+    """For a task without GPUs, KAI's GPU counters of a drifted node (``counters_of``), else
+    None: (idle + releasing below zero, idle below zero). Such a task is a regular request, so
+    ``isTaskAllocatableOnNonAllocatedResources`` compares its whole resource vector, GPUs (0)
+    included, with the node's (``lessEqualTaskToNodeResources`` -> ``ResourceVector.
+    LessEqual``): a node whose idle + releasing GPU counters went below zero refuses it
+    (``IsTaskAllocatableOnReleasingOrIdle``, the check before each node is tried; kai_diff seed
+    151172: "releasing: <[1000 0 -2 0]>, idle: <[250000 ... 1 105]>"), and one whose idle counter
+    did gets no ``nodeavailability`` +1000 (``IsTaskAllocatable``, the idle vector)."""
+    counted = counters_of(session, ns)
+    if counted is None:
+        return None
+    return counted.idle + counted.releasing < -EPS, counted.idle < -EPS
+
+
 def _ledger_groups(session: Session, ns: NodeState, counted: NodeGpus, task: Task) -> int:
     """KAI's used GPU groups a fraction fits on (``fractionTaskGpusAllocatableDeviceCount`` ->
     ``IsTaskFitOnGpuGroup``: some memory used, memory less allocated plus releasing covers the
@@ -166,6 +181,7 @@ def node_fit(session: Session, ns: NodeState, task: Task, selector: Rules) -> Fi
     group = False
     whole = task.whole_gpus
     avail_gpus = False
+    below: tuple[bool, bool] | None = None  # a task without GPUs: gpu_counters_below_zero
     if whole:
         idle: list[int] = []
         rel: list[int] = []
@@ -218,6 +234,9 @@ def node_fit(session: Session, ns: NodeState, task: Task, selector: Rules) -> Fi
         # without GPUs fits on any group (it asks for 0 MiB), so a CPU-only task is drawn to nodes
         # whose GPUs are shared, as in KAI (a whole-GPU task never fits a used shared device).
         group = ns.has_group
+        below = gpu_counters_below_zero(session, ns)
+        if below is not None and below[0]:
+            return Fit(False, reason=reasons.not_enough("GPUs"))
     if ns.cpu_idle + ns.cpu_rel < task.cpu_millis - AMOUNT_EPS:
         return Fit(False, reason=reasons.not_enough("CPU cores"))
     if ns.mem_idle + ns.mem_rel < task.memory_mib - AMOUNT_EPS:
@@ -242,6 +261,10 @@ def node_fit(session: Session, ns: NodeState, task: Task, selector: Rules) -> Fi
             and ns.cpu_idle >= task.cpu_millis - AMOUNT_EPS
             and ns.mem_idle >= task.memory_mib - AMOUNT_EPS
         )
+    elif below is not None:
+        avail = now and not below[1]
     else:
-        avail = now
+        # KAI's idle GPU counter is the idle devices plus piped_idle, which an evicted pipelined
+        # task can take below zero: no nodeavailability +1000 then (gpu_counters_below_zero)
+        avail = now and (ns.piped_idle >= 0 or ns.idle_whole_gpus() + ns.piped_idle >= 0)
     return Fit(True, now=now, devices=devices, shares_group=group, avail=avail)

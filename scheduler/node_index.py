@@ -453,7 +453,9 @@ class NodeIndex:
                 return False  # no binpack range (every fitting node full): let the scan decide
             ns = self.session.nodes[self.names[r]]
             fit = node_fit(self.session, ns, task, selector)
-            if not fit.ok:
+            if not fit.ok or fit.avail != bool(now[r]):
+                # refused, or scored lower, on KAI's GPU counters below zero, which these
+                # columns do not hold (fit.gpu_counters_below_zero): let the scan decide
                 return False
             return ns, fit
         return None

@@ -7,10 +7,10 @@ devices, is ``scheduler.fit``."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from scheduler import fragmentation, rules
-from scheduler.fit import Fit, Rules, counters_of, node_fit
+from scheduler.fit import Fit, Rules, counters_of, gpu_counters_below_zero, node_fit
 from scheduler.model import Job, Task
 from scheduler.node_index import index_of
 from scheduler.session import Session
@@ -176,6 +176,10 @@ def best_fit(
         if names:
             rank = index_of(session).rank
             drifted = frozenset(rank[n] for n in names if n in rank)
+    elif ledger is not None and _counters_below_zero(session, ledger.drifted_nodes()):
+        # a task without GPUs is refused, or scored lower, where KAI's GPU counters went below
+        # zero (fit.gpu_counters_below_zero), which the CPU index does not see: scan
+        return best_fit_reference(session, task, selector, nodes, extra)
     scored = bool(extra) or (isinstance(selector, Job) and (selector.has_preferences or session.soft_taints))
     if not scored and len(nodes) == len(session.nodes):
         if drifted:
@@ -198,6 +202,17 @@ def best_fit(
         if found is not False:
             return found  # type: ignore[return-value]
     return best_fit_reference(session, task, selector, nodes, extra)
+
+
+def _counters_below_zero(session: Session, names: Iterable[str]) -> bool:
+    """Whether any of these drifted nodes has KAI's idle, or idle + releasing, GPU counters
+    below zero (``fit.gpu_counters_below_zero``)."""
+    nodes = session.nodes
+    for name in names:
+        below = gpu_counters_below_zero(session, nodes[name])
+        if below is not None and (below[0] or below[1]):
+            return True
+    return False
 
 
 def _best_fit_drifted(
