@@ -44,8 +44,6 @@ Allocated or Pipelined). A KAI quirk, on by default: ``Config.kai_gpu_counter_dr
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -283,20 +281,14 @@ def build(session: Session) -> Ledger:
     return Ledger(session)
 
 
-@contextmanager
-def kept(session: Session) -> Iterator[None]:
-    """Keep the ledger while an action runs (reclaim, preempt): its statements replay KAI's node
-    operations and a whole-GPU fit reads the node's idle and releasing counters
-    (``Ledger.whole_room``). Off with ``Config.kai_gpu_counter_drift``; a ledger already kept
-    is left as it is."""
-    if not session.config.kai_gpu_counter_drift or session.gpu_ledger is not None:
-        yield
-        return
-    session.gpu_ledger = build(session)
-    try:
-        yield
-    finally:
-        session.gpu_ledger = None
+def keep(session: Session) -> None:
+    """Keep the ledger from this action on (consolidation, reclaim, preempt): its statements
+    replay KAI's node operations and the fits and sums that KAI reads off its node counters read
+    the ledger. KAI's counters belong to the session, so once made the ledger runs on through the
+    later actions of the cycle (reclaim's changes are preempt's starting counters: kai_diff seed
+    140961) and goes with the session. Off with ``Config.kai_gpu_counter_drift``."""
+    if session.config.kai_gpu_counter_drift and session.gpu_ledger is None:
+        session.gpu_ledger = build(session)
 
 
 class Ledger:
