@@ -44,8 +44,6 @@ Allocated or Pipelined). A KAI quirk, on by default: ``Config.kai_gpu_counter_dr
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -95,25 +93,40 @@ class NodeGpus:
     allocated_shared: dict[Group, int] = field(default_factory=dict)
     marked: set[Group] = field(default_factory=set)
     entries: dict[str, Entry] = field(default_factory=dict)
-    device_group: dict[int, Group] = field(default_factory=dict)  # a device's current group
+    # the groups opened on each device, oldest first (the device's own index first)
+    device_groups: dict[int, list[Group]] = field(default_factory=dict)
     opened: int = 0
 
     def group_of(self, device: int) -> Group:
         """The GPU group a fraction placed on this device joins: the device's group while it has
         a member and not every member releases (``IsTaskFitOnGpuGroup``: ``!isAllGpuReleased``),
         else a new group (``gpu_sharing.findGpuForSharingOnNode`` gives a new group id)."""
-        g = self.device_group.get(device, device)
+        g = self._device_group(device)
         if self.used_shared.get(g, 0) != 0 and self.allocated_shared.get(g, 0) != self.releasing_shared.get(
             g, 0
         ):
             return g
+        opened = self.device_groups.setdefault(device, [device])
         if g not in self.used_shared:
-            self.device_group[device] = g
             return g
         self.opened += 1
         g = (device, self.opened)
-        self.device_group[device] = g
+        opened.append(g)
         return g
+
+    def _device_group(self, device: int) -> Group:
+        """The group the device's tasks are in: the newest opened on it that holds memory, else
+        the newest. A group a discarded probe opened is empty again once the probe's task is
+        taken off (``unpipeline``), and the device's tasks are back in the group before it, which
+        keeps its id in KAI (a fraction placed there joins it: kai_diff seed 141347)."""
+        opened = self.device_groups.get(device)
+        if opened is None:
+            return device
+        used = self.used_shared
+        for g in reversed(opened):
+            if used.get(g, 0) != 0:
+                return g
+        return opened[-1]
 
     # ---- node_info.go: addTask / RemoveTask / UpdateTask ----------------------------------
     def add(self, key: str, entry: Entry, replace: bool = False) -> None:
@@ -283,20 +296,14 @@ def build(session: Session) -> Ledger:
     return Ledger(session)
 
 
-@contextmanager
-def kept(session: Session) -> Iterator[None]:
-    """Keep the ledger while an action runs (reclaim, preempt): its statements replay KAI's node
-    operations and a whole-GPU fit reads the node's idle and releasing counters
-    (``Ledger.whole_room``). Off with ``Config.kai_gpu_counter_drift``; a ledger already kept
-    is left as it is."""
-    if not session.config.kai_gpu_counter_drift or session.gpu_ledger is not None:
-        yield
-        return
-    session.gpu_ledger = build(session)
-    try:
-        yield
-    finally:
-        session.gpu_ledger = None
+def keep(session: Session) -> None:
+    """Keep the ledger from this action on (consolidation, reclaim, preempt): its statements
+    replay KAI's node operations and the fits and sums that KAI reads off its node counters read
+    the ledger. KAI's counters belong to the session, so once made the ledger runs on through the
+    later actions of the cycle (reclaim's changes are preempt's starting counters: kai_diff seed
+    140961) and goes with the session. Off with ``Config.kai_gpu_counter_drift``."""
+    if session.config.kai_gpu_counter_drift and session.gpu_ledger is None:
+        session.gpu_ledger = build(session)
 
 
 class Ledger:

@@ -151,12 +151,14 @@ class Session:
         self.stale_candidates: list[Job] | None = None
 
     def close(self) -> None:
-        """Drop what refers back to the session (its node index), once the cycle has read it.
+        """Drop what refers back to the session (its node index, KAI's GPU counters), once the
+        cycle has read it.
 
         Without a reference cycle the session's objects (one device per GPU, the placements made)
         are freed as soon as the cycle lets go of it; with one, they wait for the cyclic
         collector, whose next young-generation pass then walks all of them first."""
         self.node_index = None
+        self.gpu_ledger = None
 
     @property
     def task_job(self) -> dict[str, Job]:

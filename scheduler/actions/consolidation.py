@@ -140,15 +140,8 @@ def consolidation(session: Session) -> None:
         preemptible_preemptors=True,
         refusal_in_attempt=rules.refused_in_attempt,
     )
-    if not session.config.kai_gpu_counter_drift:
-        run_action(session, policy)
-        return
-    # KAI's node GPU counters, kept by every statement of the action (gpu_ledger.py): a KAI
+    # KAI's node GPU counters, kept by every statement from here on (gpu_ledger.py): a KAI
     # quirk, on by default (Config.kai_gpu_counter_drift)
-    session.gpu_ledger = gpu_ledger.build(session)
+    gpu_ledger.keep(session)
     session.node_memo.pop(allocatable_gpus_scan, None)  # a sum kept from before the ledger
-    try:
-        run_action(session, policy)
-    finally:
-        session.gpu_ledger = None
-        session.node_memo.pop(allocatable_gpus_scan, None)
+    run_action(session, policy)

@@ -98,7 +98,7 @@ def preempt(session: Session) -> None:
         # attempt and makes the job its signature's representative.
         objection_in_attempt=True,
     )
-    # KAI's node GPU counters, kept by the action's statements and read by whole-GPU fits
+    # KAI's node GPU counters, kept by the statements from here on and read by whole-GPU fits
     # (gpu_ledger.py; a KAI quirk, on by default: Config.kai_gpu_counter_drift)
-    with gpu_ledger.kept(session):
-        run_action(session, policy)
+    gpu_ledger.keep(session)
+    run_action(session, policy)

@@ -223,3 +223,22 @@ def test_counters_read_only_where_they_differ_from_the_devices() -> None:
         ng = ledger[name]  # made here: drifted from now on, and its counters must still agree
         assert ng.idle + ng.releasing == float(ns.free_whole_gpus())
         assert float(ns.idle_whole_gpus() + ns.piped_idle) == ng.idle
+
+
+def test_device_keeps_its_group_after_a_discarded_probe_opened_another() -> None:
+    """A probe evicts the device's only fraction (its group all releasing) and pipelines another
+    there: a new group (KAI: a new id). After the discard the device's fraction is back in its own
+    group, and a fraction placed there later joins that one, not the probe's empty group (KAI
+    joins by group id: kai_diff seed 150674)."""
+    ng = NodeGpus(gpus=2, device_memory=1000, idle=2.0)
+    ng.add("a", Entry(R, (0,), 0.0, 500))
+    ng.update("a", TaskState.RELEASING, R)  # the probe's eviction
+    probe = ng.group_of(0)
+    assert probe != 0  # the group all releases: a new one
+    ng.add("b", Entry(TaskState.PIPELINED, (probe,), 0.0, 250))
+    ng.drop("b")  # discard: unpipeline, then unevict
+    ng.update("a", R)
+    assert ng.group_of(0) == 0
+    counters = (ng.idle, ng.releasing)
+    ng.add("c", Entry(TaskState.ALLOCATED, (ng.group_of(0),), 0.0, 250))
+    assert (ng.idle, ng.releasing) == counters  # joining a used group moves no whole-GPU counter

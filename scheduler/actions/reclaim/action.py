@@ -176,7 +176,7 @@ def reclaim(session: Session) -> None:
         explain=rules.explain,
         quick_screen=rules.quick_screen if QUICK_SCREEN else None,
     )
-    # KAI's node GPU counters, kept by the action's statements and read by whole-GPU fits
+    # KAI's node GPU counters, kept by the statements from here on and read by whole-GPU fits
     # (gpu_ledger.py; a KAI quirk, on by default: Config.kai_gpu_counter_drift)
-    with gpu_ledger.kept(session):
-        run_action(session, policy)
+    gpu_ledger.keep(session)
+    run_action(session, policy)
