@@ -64,6 +64,7 @@ from kai_portal.cluster.backends import (
     TaskStatus,
 )
 from kai_portal.cluster.backends.kubernetes import PORTAL_JOB_UID_LABEL
+from kai_portal.core import bulk
 from kai_portal.core.bulk import chunks
 from kai_portal.nodes.models import GpuDevice, Node, NodePool
 from kai_portal.queues.models import Queue
@@ -85,7 +86,7 @@ NODE_FIELDS = [
 ]  # fmt: skip
 JOB_READ = ("pk", "cluster_key", "state", "task_count", "min_member", "created_at", "pod_group_name")
 POD_READ = ("pk", "job_id", "name", "uid", "index", "state", "node_id", "releasing_since", "started_at")
-POD_WRITE = ["uid", "state", "node", "releasing_since", "started_at", "updated_at"]
+POD_WRITE = ["uid", "state", "node", "releasing_since", "started_at"]  # and updated_at, the cycle's stamp
 UNKNOWN_GPU_MEMORY_MIB = 1  # "not synced": no GPU-memory request fits (ObservedNode.gpu_memory_mib None)
 ENDED_PODS = [PodState.SUCCEEDED, PodState.FAILED]
 POD_STATE = {
@@ -421,7 +422,11 @@ class _PodWrites:
             self.seen.add(row.pk)
             if devices:
                 self.relink[row.pk] = devices
-        Pod.objects.bulk_update(self.changed, POD_WRITE, batch_size=BATCH)
+        # One UPDATE ... FROM unnest(arrays) on PostgreSQL (bulk.update_rows), not bulk_update's
+        # CASE WHEN per column: building and compiling those was about 1 ms per bound pod on the
+        # cycle after its bind (KWOK harness). Same columns, same values.
+        rows = [(r.pk, r.uid, r.state, r.node_id, r.releasing_since, r.started_at) for r in self.changed]
+        bulk.update_rows(Pod, POD_WRITE, rows, {"updated_at": self.stamp})
         if self.relink:
             through = Pod.gpu_devices.through
             ids = list(self.relink)
