@@ -327,17 +327,33 @@ def _jobs_by_key(keys: set[str]) -> dict[str, Job]:
     return out
 
 
+@dataclass(slots=True)
+class _PodRow:
+    """The columns of a pod row a sync reads (``POD_READ``) and may change: read as plain
+    values, not model instances (building those was about 0.15 ms a pod every cycle)."""
+
+    pk: int
+    job_id: int
+    name: str
+    uid: str
+    index: int
+    state: str
+    node_id: int | None
+    releasing_since: datetime | None
+    started_at: datetime | None
+
+
 @dataclass
 class _PodWrites:
     """One sync's pod rows and device links, read up front, and what it will write in bulk."""
 
     now: datetime
-    pods_of: dict[int, dict[str, Pod]]  # job pk -> pod name -> row
+    pods_of: dict[int, dict[str, _PodRow]]  # job pk -> pod name -> row
     links: dict[int, set[int]]  # pod pk -> device pks
     device_pk: dict[tuple[int, int], int]  # (node pk, index) -> device pk
     stamp: datetime = field(default_factory=timezone.now)
     created: list[tuple[Pod, list[int]]] = field(default_factory=list)
-    changed: list[Pod] = field(default_factory=list)
+    changed: list[_PodRow] = field(default_factory=list)
     relink: dict[int, list[int]] = field(default_factory=dict)
     seen: set[int] = field(default_factory=set)
     touched: set[int] = field(default_factory=set)
@@ -346,11 +362,12 @@ class _PodWrites:
     def read(cls, jobs: Iterable[Job], now: datetime) -> _PodWrites:
         # The pods of the observed keys' jobs only (finished history is not read every cycle).
         ids = sorted(j.pk for j in jobs)
-        pods_of: dict[int, dict[str, Pod]] = defaultdict(dict)
+        pods_of: dict[int, dict[str, _PodRow]] = defaultdict(dict)
         links: dict[int, set[int]] = defaultdict(set)
         through = Pod.gpu_devices.through
         for part in chunks(ids):
-            for row in Pod.objects.filter(job_id__in=part).only(*POD_READ):
+            for values in Pod.objects.filter(job_id__in=part).values_list(*POD_READ):
+                row = _PodRow(*values)
                 pods_of[row.job_id][row.name] = row
             for pod_id, device_id in through.objects.filter(pod__job_id__in=part).values_list(
                 "pod_id", "gpudevice_id"
@@ -379,10 +396,10 @@ class _PodWrites:
             ) if node else []  # fmt: skip
             now_if_running = self.now if state == PodState.RUNNING else None
             if row is None:
-                row = Pod(job=job, index=next_index, name=obs.name, uid=obs.uid, state=state, node=node,
+                new = Pod(job=job, index=next_index, name=obs.name, uid=obs.uid, state=state, node=node,
                           releasing_since=obs.deletion_timestamp, started_at=now_if_running)  # fmt: skip
                 next_index += 1
-                self.created.append((row, devices))
+                self.created.append((new, devices))
                 self.touched.add(job.pk)
                 continue
             self.seen.add(row.pk)
@@ -390,7 +407,6 @@ class _PodWrites:
             wanted = (obs.uid, state, node.pk if node else None, obs.deletion_timestamp, started)
             if (row.uid, row.state, row.node_id, row.releasing_since, row.started_at) != wanted:
                 row.uid, row.state, row.node_id, row.releasing_since, row.started_at = wanted
-                row.updated_at = self.stamp
                 self.changed.append(row)
                 self.touched.add(job.pk)
             if sorted(self.links.get(row.pk, ())) != devices:
