@@ -64,6 +64,7 @@ from kai_portal.cluster.backends import (
     TaskStatus,
 )
 from kai_portal.cluster.backends.kubernetes import PORTAL_JOB_UID_LABEL
+from kai_portal.core import bulk
 from kai_portal.core.bulk import chunks
 from kai_portal.nodes.models import GpuDevice, Node, NodePool
 from kai_portal.queues.models import Queue
@@ -85,7 +86,7 @@ NODE_FIELDS = [
 ]  # fmt: skip
 JOB_READ = ("pk", "cluster_key", "state", "task_count", "min_member", "created_at", "pod_group_name")
 POD_READ = ("pk", "job_id", "name", "uid", "index", "state", "node_id", "releasing_since", "started_at")
-POD_WRITE = ["uid", "state", "node", "releasing_since", "started_at", "updated_at"]
+POD_WRITE = ["uid", "state", "node", "releasing_since", "started_at"]  # and updated_at, the cycle's stamp
 UNKNOWN_GPU_MEMORY_MIB = 1  # "not synced": no GPU-memory request fits (ObservedNode.gpu_memory_mib None)
 ENDED_PODS = [PodState.SUCCEEDED, PodState.FAILED]
 POD_STATE = {
@@ -326,17 +327,33 @@ def _jobs_by_key(keys: set[str]) -> dict[str, Job]:
     return out
 
 
+@dataclass(slots=True)
+class _PodRow:
+    """The columns of a pod row a sync reads (``POD_READ``) and may change: read as plain
+    values, not model instances (building those was about 0.15 ms a pod every cycle)."""
+
+    pk: int
+    job_id: int
+    name: str
+    uid: str
+    index: int
+    state: str
+    node_id: int | None
+    releasing_since: datetime | None
+    started_at: datetime | None
+
+
 @dataclass
 class _PodWrites:
     """One sync's pod rows and device links, read up front, and what it will write in bulk."""
 
     now: datetime
-    pods_of: dict[int, dict[str, Pod]]  # job pk -> pod name -> row
+    pods_of: dict[int, dict[str, _PodRow]]  # job pk -> pod name -> row
     links: dict[int, set[int]]  # pod pk -> device pks
     device_pk: dict[tuple[int, int], int]  # (node pk, index) -> device pk
     stamp: datetime = field(default_factory=timezone.now)
     created: list[tuple[Pod, list[int]]] = field(default_factory=list)
-    changed: list[Pod] = field(default_factory=list)
+    changed: list[_PodRow] = field(default_factory=list)
     relink: dict[int, list[int]] = field(default_factory=dict)
     seen: set[int] = field(default_factory=set)
     touched: set[int] = field(default_factory=set)
@@ -345,11 +362,12 @@ class _PodWrites:
     def read(cls, jobs: Iterable[Job], now: datetime) -> _PodWrites:
         # The pods of the observed keys' jobs only (finished history is not read every cycle).
         ids = sorted(j.pk for j in jobs)
-        pods_of: dict[int, dict[str, Pod]] = defaultdict(dict)
+        pods_of: dict[int, dict[str, _PodRow]] = defaultdict(dict)
         links: dict[int, set[int]] = defaultdict(set)
         through = Pod.gpu_devices.through
         for part in chunks(ids):
-            for row in Pod.objects.filter(job_id__in=part).only(*POD_READ):
+            for values in Pod.objects.filter(job_id__in=part).values_list(*POD_READ):
+                row = _PodRow(*values)
                 pods_of[row.job_id][row.name] = row
             for pod_id, device_id in through.objects.filter(pod__job_id__in=part).values_list(
                 "pod_id", "gpudevice_id"
@@ -378,10 +396,10 @@ class _PodWrites:
             ) if node else []  # fmt: skip
             now_if_running = self.now if state == PodState.RUNNING else None
             if row is None:
-                row = Pod(job=job, index=next_index, name=obs.name, uid=obs.uid, state=state, node=node,
+                new = Pod(job=job, index=next_index, name=obs.name, uid=obs.uid, state=state, node=node,
                           releasing_since=obs.deletion_timestamp, started_at=now_if_running)  # fmt: skip
                 next_index += 1
-                self.created.append((row, devices))
+                self.created.append((new, devices))
                 self.touched.add(job.pk)
                 continue
             self.seen.add(row.pk)
@@ -389,7 +407,6 @@ class _PodWrites:
             wanted = (obs.uid, state, node.pk if node else None, obs.deletion_timestamp, started)
             if (row.uid, row.state, row.node_id, row.releasing_since, row.started_at) != wanted:
                 row.uid, row.state, row.node_id, row.releasing_since, row.started_at = wanted
-                row.updated_at = self.stamp
                 self.changed.append(row)
                 self.touched.add(job.pk)
             if sorted(self.links.get(row.pk, ())) != devices:
@@ -421,7 +438,11 @@ class _PodWrites:
             self.seen.add(row.pk)
             if devices:
                 self.relink[row.pk] = devices
-        Pod.objects.bulk_update(self.changed, POD_WRITE, batch_size=BATCH)
+        # One UPDATE ... FROM unnest(arrays) on PostgreSQL (bulk.update_rows), not bulk_update's
+        # CASE WHEN per column: building and compiling those was about 1 ms per bound pod on the
+        # cycle after its bind (KWOK harness). Same columns, same values.
+        rows = [(r.pk, r.uid, r.state, r.node_id, r.releasing_since, r.started_at) for r in self.changed]
+        bulk.update_rows(Pod, POD_WRITE, rows, {"updated_at": self.stamp})
         if self.relink:
             through = Pod.gpu_devices.through
             ids = list(self.relink)

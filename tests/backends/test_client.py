@@ -105,3 +105,24 @@ def test_a_hot_write_is_the_request_the_generated_method_makes(
         .status_code
         == 404
     )
+
+
+def test_a_raw_watch_event_is_what_the_clients_own_unmarshal_gives_for_plain_objects() -> None:
+    from kubernetes import watch
+
+    from kai_portal.cluster.backends.kubernetes.client import RawWatch
+
+    pod = {"kind": "Pod", "metadata": {"name": "p1", "resourceVersion": "42"}, "spec": {"priority": 7}}
+    lines = [
+        json.dumps({"type": "MODIFIED", "object": pod}),
+        json.dumps({"type": "BOOKMARK", "object": {"kind": "Pod", "metadata": {"resourceVersion": "50"}}}),
+        json.dumps({"type": "ERROR", "object": {"kind": "Status", "code": 410, "reason": "Expired"}}),
+        "",
+        "not json",
+    ]
+    ours, theirs = RawWatch(return_type="object"), watch.Watch(return_type="object")
+    for line in lines:
+        mine = ours.unmarshal_event(line, "object")
+        assert mine == theirs.unmarshal_event(line, "object")
+        assert ours.resource_version == theirs.resource_version
+    assert ours.resource_version == "50"
