@@ -94,7 +94,6 @@ class Statement:
                 # KAI pipelines onto the releasing vector only: its idle GPUs stay (NodeState.piped_idle)
                 ns.piped_idle += 1
             if fractional:
-                joins = d.is_group  # a used GPU group, before this task changes the device
                 if opens_group(d):  # a new GPU group: its reservation pod takes a pod slot
                     if pipelined and ns.pods_idle < 2:
                         ns.pods_rel -= 1
@@ -109,13 +108,6 @@ class Statement:
                     d.group += 1
                     d.group_rel = 0.0
                 short = clean(mem - (d.memory - d.active - d.releasing))
-                if pipelined and joins:
-                    # KAI charges a pipelined member of a used group to the group's releasing
-                    # memory alone (gpu_sharing_node_info.go: addSharedGPUTaskResourcesPerPodGroup,
-                    # Pipelined), and a later fraction is Allocated on what the group's allocated
-                    # members leave (EnoughIdleResourcesOnGpu): so it takes releasing memory first
-                    # and leaves the idle memory to that one (kai_diff seed 152096)
-                    short = max(short, min(mem, d.releasing))
                 if short > EPS:  # the missing part is promised out of releasing memory
                     promised = max(promised, min(short, d.releasing))
                     d.releasing = clean(max(0.0, d.releasing - short))
