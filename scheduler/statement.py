@@ -371,6 +371,7 @@ class Statement:
                 b.group,
             )
             b.active, b.releasing, b.whole, b.group_rel, b.group = held
+        swap_groups = self._ledger_swap_groups(p.node, pairs)
         moved: list[tuple[str, Placement]] = [(task.key, p)]
         s.placements[task.key] = dataclasses.replace(p, devices=own)
         for key, q in list(s.placements.items()):
@@ -382,10 +383,32 @@ class Statement:
 
         def undo() -> None:
             restore_node()
+            swap_groups()
             for key, q in moved:
                 s.placements[key] = q
 
         self._undo.append(undo)
+
+    def _ledger_swap_groups(self, node: str, pairs: dict[int, int]) -> Callable[[], None]:
+        """Swap the ledger's GPU groups of devices whose state ``keep_own_devices`` swapped, and
+        return the swap back. KAI names a GPU group, not a device: a fraction the engine moved to
+        another device is still in its group, and a fraction placed beside it later joins that
+        group (kai_diff seed 153263: the ledger read the new device's own group, took a GPU off the
+        releasing counter and drifted from KAI's)."""
+        ledger = self.session.gpu_ledger
+        ng = ledger.get(node) if ledger is not None else None
+        if ng is None:
+            return lambda: None
+        groups = ng.device_groups
+
+        def swap() -> None:
+            # a device with no entry is in the group named by its index (NodeGpus.group_of)
+            held = {i: groups.pop(i, [i]) for i in pairs}
+            for i, opened in held.items():
+                groups[pairs[i]] = opened
+
+        swap()
+        return swap
 
     def room_left(self, task: Task) -> bool:
         """Whether a task evicted in this cycle still has its own room (devices, CPU, memory, pod
